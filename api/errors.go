@@ -1,0 +1,89 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+)
+
+// FieldError is one entry of a FastAPI/pydantic validation error list:
+// {"type":"missing","loc":["body","username"],"msg":"Field required","input":null}.
+type FieldError struct {
+	Type  string         `json:"type"`
+	Loc   []any          `json:"loc"`
+	Msg   string         `json:"msg"`
+	Input any            `json:"input"`
+	Ctx   map[string]any `json:"ctx,omitempty"`
+}
+
+// Error is an HTTP error answer in FastAPI's shape {"detail": ...}, with
+// optional extra top-level fields (RFC 6749's "error" and
+// "error_description") and headers (WWW-Authenticate, Retry-After).
+type Error struct {
+	Status int
+	// Detail is a string or a []FieldError.
+	Detail  any
+	Extra   map[string]string
+	Headers map[string]string
+}
+
+func (e *Error) Error() string {
+	if s, ok := e.Detail.(string); ok {
+		return strconv.Itoa(e.Status) + ": " + s
+	}
+	if fe, ok := e.Detail.([]FieldError); ok && len(fe) > 0 {
+		return strconv.Itoa(e.Status) + ": " + fe[0].Msg
+	}
+	return strconv.Itoa(e.Status) + ": " + http.StatusText(e.Status)
+}
+
+// NewError returns an Error with a plain-text detail.
+func NewError(status int, detail string) *Error {
+	return &Error{Status: status, Detail: detail}
+}
+
+// ValidationError returns the 422 answer listing errs.
+func ValidationError(errs ...FieldError) *Error {
+	return &Error{Status: http.StatusUnprocessableEntity, Detail: errs}
+}
+
+// WithHeader returns e with header k set to v.
+func (e *Error) WithHeader(k, v string) *Error {
+	if e.Headers == nil {
+		e.Headers = map[string]string{}
+	}
+	e.Headers[k] = v
+	return e
+}
+
+// MarshalJSON renders {"detail": ..., <extra>...}.
+func (e *Error) MarshalJSON() ([]byte, error) {
+	m := make(map[string]any, 1+len(e.Extra))
+	for k, v := range e.Extra {
+		m[k] = v
+	}
+	m["detail"] = e.Detail
+	return json.Marshal(m)
+}
+
+// Write sends e as the response.
+func (e *Error) Write(w http.ResponseWriter) {
+	for k, v := range e.Headers {
+		w.Header().Set(k, v)
+	}
+	WriteJSON(w, e.Status, e)
+}
+
+// WriteJSON writes v as a JSON response with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"detail":"Internal Server Error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

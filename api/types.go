@@ -1,0 +1,50 @@
+// Package api holds the public API of llmedge: the request and response
+// bodies of POST /tasks/assistant_inference, their validation, and the
+// FastAPI-compatible error shapes. It imports nothing from Caddy.
+package api
+
+// Roles a chat message may carry.
+const (
+	RoleSystem    = "system"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+)
+
+// Message is one element of the request's messages.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+}
+
+// Usage is the token accounting of one inference.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// InferenceRequest is a validated body of POST /tasks/assistant_inference,
+// with defaults applied.
+type InferenceRequest struct {
+	Messages      []Message `json:"messages"`
+	ModelType     string    `json:"model_type"`
+	Temperature   float64   `json:"temperature"`
+	Stream        bool      `json:"stream"`
+	SystemMessage *string   `json:"system_message"`
+}
+
+// InferenceResponse is the non-streamed answer, and the payload of the
+// final `event: done` of a stream.
+type InferenceResponse struct {
+	Content        string  `json:"content"`
+	ModelType      string  `json:"model_type"`
+	Usage          Usage   `json:"usage"`
+	ProcessingTime float64 `json:"processing_time"`
+	InferenceTime  float64 `json:"inference_time"`
+	MessageCount   int     `json:"message_count"`
+}
+
+// StreamDelta is the payload of each `data:` event of a stream.
+type StreamDelta struct {
+	Content string `json:"content"`
+}
