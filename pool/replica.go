@@ -1,0 +1,91 @@
+// Package pool keeps the set of replicas serving one model type and picks
+// one for each request. The set is swapped atomically, so the request path
+// never waits on discovery.
+package pool
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"sync/atomic"
+)
+
+// Replica is one inference server. Its counters are shared by every request
+// routed to it; configuration fields are read-only once it is in a Pool.
+type Replica struct {
+	// URL is the replica's base address, without a trailing slash.
+	URL string
+	// Model, when set, overrides the upstream model name of the pool.
+	Model string
+	// Protocol, when set, overrides the protocol of the pool.
+	Protocol string
+	// Weight scales the replica's share of traffic; 0 means 1.
+	Weight int
+	// MaxConcurrency caps outstanding requests; 0 means no cap.
+	MaxConcurrency int
+
+	outstanding atomic.Int64
+	served      atomic.Uint64
+}
+
+// NewReplica parses a base URL ("http://host:port[/prefix]").
+func NewReplica(rawURL string) (*Replica, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("replica address %q: %w", rawURL, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("replica address %q: want http://host:port or https://host:port", rawURL)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("replica address %q: no query or fragment allowed", rawURL)
+	}
+	return &Replica{URL: strings.TrimRight(u.String(), "/")}, nil
+}
+
+// Outstanding is the number of requests in flight on r.
+func (r *Replica) Outstanding() int64 { return r.outstanding.Load() }
+
+// Served is the number of requests r has been given.
+func (r *Replica) Served() uint64 { return r.served.Load() }
+
+func (r *Replica) weight() int64 {
+	if r.Weight <= 0 {
+		return 1
+	}
+	return int64(r.Weight)
+}
+
+// full reports whether r is at its concurrency cap.
+func (r *Replica) full() bool {
+	return r.MaxConcurrency > 0 && r.outstanding.Load() >= int64(r.MaxConcurrency)
+}
+
+// tryAcquire takes a slot on r, failing when r is at its cap.
+func (r *Replica) tryAcquire() bool {
+	if r.MaxConcurrency <= 0 {
+		r.outstanding.Add(1)
+		r.served.Add(1)
+		return true
+	}
+	// CAS so the count never shows more than the cap, even transiently.
+	for {
+		n := r.outstanding.Load()
+		if n >= int64(r.MaxConcurrency) {
+			return false
+		}
+		if r.outstanding.CompareAndSwap(n, n+1) {
+			r.served.Add(1)
+			return true
+		}
+	}
+}
+
+// Release gives back the slot taken when r was acquired from its Pool.
+func (r *Replica) Release() { r.outstanding.Add(-1) }
+
+// sameConfig reports whether a and b describe the same replica settings.
+func sameConfig(a, b *Replica) bool {
+	return a.URL == b.URL && a.Model == b.Model && a.Protocol == b.Protocol &&
+		a.Weight == b.Weight && a.MaxConcurrency == b.MaxConcurrency
+}
