@@ -1,0 +1,34 @@
+# llmedge — see README.md.
+GO        ?= go
+BIN       := bin
+GOFLAGS_T ?= -race -count=1
+
+.PHONY: all build run test unit fuzz vet fmt xcaddy clean
+
+all: build
+
+build: ## bin/llmedge (Caddy + llmedge modules) and bin/llmsim (replica simulator)
+	$(GO) build -o $(BIN)/llmedge ./cmd/llmedge
+	$(GO) build -o $(BIN)/llmsim ./cmd/llmsim
+
+run: build ## demo: simulated replicas + gateway on https://localhost:8443, user demo/demo
+	./scripts/run.sh
+
+test: vet ## everything, with the race detector: unit, Caddyfile golden, end-to-end
+	$(GO) test $(GOFLAGS_T) ./...
+
+unit: ## fast tests only (no processes, no HTTPS)
+	$(GO) test $(GOFLAGS_T) -short ./...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+xcaddy: ## the same binary built by xcaddy from xcaddy.json, as bin/llmedge-xcaddy
+	./scripts/xcaddy-build.sh $(BIN)/llmedge-xcaddy
+
+clean:
+	rm -rf $(BIN) .data

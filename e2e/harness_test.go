@@ -1,0 +1,415 @@
+// Package e2e tests llmedge as operators run it: the real binary, loaded
+// from a real Caddyfile, over HTTPS with Caddy's internal CA, in front of
+// simulator processes that the tests start, stop and kill.
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"text/template"
+	"time"
+)
+
+var binDir string // llmedge and llmsim, built once by TestMain
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if testing.Short() {
+			return m.Run()
+		}
+		dir, err := os.MkdirTemp("", "llmedge-e2e-bin")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		// The gateway is built with the race detector: the e2e tests then
+		// check the real server for data races too.
+		builds := [][]string{
+			{"build", "-race", "-o", filepath.Join(dir, "llmedge"), "../cmd/llmedge"},
+			{"build", "-o", filepath.Join(dir, "llmsim"), "../cmd/llmsim"},
+		}
+		for _, args := range builds {
+			cmd := exec.Command("go", args...)
+			cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintln(os.Stderr, "building", args[len(args)-1], "failed:", err)
+				return 1
+			}
+		}
+		binDir = dir
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+func needBinaries(t *testing.T) {
+	t.Helper()
+	if binDir == "" {
+		t.Skip("end-to-end test: not run with -short")
+	}
+}
+
+// ---- simulators ----
+
+// Sim is a replica simulator process.
+type Sim struct {
+	URL  string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startSim(t *testing.T, args ...string) *Sim {
+	t.Helper()
+	needBinaries(t)
+	cmd := exec.Command(filepath.Join(binDir, "llmsim"), append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &Sim{cmd: cmd, done: make(chan struct{})}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		_ = cmd.Process.Kill()
+		t.Fatalf("llmsim did not start: %v", err)
+	}
+	s.URL = strings.TrimSpace(strings.TrimPrefix(line, "llmsim listening on "))
+	go func() { _, _ = io.Copy(io.Discard, out); _ = cmd.Wait(); close(s.done) }()
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Kill ends the simulator with SIGKILL, as a crashed replica.
+func (s *Sim) Kill() {
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// Stats reads the simulator's counters.
+func (s *Sim) Stats(t *testing.T) SimStats {
+	t.Helper()
+	resp, err := http.Get(s.URL + "/sim/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st SimStats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// Configure changes the simulator's behaviour at run time.
+func (s *Sim) Configure(t *testing.T, cfg map[string]any) {
+	t.Helper()
+	b, _ := json.Marshal(cfg)
+	resp, err := http.Post(s.URL+"/sim/config", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("sim config: %s", resp.Status)
+	}
+}
+
+type SimStats struct {
+	Requests    int `json:"requests"`
+	Completed   int `json:"completed"`
+	Cancelled   int `json:"cancelled"`
+	Errors      int `json:"errors"`
+	InFlight    int `json:"in_flight"`
+	LastRequest struct {
+		Model        string `json:"model"`
+		Messages     []struct{ Role, Content string }
+		Temperature  float64 `json:"temperature"`
+		Stream       bool    `json:"stream"`
+		IncludeUsage bool    `json:"include_usage"`
+	} `json:"last_request"`
+}
+
+// ---- gateway ----
+
+// Gateway is an llmedge process started from a Caddyfile.
+type Gateway struct {
+	Base   string // https://localhost:PORT
+	Admin  string
+	Client *http.Client
+	dir    string
+	conf   string
+	cmd    *exec.Cmd
+	done   chan struct{}
+	log    *bytes.Buffer
+}
+
+// GatewayConfig fills the test Caddyfile template.
+type GatewayConfig struct {
+	Options string            // extra lines in the llmedge block
+	Models  map[string]string // model name -> lines of its block
+	Site    string            // site block body; default llm_gateway
+}
+
+const demoHash = "$2a$10$ngDIGOWd/mWmXe4DFe3PbumaGvU4efLBmpSULOmmmxCXBil3ugzii" // "demo"
+
+var caddyfileTmpl = template.Must(template.New("").Parse(`{
+	admin 127.0.0.1:{{.AdminPort}}
+	storage file_system {{.Data}}
+	skip_install_trust
+	auto_https disable_redirects
+	llmedge {
+		user demo ` + demoHash + ` qwen gemma
+		user alice ` + demoHash + ` qwen
+{{.Options}}
+{{- range $name, $body := .Models}}
+		model {{$name}} {
+{{$body}}
+		}
+{{- end}}
+	}
+}
+https://localhost:{{.Port}} {
+	tls internal
+	{{.Site}}
+}
+`))
+
+func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
+	t.Helper()
+	needBinaries(t)
+	g := &Gateway{dir: t.TempDir()}
+	if cfg.Site == "" {
+		cfg.Site = "llm_gateway"
+	}
+	port, adminPort := freePort(t), freePort(t)
+	var buf bytes.Buffer
+	err := caddyfileTmpl.Execute(&buf, map[string]any{
+		"AdminPort": adminPort, "Port": port, "Data": filepath.Join(g.dir, "data"),
+		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.conf = filepath.Join(g.dir, "Caddyfile")
+	if err := os.WriteFile(g.conf, buf.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.Base = fmt.Sprintf("https://localhost:%d", port)
+	g.Admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	g.start(t)
+	t.Cleanup(func() { g.Stop(t) })
+	return g
+}
+
+func (g *Gateway) start(t *testing.T) {
+	t.Helper()
+	g.log = new(bytes.Buffer)
+	g.cmd = exec.Command(filepath.Join(binDir, "llmedge"), "run", "--config", g.conf, "--adapter", "caddyfile")
+	g.cmd.Env = append(os.Environ(), "HOME="+g.dir, "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir)
+	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	if err := g.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	g.done = make(chan struct{})
+	go func() { _ = g.cmd.Wait(); close(g.done) }()
+
+	// Wait for the internal CA's root, then for the server to answer.
+	rootPath := filepath.Join(g.dir, "data", "pki", "authorities", "local", "root.crt")
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-g.done:
+			t.Fatalf("llmedge exited early:\n%s", g.log)
+		default:
+		}
+		if pem, err := os.ReadFile(rootPath); err == nil {
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM(pem)
+			g.Client = &http.Client{Transport: &http.Transport{
+				TLSClientConfig:     &tls.Config{RootCAs: pool},
+				MaxIdleConnsPerHost: 64,
+			}}
+			if resp, err := g.Client.Get(g.Base + "/healthz"); err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("llmedge did not become healthy:\n%s", g.log)
+}
+
+// Stop sends SIGTERM and waits for the process to exit.
+func (g *Gateway) Stop(t *testing.T) {
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	_ = g.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-g.done:
+	case <-time.After(15 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+		t.Errorf("llmedge did not stop on SIGTERM")
+	}
+	if strings.Contains(g.log.String(), "DATA RACE") {
+		t.Errorf("data race in llmedge:\n%s", g.log)
+	}
+	if t.Failed() {
+		t.Logf("llmedge log:\n%s", lastLines(g.log.String(), 60))
+	}
+}
+
+// Restart stops the process and starts it again on the same config and storage.
+func (g *Gateway) Restart(t *testing.T) {
+	t.Helper()
+	g.Stop(t)
+	g.start(t)
+}
+
+// Token gets an access token for user with password.
+func (g *Gateway) Token(t *testing.T, user, password, scope string) string {
+	t.Helper()
+	form := url.Values{"username": {user}, "password": {password}, "grant_type": {"password"}}
+	if scope != "" {
+		form.Set("scope", scope)
+	}
+	resp, err := g.Client.PostForm(g.Base+"/auth/token", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var tok struct {
+		AccessToken string `json:"access_token"`
+		TokenType   string `json:"token_type"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || json.Unmarshal(body, &tok) != nil || tok.AccessToken == "" || tok.TokenType != "bearer" {
+		t.Fatalf("token: %s %s", resp.Status, body)
+	}
+	return tok.AccessToken
+}
+
+// Infer posts body to the inference endpoint with token (none when empty).
+func (g *Gateway) Infer(t *testing.T, token string, body any) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, _ := http.NewRequest("POST", g.Base+"/tasks/assistant_inference", rd)
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// ---- helpers ----
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func readJSON(t *testing.T, resp *http.Response, v any) []byte {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("body is not JSON (%v): %s", err, b)
+		}
+	}
+	return b
+}
+
+// Event is one server-sent event.
+type Event struct {
+	Name, Data string
+	Comment    bool
+}
+
+// readEvents reads a whole SSE stream.
+func readEvents(t *testing.T, r io.Reader) []Event {
+	t.Helper()
+	var evs []Event
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var cur Event
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur != (Event{}) {
+				evs = append(evs, cur)
+			}
+			cur = Event{}
+		case strings.HasPrefix(line, ":"):
+			evs = append(evs, Event{Comment: true, Data: strings.TrimSpace(line[1:])})
+		case strings.HasPrefix(line, "event: "):
+			cur.Name = line[len("event: "):]
+		case strings.HasPrefix(line, "data: "):
+			cur.Data = line[len("data: "):]
+		default:
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+	}
+	return evs
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func staticModel(sims ...*Sim) string {
+	var urls []string
+	for _, s := range sims {
+		urls = append(urls, s.URL)
+	}
+	return "\t\t\tstatic " + strings.Join(urls, " ")
+}

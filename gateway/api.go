@@ -1,0 +1,85 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// Public paths.
+const (
+	PathToken     = "/auth/token"
+	PathInference = "/tasks/assistant_inference"
+	PathJWKS      = "/.well-known/jwks.json"
+	PathHealth    = "/healthz"
+	PathReady     = "/readyz"
+)
+
+// API serves the whole public API on its paths.
+type API struct {
+	Token    http.Handler
+	JWKS     []byte
+	Pipeline *Pipeline
+	// Passthrough hands unknown paths to next instead of answering 404.
+	Passthrough bool
+}
+
+// ServeHTTP dispatches by exact path; next gets unknown paths when
+// Passthrough is set.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	switch r.URL.Path {
+	case PathInference:
+		if allow(w, r, http.MethodPost) {
+			a.Pipeline.ServeHTTP(w, r)
+		}
+	case PathToken:
+		if allow(w, r, http.MethodPost) {
+			a.Token.ServeHTTP(w, r)
+		}
+	case PathJWKS:
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			ServeJWKS(w, a.JWKS)
+		}
+	case PathHealth:
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			ServeHealth(w, r)
+		}
+	case PathReady:
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			a.Pipeline.Gateway.ServeReady(w, r)
+		}
+	default:
+		if a.Passthrough && next != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		api.NewError(http.StatusNotFound, "Not Found").Write(w)
+	}
+}
+
+// ServeJWKS answers with the public keys.
+func ServeJWKS(w http.ResponseWriter, jwks []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/jwk-set+json")
+	h.Set("Cache-Control", "public, max-age=300")
+	h.Set("Content-Length", strconv.Itoa(len(jwks)))
+	_, _ = w.Write(jwks)
+}
+
+// allow answers 405 unless r's method is one of methods.
+func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	allowed := methods[0]
+	for _, m := range methods[1:] {
+		allowed += ", " + m
+	}
+	api.NewError(http.StatusMethodNotAllowed, "Method Not Allowed").WithHeader("Allow", allowed).Write(w)
+	return false
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) { api.WriteJSON(w, status, v) }

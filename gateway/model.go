@@ -1,0 +1,96 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/pool"
+)
+
+// Model is one model type the gateway serves.
+type Model struct {
+	Name string
+	Pool *pool.Pool
+	// Backends maps a protocol name to its adapter; Protocol is the
+	// default, a replica may name another.
+	Backends map[string]backends.Backend
+	Protocol string
+	// UpstreamModel is the model name sent to replicas, unless a replica
+	// sets its own.
+	UpstreamModel string
+	// SystemMessage is prepended when the request has neither a
+	// system_message nor a leading system message.
+	SystemMessage string
+	// MaxTokens caps replies; 0 leaves it to the replica.
+	MaxTokens int
+	// APIKey is sent to replicas as a Bearer token.
+	APIKey   string
+	Timeouts Timeouts
+}
+
+// Timeouts bound one request. Zero fields take the defaults.
+type Timeouts struct {
+	// FirstToken bounds the wait for the first token of one attempt.
+	FirstToken time.Duration
+	// Idle bounds the gap between two tokens.
+	Idle time.Duration
+	// Total bounds the whole request, all attempts included.
+	Total time.Duration
+}
+
+// Default timeouts: generous, because a long prompt on a busy GPU can take
+// tens of seconds to its first token.
+const (
+	DefaultFirstToken = 60 * time.Second
+	DefaultIdle       = 30 * time.Second
+	DefaultTotal      = 10 * time.Minute
+)
+
+func (t Timeouts) withDefaults() Timeouts {
+	if t.FirstToken <= 0 {
+		t.FirstToken = DefaultFirstToken
+	}
+	if t.Idle <= 0 {
+		t.Idle = DefaultIdle
+	}
+	if t.Total <= 0 {
+		t.Total = DefaultTotal
+	}
+	return t
+}
+
+// upstreamMessages applies the system message rules of DESIGN.md §1: a
+// request's system_message replaces a leading system message; otherwise the
+// model's default is added when the request has no system message first.
+func (m *Model) upstreamMessages(req *api.InferenceRequest) []api.Message {
+	msgs := req.Messages
+	sys := m.SystemMessage
+	if req.SystemMessage != nil {
+		sys = *req.SystemMessage
+		if len(msgs) > 0 && msgs[0].Role == api.RoleSystem {
+			msgs = msgs[1:]
+		}
+	} else if sys == "" || (len(msgs) > 0 && msgs[0].Role == api.RoleSystem) {
+		return msgs
+	}
+	out := make([]api.Message, 0, len(msgs)+1)
+	out = append(out, api.Message{Role: api.RoleSystem, Content: sys})
+	return append(out, msgs...)
+}
+
+func (m *Model) backendFor(r *pool.Replica) backends.Backend {
+	if r.Protocol != "" {
+		if b, ok := m.Backends[r.Protocol]; ok {
+			return b
+		}
+	}
+	return m.Backends[m.Protocol]
+}
+
+func (m *Model) upstreamModel(r *pool.Replica) string {
+	if r.Model != "" {
+		return r.Model
+	}
+	return m.UpstreamModel
+}

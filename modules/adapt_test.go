@@ -1,0 +1,83 @@
+package modules
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected JSON of the golden files")
+
+const separator = "\n----------\n"
+
+// TestCaddyfileAdapt adapts every testdata/caddyfile_adapt/*.caddyfiletest
+// (a Caddyfile, a separator line, the JSON it must become) and compares.
+func TestCaddyfileAdapt(t *testing.T) {
+	files, _ := filepath.Glob("testdata/caddyfile_adapt/*.caddyfiletest")
+	if len(files) == 0 {
+		t.Fatal("no golden files")
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			input, want, ok := strings.Cut(string(data), separator)
+			if !ok {
+				t.Fatalf("no separator line in %s", f)
+			}
+			input += "\n"
+			got, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(input), nil)
+			if err != nil {
+				t.Fatalf("adapt: %v", err)
+			}
+			for _, w := range warnings {
+				t.Errorf("warning: %s", w.String())
+			}
+			var pretty bytes.Buffer
+			if err := json.Indent(&pretty, got, "", "\t"); err != nil {
+				t.Fatal(err)
+			}
+			if *update {
+				if err := os.WriteFile(f, []byte(strings.TrimSuffix(input, "\n")+separator+pretty.String()+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if strings.TrimSpace(pretty.String()) != strings.TrimSpace(want) {
+				t.Fatalf("adapted JSON differs; got:\n%s", pretty.String())
+			}
+		})
+	}
+}
+
+// TestCaddyfileErrors checks that bad configuration is refused with a message
+// naming the problem.
+func TestCaddyfileErrors(t *testing.T) {
+	tests := []struct{ name, input, want string }{
+		{"unknown option", "{\n\tllmedge {\n\t\tfrobnicate\n\t}\n}\n:80\n", `unrecognized llmedge option "frobnicate"`},
+		{"bad duration", "{\n\tllmedge {\n\t\ttoken_ttl soon\n\t}\n}\n:80\n", "token_ttl"},
+		{"user without hash", "{\n\tllmedge {\n\t\tuser bob\n\t}\n}\n:80\n", "user: want"},
+		{"unknown model option", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tspeed fast\n\t\t}\n\t}\n}\n:80\n", `unrecognized option "speed" in model "m"`},
+		{"gateway args", ":80 {\n\tllm_gateway extra\n}\n", "wrong argument count"},
+		{"auth args", ":80 {\n\tllm_auth x\n}\n", "llm_auth takes no arguments"},
+		{"health check", ":80 {\n\tllm_health ready extra\n}\n", "llm_health takes one optional argument"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(tt.input), nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}

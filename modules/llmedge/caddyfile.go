@@ -1,0 +1,198 @@
+package llmedge
+
+import (
+	"strconv"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/dustin/go-humanize"
+
+	"github.com/llmedge/llmedge/auth"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("llmedge", parseGlobalOption)
+}
+
+func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "llmedge", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile parses the global option block:
+//
+//	llmedge {
+//		issuer            <iss>
+//		audience          <aud>
+//		token_ttl         <duration>
+//		user              <name> <bcrypt-hash> [<model>...]
+//		users_file        <path>
+//		default_model     <name>
+//		max_body_size     <size>
+//		max_messages      <n>
+//		max_content_chars <n>
+//		ping_interval     <duration>
+//		max_attempts      <n>
+//		dial_timeout      <duration>
+//		model <name> {
+//			static              <url>...
+//			protocol            openai
+//			upstream_model      <name>
+//			lb_policy           p2c|round_robin|random|least_requests
+//			system_message      <text>
+//			max_tokens          <n>
+//			api_key             <key>
+//			max_concurrency     <n>
+//			first_token_timeout <duration>
+//			idle_timeout        <duration>
+//			total_timeout       <duration>
+//		}
+//	}
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		var err error
+		switch d.Val() {
+		case "issuer":
+			err = oneString(d, &a.Issuer)
+		case "audience":
+			err = oneString(d, &a.Audience)
+		case "token_ttl":
+			err = oneDuration(d, d.Val(), &a.TokenTTL)
+		case "users_file":
+			err = oneString(d, &a.UsersFile)
+		case "default_model":
+			err = oneString(d, &a.DefaultModel)
+		case "user":
+			args := d.RemainingArgs()
+			if len(args) < 2 {
+				return d.Errf("user: want <name> <bcrypt-hash> [<model>...]")
+			}
+			a.Users = append(a.Users, auth.User{Name: args[0], PasswordHash: args[1], Models: args[2:]})
+		case "max_body_size":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				var n uint64
+				if n, err = humanize.ParseBytes(s); err != nil {
+					return d.Errf("max_body_size %q: %v", s, err)
+				}
+				a.Limits.MaxBodyBytes = int64(n)
+			}
+		case "max_messages":
+			err = oneInt(d, d.Val(), &a.Limits.MaxMessages)
+		case "max_content_chars":
+			err = oneInt(d, d.Val(), &a.Limits.MaxContentChars)
+		case "ping_interval":
+			err = oneDuration(d, d.Val(), &a.PingInterval)
+		case "max_attempts":
+			err = oneInt(d, d.Val(), &a.MaxAttempts)
+		case "dial_timeout":
+			err = oneDuration(d, d.Val(), &a.DialTimeout)
+		case "model":
+			m := new(ModelConfig)
+			if err = m.unmarshalCaddyfile(d); err == nil {
+				a.Models = append(a.Models, m)
+			}
+		default:
+			return d.Errf("unrecognized llmedge option %q", d.Val())
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.Errf("model: want a name")
+	}
+	m.Name = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch d.Val() {
+		case "static":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("static: want at least one replica URL")
+			}
+			m.Static = append(m.Static, args...)
+		case "protocol":
+			err = oneString(d, &m.Protocol)
+		case "upstream_model":
+			err = oneString(d, &m.UpstreamModel)
+		case "lb_policy":
+			err = oneString(d, &m.LBPolicy)
+		case "system_message":
+			err = oneString(d, &m.SystemMessage)
+		case "max_tokens":
+			err = oneInt(d, d.Val(), &m.MaxTokens)
+		case "api_key":
+			err = oneString(d, &m.APIKey)
+		case "max_concurrency":
+			err = oneInt(d, d.Val(), &m.MaxConcurrency)
+		case "first_token_timeout":
+			err = oneDuration(d, d.Val(), &m.FirstTokenTimeout)
+		case "idle_timeout":
+			err = oneDuration(d, d.Val(), &m.IdleTimeout)
+		case "total_timeout":
+			err = oneDuration(d, d.Val(), &m.TotalTimeout)
+		default:
+			return d.Errf("unrecognized option %q in model %q", d.Val(), m.Name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func oneString(d *caddyfile.Dispenser, dst *string) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	*dst = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+func oneInt(d *caddyfile.Dispenser, opt string, dst *int) error {
+	var s string
+	if err := oneString(d, &s); err != nil {
+		return err
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return d.Errf("%s: want a non-negative whole number, got %q", opt, s)
+	}
+	*dst = n
+	return nil
+}
+
+func oneDuration(d *caddyfile.Dispenser, opt string, dst *caddy.Duration) error {
+	var s string
+	if err := oneString(d, &s); err != nil {
+		return err
+	}
+	v, err := caddy.ParseDuration(s)
+	if err != nil {
+		return d.Errf("%s %q: %v", opt, s, err)
+	}
+	*dst = caddy.Duration(v)
+	return nil
+}
+
+var _ caddyfile.Unmarshaler = (*App)(nil)

@@ -1,0 +1,90 @@
+// Package llmgateway is the `llm_gateway` HTTP handler: the whole public
+// API of llmedge on its standard paths in one directive.
+package llmgateway
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/modules/llmedge"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterHandlerDirective("llm_gateway", parseCaddyfile)
+}
+
+// Handler serves POST /auth/token, POST /tasks/assistant_inference,
+// GET /.well-known/jwks.json, GET /healthz and GET /readyz. Other paths get
+// a JSON 404, or go to the next handler with Passthrough.
+type Handler struct {
+	Passthrough bool `json:"passthrough,omitempty"`
+
+	api *gateway.API
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.llm_gateway", New: func() caddy.Module { return new(Handler) }}
+}
+
+// Provision looks up the llmedge app.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	app, err := llmedge.FromContext(ctx)
+	if err != nil {
+		return err
+	}
+	h.api = &gateway.API{
+		Token:       app.TokenEndpoint(),
+		JWKS:        app.JWKS(),
+		Pipeline:    app.Pipeline(),
+		Passthrough: h.Passthrough,
+	}
+	return nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	var nextErr error
+	h.api.ServeHTTP(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		nextErr = next.ServeHTTP(w, r)
+	}))
+	return nextErr
+}
+
+// UnmarshalCaddyfile parses:
+//
+//	llm_gateway {
+//		passthrough
+//	}
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "passthrough":
+			h.Passthrough = true
+		default:
+			return d.Errf("unrecognized llm_gateway option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	return m, m.UnmarshalCaddyfile(h.Dispenser)
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

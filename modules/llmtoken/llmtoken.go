@@ -1,0 +1,59 @@
+// Package llmtoken is the `llm_token` HTTP handler: the OAuth 2.0 password
+// grant endpoint (POST /auth/token) that issues llmedge's access tokens.
+package llmtoken
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/llmedge/llmedge/modules/llmedge"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+	httpcaddyfile.RegisterHandlerDirective("llm_token", parseCaddyfile)
+}
+
+// Handler is terminal: it always answers.
+type Handler struct {
+	endpoint http.Handler
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.llm_token", New: func() caddy.Module { return new(Handler) }}
+}
+
+// Provision looks up the llmedge app.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	app, err := llmedge.FromContext(ctx)
+	if err != nil {
+		return err
+	}
+	h.endpoint = app.TokenEndpoint()
+	return nil
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	h.endpoint.ServeHTTP(w, r)
+	return nil
+}
+
+// UnmarshalCaddyfile parses `llm_token` (no arguments).
+func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return llmedge.NoArgs(d) }
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := new(Handler)
+	return m, m.UnmarshalCaddyfile(h.Dispenser)
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+	_ caddyfile.Unmarshaler       = (*Handler)(nil)
+)

@@ -1,0 +1,28 @@
+// Package modules registers every llmedge Caddy module and the order of
+// their Caddyfile directives. Import it (blank) into a Caddy build.
+package modules
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	_ "github.com/llmedge/llmedge/modules/llmauth"
+	_ "github.com/llmedge/llmedge/modules/llmedge"
+	_ "github.com/llmedge/llmedge/modules/llmgateway"
+	_ "github.com/llmedge/llmedge/modules/llmhealth"
+	_ "github.com/llmedge/llmedge/modules/llmjwks"
+	_ "github.com/llmedge/llmedge/modules/llmroute"
+	_ "github.com/llmedge/llmedge/modules/llmtoken"
+	_ "github.com/llmedge/llmedge/modules/llmvalidate"
+)
+
+// Directive order is registered here, in one place, because an order can
+// only be relative to a standard directive: registering in sequence is what
+// puts llm_auth before llm_validate, and the terminal handlers beside
+// reverse_proxy, so a plain site block needs no `order` or `route`.
+func init() {
+	httpcaddyfile.RegisterDirectiveOrder("llm_auth", httpcaddyfile.After, "basic_auth")
+	httpcaddyfile.RegisterDirectiveOrder("llm_validate", httpcaddyfile.After, "forward_auth")
+	for _, d := range []string{"llm_token", "llm_jwks", "llm_health", "llm_gateway", "llm_route"} {
+		httpcaddyfile.RegisterDirectiveOrder(d, httpcaddyfile.Before, "reverse_proxy")
+	}
+}
