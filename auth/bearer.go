@@ -1,0 +1,165 @@
+package auth
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/llmedge/llmedge/api"
+)
+
+// MaxAuthorizationBytes is the longest Authorization header Bearer
+// parses; a longer one is an invalid token, unread.
+const MaxAuthorizationBytes = 8 << 10
+
+// FastAPI's details for the Bearer errors.
+const (
+	DetailNotAuthenticated     = "Not authenticated"
+	DetailInvalidToken         = "Could not validate credentials"
+	DetailNotEnoughPermissions = "Not enough permissions"
+)
+
+// Bearer authenticates r by its RFC 6750 Bearer token, as FastAPI's
+// OAuth2PasswordBearer does:
+//
+//   - no Authorization header, an empty one, or another scheme ("Basic"):
+//     401 "Not authenticated", WWW-Authenticate: Bearer realm="<realm>"
+//     (no error attribute);
+//   - a header over MaxAuthorizationBytes, an empty or malformed token, or
+//     one that fails Verify: 401 "Could not validate credentials",
+//     WWW-Authenticate: Bearer realm="<realm>", error="invalid_token",
+//     error_description="..." (never quoting the token).
+//
+// The scheme is matched case-insensitively. The principal is to be trusted
+// only when the *api.Error is nil.
+func Bearer(r *http.Request, v *Verifier, realm string) (*Principal, *api.Error) {
+	values := r.Header.Values("Authorization")
+	if len(values) == 0 || (len(values) == 1 && strings.TrimSpace(values[0]) == "") {
+		return nil, notAuthenticated(realm)
+	}
+	if len(values) > 1 {
+		return nil, invalidToken(realm, "more than one Authorization header")
+	}
+	h := values[0]
+	if len(h) > MaxAuthorizationBytes {
+		return nil, invalidToken(realm, "Authorization header too long")
+	}
+	scheme, token, _ := strings.Cut(strings.TrimSpace(h), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return nil, notAuthenticated(realm)
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return nil, invalidToken(realm, "the access token is missing")
+	}
+	if !isB64Token(token) {
+		return nil, invalidToken(realm, "the access token is malformed")
+	}
+	p, err := v.Verify(token)
+	if err != nil {
+		return nil, invalidToken(realm, describeTokenError(err))
+	}
+	return p, nil
+}
+
+// Forbidden is the 403 answer for a valid token that lacks scope:
+// "Not enough permissions: missing scope model:qwen", with
+// WWW-Authenticate: Bearer realm="<realm>", error="insufficient_scope",
+// scope="model:qwen".
+func Forbidden(realm, scope string) *api.Error {
+	return api.NewError(http.StatusForbidden, DetailNotEnoughPermissions+": missing scope "+scope).
+		WithHeader("WWW-Authenticate", challenge(realm,
+			"error", "insufficient_scope", "scope", scope))
+}
+
+// notAuthenticated is the 401 for a request without Bearer credentials.
+func notAuthenticated(realm string) *api.Error {
+	return api.NewError(http.StatusUnauthorized, DetailNotAuthenticated).
+		WithHeader("WWW-Authenticate", challenge(realm))
+}
+
+// invalidToken is the 401 for a bad token; desc must be a fixed text.
+func invalidToken(realm, desc string) *api.Error {
+	return api.NewError(http.StatusUnauthorized, DetailInvalidToken).
+		WithHeader("WWW-Authenticate", challenge(realm,
+			"error", "invalid_token", "error_description", desc))
+}
+
+// describeTokenError maps a Verify error to a fixed error_description, so
+// nothing of the token itself is echoed.
+func describeTokenError(err error) string {
+	switch {
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return "the access token expired"
+	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "the access token is not valid yet"
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer), errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "the access token was issued for another service"
+	case errors.Is(err, ErrUnknownKey), errors.Is(err, jwt.ErrTokenSignatureInvalid),
+		errors.Is(err, jwt.ErrTokenUnverifiable):
+		return "the access token signature is invalid"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return "the access token is malformed"
+	}
+	return "the access token is invalid"
+}
+
+// challenge builds a WWW-Authenticate value: Bearer realm="...", then the
+// given name/value pairs as quoted strings. An empty realm is left out.
+func challenge(realm string, params ...string) string {
+	var b strings.Builder
+	b.WriteString("Bearer")
+	sep := " "
+	add := func(k, v string) {
+		b.WriteString(sep)
+		b.WriteString(k)
+		b.WriteString(`="`)
+		b.WriteString(quoteEscape(v))
+		b.WriteString(`"`)
+		sep = ", "
+	}
+	if realm != "" {
+		add("realm", realm)
+	}
+	for i := 0; i+1 < len(params); i += 2 {
+		add(params[i], params[i+1])
+	}
+	return b.String()
+}
+
+// quoteEscape escapes v for an HTTP quoted-string and drops control
+// characters, which a header may not carry.
+func quoteEscape(v string) string {
+	var b strings.Builder
+	for _, r := range v {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < ' ' || r == 0x7f:
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// isB64Token reports whether s matches RFC 6750's b64token:
+// 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+func isB64Token(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if body == "" {
+		return false
+	}
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,187 @@
+package auth
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// DefaultTTL is the lifetime of issued tokens when Issuer.TTL is zero.
+const DefaultTTL = time.Hour
+
+// MaxTokenBytes is the longest token Verify parses; longer ones are
+// rejected unread.
+const MaxTokenBytes = 8 << 10
+
+// ScopePrefix starts every model scope.
+const ScopePrefix = "model:"
+
+// ModelScope returns the scope that grants access to a model type:
+// "model:" + modelType.
+func ModelScope(modelType string) string { return ScopePrefix + modelType }
+
+// Errors of Verify, to be told apart with errors.Is. Verify's errors
+// may also wrap golang-jwt's (jwt.ErrTokenExpired, ...).
+var (
+	ErrUnknownKey = errors.New("auth: token signed with an unknown key")
+	ErrNoSubject  = errors.New("auth: token has no subject")
+)
+
+// claims is the JWT payload of an access token.
+type claims struct {
+	jwt.RegisteredClaims
+	// Scope is the space-separated list of granted scopes (RFC 8693 §4.2).
+	Scope string `json:"scope,omitempty"`
+}
+
+// Issuer signs access tokens with the ring's active key.
+type Issuer struct {
+	Keys     *KeyRing
+	Issuer   string // iss; required
+	Audience string // aud; required
+	TTL      time.Duration
+	Now      func() time.Time // time.Now when nil
+}
+
+// Issue returns an EdDSA-signed JWT for subject with the given scopes,
+// and its expiry. The header carries the key's kid; the claims are iss,
+// aud, sub, scope (space-separated), iat, nbf, exp and a random jti.
+// Times are whole seconds, so exp - iat is exactly the TTL.
+func (i *Issuer) Issue(subject string, scopes []string) (token string, expiresAt time.Time, err error) {
+	switch {
+	case i.Keys == nil:
+		return "", time.Time{}, errors.New("auth: issuer has no keys")
+	case i.Issuer == "" || i.Audience == "":
+		return "", time.Time{}, errors.New("auth: issuer needs Issuer and Audience")
+	case subject == "":
+		return "", time.Time{}, ErrNoSubject
+	}
+	ttl := i.TTL
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	now := nowFunc(i.Now)().Truncate(time.Second)
+	exp := now.Add(ttl).Truncate(time.Second)
+	c := claims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Issuer:    i.Issuer,
+			Subject:   subject,
+			Audience:  jwt.ClaimStrings{i.Audience},
+			ExpiresAt: jwt.NewNumericDate(exp),
+			NotBefore: jwt.NewNumericDate(now),
+			IssuedAt:  jwt.NewNumericDate(now),
+			ID:        rand.Text(),
+		},
+		Scope: strings.Join(scopes, " "),
+	}
+	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
+	t.Header["kid"] = i.Keys.activeKID
+	s, err := t.SignedString(i.Keys.active)
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("auth: sign token: %w", err)
+	}
+	return s, exp, nil
+}
+
+// Principal is the verified identity behind a token.
+type Principal struct {
+	Subject   string
+	Scopes    []string
+	ExpiresAt time.Time
+}
+
+// HasScope reports whether the principal was granted scope s.
+func (p *Principal) HasScope(s string) bool {
+	return p != nil && slices.Contains(p.Scopes, s)
+}
+
+// Verifier checks access tokens against a key ring.
+type Verifier struct {
+	Keys     *KeyRing
+	Issuer   string // required iss
+	Audience string // required aud
+	// Leeway is the clock skew allowed on exp, nbf and iat.
+	Leeway time.Duration
+	Now    func() time.Time // time.Now when nil
+}
+
+// Verify parses and checks token: EdDSA only, a kid naming a key of the
+// ring, a valid signature, the configured iss and aud, exp present and not
+// passed, nbf and iat not in the future (all within Leeway), and a
+// subject. The token is to be trusted only when the error is nil.
+func (v *Verifier) Verify(token string) (*Principal, error) {
+	switch {
+	case v.Keys == nil:
+		return nil, errors.New("auth: verifier has no keys")
+	case v.Issuer == "" || v.Audience == "":
+		// An empty expectation would switch the check off in jwt.
+		return nil, errors.New("auth: verifier needs Issuer and Audience")
+	case len(token) > MaxTokenBytes:
+		return nil, fmt.Errorf("%w: token longer than %d bytes", jwt.ErrTokenMalformed, MaxTokenBytes)
+	case !isCompactJWS(token):
+		// Go's base64 decoders skip \r and \n; refuse them (and anything
+		// else outside base64url) so one token has one spelling.
+		return nil, fmt.Errorf("%w: character outside base64url", jwt.ErrTokenMalformed)
+	}
+	p := jwt.NewParser(
+		jwt.WithValidMethods([]string{SigningAlg}),
+		jwt.WithIssuer(v.Issuer),
+		jwt.WithAudience(v.Audience),
+		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
+		jwt.WithLeeway(v.Leeway),
+		jwt.WithTimeFunc(nowFunc(v.Now)),
+		// Canonical base64 only, so one token has one spelling.
+		jwt.WithStrictDecoding(),
+	)
+	var c claims
+	t, err := p.ParseWithClaims(token, &c, v.key)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Valid {
+		return nil, jwt.ErrTokenSignatureInvalid
+	}
+	if c.Subject == "" {
+		return nil, ErrNoSubject
+	}
+	return &Principal{
+		Subject:   c.Subject,
+		Scopes:    strings.Fields(c.Scope),
+		ExpiresAt: c.ExpiresAt.Time,
+	}, nil
+}
+
+// key is the jwt.Keyfunc: the ring's public key named by the kid header.
+func (v *Verifier) key(t *jwt.Token) (any, error) {
+	kid, _ := t.Header["kid"].(string)
+	pub, ok := v.Keys.PublicKey(kid)
+	if !ok {
+		return nil, ErrUnknownKey
+	}
+	return pub, nil
+}
+
+// isCompactJWS reports whether s has only base64url characters and dots.
+func isCompactJWS(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func nowFunc(f func() time.Time) func() time.Time {
+	if f == nil {
+		return time.Now
+	}
+	return f
+}
