@@ -1,0 +1,290 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/pool"
+)
+
+// script is what a fake replica does for one attempt.
+type script struct {
+	deltas []string
+	delay  time.Duration // before each delta
+	err    error         // returned after the deltas
+}
+
+// fakeBackend plays one script per replica URL and records the requests.
+type fakeBackend struct {
+	mu      sync.Mutex
+	scripts map[string]script
+	calls   []string
+	last    *backends.Request
+}
+
+func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *backends.Request, onDelta backends.DeltaFunc) (*backends.Result, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, req.BaseURL)
+	f.last = req
+	s := f.scripts[req.BaseURL]
+	f.mu.Unlock()
+	res := &backends.Result{Sent: time.Now()}
+	for _, d := range s.deltas {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if err := onDelta(d); err != nil {
+			return nil, err
+		}
+	}
+	if s.delay > 0 && len(s.deltas) == 0 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if s.err != nil {
+		if be, ok := s.err.(*backends.Error); ok {
+			cp := *be
+			cp.Started = len(s.deltas) > 0
+			return nil, &cp
+		}
+		return nil, s.err
+	}
+	res.Usage = api.Usage{PromptTokens: 3, CompletionTokens: len(s.deltas), TotalTokens: 3 + len(s.deltas)}
+	res.UsageKnown = true
+	res.Done = time.Now()
+	return res, nil
+}
+
+func newTestGateway(t *testing.T, scripts map[string]script, urls ...string) (*Gateway, *fakeBackend) {
+	t.Helper()
+	fb := &fakeBackend{scripts: scripts}
+	p := pool.New("qwen", &pool.RoundRobin{})
+	var rs []*pool.Replica
+	for _, u := range urls {
+		r, err := pool.NewReplica(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	p.Set(rs)
+	g := &Gateway{
+		Models: map[string]*Model{"qwen": {
+			Name: "qwen", Pool: p, Protocol: "fake",
+			Backends: map[string]backends.Backend{"fake": fb},
+			Timeouts: Timeouts{FirstToken: 300 * time.Millisecond, Idle: 300 * time.Millisecond, Total: 5 * time.Second},
+		}},
+		PingInterval: -1,
+	}
+	return g, fb
+}
+
+func serve(g *Gateway, req *api.InferenceRequest) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/tasks/assistant_inference", nil)
+	ex, r := Begin(w, r)
+	ex.Request = req
+	g.Serve(w, r, ex)
+	return w
+}
+
+func request(stream bool) *api.InferenceRequest {
+	return &api.InferenceRequest{ModelType: "qwen", Temperature: 0.3, Stream: stream,
+		Messages: []api.Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "yo"}}}
+}
+
+var (
+	errConnect = &backends.Error{Kind: backends.KindConnect, Message: "refused"}
+	errServer  = &backends.Error{Kind: backends.KindServer, Status: 500, Message: "boom"}
+	errBadReq  = &backends.Error{Kind: backends.KindBadRequest, Status: 400, Message: "context length exceeded"}
+	errOver    = &backends.Error{Kind: backends.KindOverloaded, Status: 429, Message: "overloaded"}
+)
+
+func TestServeNonStreamed(t *testing.T) {
+	tests := []struct {
+		name    string
+		scripts map[string]script
+		status  int
+		content string
+		detail  string
+		calls   int
+	}{
+		{"ok", map[string]script{"http://a:1": {deltas: []string{"Hel", "lo"}}}, 200, "Hello", "", 1},
+		{"retry after connect error", map[string]script{"http://a:1": {err: errConnect}, "http://b:1": {deltas: []string{"ok"}}}, 200, "ok", "", 2},
+		{"retry after mid-answer death", map[string]script{"http://a:1": {deltas: []string{"par"}, err: &backends.Error{Kind: backends.KindProtocol}}, "http://b:1": {deltas: []string{"whole"}}}, 200, "whole", "", 2},
+		{"replica rejects request", map[string]script{"http://a:1": {err: errBadReq}, "http://b:1": {deltas: []string{"x"}}}, 422, "", "context length exceeded", 1},
+		{"all fail", map[string]script{"http://a:1": {err: errServer}, "http://b:1": {err: errServer}}, 502, "", "failed", 2},
+		{"all overloaded", map[string]script{"http://a:1": {err: errOver}, "http://b:1": {err: errOver}}, 429, "", "overloaded", 2},
+		{"first token timeout", map[string]script{"http://a:1": {delay: time.Second}, "http://b:1": {delay: time.Second}}, 504, "", "in time", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g, fb := newTestGateway(t, tt.scripts, "http://a:1", "http://b:1")
+			w := serve(g, request(false))
+			if w.Code != tt.status {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			if len(fb.calls) != tt.calls {
+				t.Fatalf("calls %v", fb.calls)
+			}
+			if tt.status == 200 {
+				var resp api.InferenceResponse
+				if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+					t.Fatal(err)
+				}
+				if resp.Content != tt.content || resp.MessageCount != 2 || resp.ModelType != "qwen" || resp.Usage.TotalTokens == 0 {
+					t.Fatalf("response %+v", resp)
+				}
+				if !strings.Contains(w.Header().Get("Server-Timing"), "total;dur=") {
+					t.Fatalf("Server-Timing %q", w.Header().Get("Server-Timing"))
+				}
+				return
+			}
+			if !strings.Contains(w.Body.String(), tt.detail) {
+				t.Fatalf("body %s lacks %q", w.Body, tt.detail)
+			}
+		})
+	}
+}
+
+func TestServeStreamed(t *testing.T) {
+	t.Run("deltas then done", func(t *testing.T) {
+		g, _ := newTestGateway(t, map[string]script{"http://a:1": {deltas: []string{"Hel", "lo"}}}, "http://a:1")
+		w := serve(g, request(true))
+		want := "data: {\"content\":\"Hel\"}\n\ndata: {\"content\":\"lo\"}\n\nevent: done\ndata: {\"content\":\"Hello\""
+		if w.Code != 200 || !strings.HasPrefix(w.Body.String(), want) || w.Header().Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("%d %q", w.Code, w.Body)
+		}
+	})
+	t.Run("no retry after the first byte", func(t *testing.T) {
+		g, fb := newTestGateway(t, map[string]script{
+			"http://a:1": {deltas: []string{"par"}, err: errServer},
+			"http://b:1": {deltas: []string{"whole"}},
+		}, "http://a:1", "http://b:1")
+		w := serve(g, request(true))
+		body := w.Body.String()
+		if len(fb.calls) != 1 || !strings.HasSuffix(body, "event: error\ndata: {\"detail\":\"The replicas of model 'qwen' failed to answer (server error)\"}\n\n") {
+			t.Fatalf("calls %v body %q", fb.calls, body)
+		}
+	})
+	t.Run("retry before the first byte", func(t *testing.T) {
+		g, fb := newTestGateway(t, map[string]script{"http://a:1": {err: errConnect}, "http://b:1": {deltas: []string{"ok"}}}, "http://a:1", "http://b:1")
+		w := serve(g, request(true))
+		if len(fb.calls) != 2 || !strings.HasPrefix(w.Body.String(), "data: {\"content\":\"ok\"}") {
+			t.Fatalf("calls %v body %q", fb.calls, w.Body)
+		}
+	})
+	t.Run("error before the first byte is plain HTTP", func(t *testing.T) {
+		g, _ := newTestGateway(t, map[string]script{"http://a:1": {err: errServer}}, "http://a:1")
+		w := serve(g, request(true))
+		if w.Code != 502 || w.Header().Get("Content-Type") != "application/json" {
+			t.Fatalf("%d %s", w.Code, w.Header().Get("Content-Type"))
+		}
+	})
+	t.Run("idle timeout mid-stream", func(t *testing.T) {
+		g, _ := newTestGateway(t, map[string]script{"http://a:1": {deltas: []string{"a", "b"}, delay: 200 * time.Millisecond}}, "http://a:1")
+		g.Models["qwen"].Timeouts.Idle = 50 * time.Millisecond
+		w := serve(g, request(true))
+		if !strings.Contains(w.Body.String(), "event: error") || !strings.Contains(w.Body.String(), "did not answer in time") {
+			t.Fatalf("%q", w.Body)
+		}
+	})
+	t.Run("pings while waiting", func(t *testing.T) {
+		g, _ := newTestGateway(t, map[string]script{"http://a:1": {deltas: []string{"x"}, delay: 250 * time.Millisecond}}, "http://a:1")
+		g.PingInterval = 60 * time.Millisecond
+		w := serve(g, request(true))
+		if n := strings.Count(w.Body.String(), ": ping\n\n"); n < 2 || !strings.HasPrefix(w.Body.String(), ": ping\n\n") {
+			t.Fatalf("%d pings: %q", n, w.Body)
+		}
+	})
+}
+
+func TestNoReplicasAndSaturation(t *testing.T) {
+	g, _ := newTestGateway(t, nil)
+	w := serve(g, request(false))
+	if w.Code != 503 || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "'qwen'") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	g, _ = newTestGateway(t, nil, "http://a:1")
+	r := g.Models["qwen"].Pool.Replicas()[0]
+	r.MaxConcurrency = 1
+	held, _ := g.Models["qwen"].Pool.Acquire(nil)
+	defer held.Release()
+	w = serve(g, request(false))
+	if w.Code != 429 || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+func TestClientCancelStopsAttempts(t *testing.T) {
+	g, fb := newTestGateway(t, map[string]script{"http://a:1": {deltas: []string{"a"}, delay: time.Second}, "http://b:1": {deltas: []string{"b"}}}, "http://a:1", "http://b:1")
+	ctx, cancel := context.WithCancel(context.Background())
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest("POST", "/", nil).WithContext(ctx)
+	ex, r := Begin(w, r)
+	ex.Request = request(false)
+	time.AfterFunc(50*time.Millisecond, cancel)
+	g.Serve(w, r, ex)
+	if len(fb.calls) != 1 || w.Body.Len() != 0 {
+		t.Fatalf("calls %v body %q", fb.calls, w.Body)
+	}
+	for _, rep := range g.Models["qwen"].Pool.Replicas() {
+		if rep.Outstanding() != 0 {
+			t.Fatal("replica slot leaked")
+		}
+	}
+}
+
+func TestUpstreamMessages(t *testing.T) {
+	sys := func(s string) *string { return &s }
+	user := api.Message{Role: "user", Content: "u"}
+	lead := api.Message{Role: "system", Content: "request's"}
+	tests := []struct {
+		name     string
+		def      string
+		msgs     []api.Message
+		override *string
+		want     string
+	}{
+		{"untouched", "", []api.Message{user}, nil, "user:u"},
+		{"default added", "def", []api.Message{user}, nil, "system:def user:u"},
+		{"request's system kept over default", "def", []api.Message{lead, user}, nil, "system:request's user:u"},
+		{"system_message replaces leading", "def", []api.Message{lead, user}, sys("mine"), "system:mine user:u"},
+		{"system_message added", "", []api.Message{user}, sys("mine"), "system:mine user:u"},
+	}
+	for _, tt := range tests {
+		m := &Model{SystemMessage: tt.def}
+		var parts []string
+		for _, msg := range m.upstreamMessages(&api.InferenceRequest{Messages: tt.msgs, SystemMessage: tt.override}) {
+			parts = append(parts, msg.Role+":"+msg.Content)
+		}
+		if got := strings.Join(parts, " "); got != tt.want {
+			t.Errorf("%s: got %q want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestRequestID(t *testing.T) {
+	if got := requestID("abc-123"); got != "abc-123" {
+		t.Fatalf("kept id %q", got)
+	}
+	for _, bad := range []string{"", "has space", "quote\"", strings.Repeat("x", 200), "nl\n"} {
+		if got := requestID(bad); got == bad || len(got) != 32 {
+			t.Fatalf("%q -> %q", bad, got)
+		}
+	}
+}
+
