@@ -146,6 +146,28 @@ func TestTokenEndpointErrors(t *testing.T) {
 			t.Fatalf("a model:qwen token used for gemma: %s", resp.Status)
 		}
 	})
+	t.Run("lockout after repeated failures", func(t *testing.T) {
+		bad := url.Values{"username": {"alice"}, "password": {"wrong"}}
+		var last *http.Response
+		for i := 0; i < 11; i++ {
+			resp, err := g.Client.PostForm(g.Base+"/auth/token", bad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			readJSON(t, resp, nil)
+			last = resp
+		}
+		if last.StatusCode != 429 || last.Header.Get("Retry-After") == "" {
+			t.Fatalf("after 11 failures: %s Retry-After %q", last.Status, last.Header.Get("Retry-After"))
+		}
+		// The right password does not get through while locked out either.
+		resp, _ := g.Client.PostForm(g.Base+"/auth/token", url.Values{"username": {"alice"}, "password": {"demo"}})
+		readJSON(t, resp, nil)
+		if resp.StatusCode != 429 {
+			t.Fatalf("locked user with the right password: %s", resp.Status)
+		}
+		g.Token(t, "demo", "demo", "") // another user is unaffected
+	})
 	t.Run("method and path", func(t *testing.T) {
 		resp, _ := g.Client.Get(g.Base + "/auth/token")
 		readJSON(t, resp, nil)

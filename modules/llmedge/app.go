@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/api"
@@ -99,6 +100,27 @@ const (
 	keyStorageKey = "llmedge/signing_keys.json"
 )
 
+// Brute-force protection of the token endpoint: after this many failed
+// logins within loginWindow, a username or a client address gets 429.
+const (
+	loginFailuresPerUser = 10
+	loginFailuresPerAddr = 100
+	loginWindow          = 15 * time.Minute
+)
+
+// clientIP is the client address as Caddy determined it (trusted proxies
+// applied), for the per-address login limit.
+func clientIP(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
 // DefaultModels are served when the configuration names none.
 var DefaultModels = []string{"qwen", "gemma"}
 
@@ -146,7 +168,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("signing keys: %w", err)
 	}
 	a.issuer = &auth.Issuer{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, TTL: time.Duration(a.TokenTTL)}
-	a.token = &auth.TokenEndpoint{Users: a.users, Issuer: a.issuer, Realm: Realm}
+	a.token = &auth.TokenEndpoint{
+		Users: a.users, Issuer: a.issuer, Realm: Realm,
+		UserLimiter: auth.NewFailureLimiter(loginFailuresPerUser, loginWindow, nil),
+		AddrLimiter: auth.NewFailureLimiter(loginFailuresPerAddr, loginWindow, nil),
+		ClientAddr:  clientIP,
+	}
 
 	a.client = &http.Client{Transport: &http.Transport{
 		Proxy:               nil, // replicas are reached directly, never through an env proxy
