@@ -1,0 +1,161 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/llmedge/llmedge/backends"
+)
+
+// Limits applied by the zero Backend.
+const (
+	// DefaultMaxLineBytes bounds one SSE line, and the data of one event.
+	DefaultMaxLineBytes = 1 << 20
+	// DefaultMaxBodyBytes bounds a non-streamed response body.
+	DefaultMaxBodyBytes = 16 << 20
+)
+
+// Backend is the OpenAI-compatible chat completions adapter. The zero value
+// is ready to use. It holds no connections (the caller's *http.Client does)
+// and is safe for concurrent use.
+type Backend struct {
+	// MaxLineBytes bounds one SSE line and the data of one event; a longer
+	// one fails the stream with KindProtocol. 0 means DefaultMaxLineBytes.
+	MaxLineBytes int
+	// MaxBodyBytes bounds a non-streamed response body; a longer one fails
+	// with KindProtocol. 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+var _ backends.Backend = (*Backend)(nil)
+
+// Chat implements backends.Backend: it sends req to the replica's
+// /v1/chat/completions, streamed when onDelta is not nil.
+//
+// client is used as is (no timeout is added; the caller owns deadlines
+// through ctx); nil means http.DefaultClient. Result.Sent is taken just
+// before the request is sent. Non-streamed, FirstByte is when the response
+// headers arrived and Done when the body was read. Streamed, FirstByte is
+// when the first content delta arrived (Done when none did) and Done when
+// the stream ended.
+func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.Request, onDelta backends.DeltaFunc) (*backends.Result, error) {
+	if req == nil {
+		return nil, &backends.Error{Kind: backends.KindBadRequest, Message: "no chat request"}
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	stream := onDelta != nil
+
+	// rctx is cancelled whenever Chat gives up on the body, so the replica
+	// request is aborted even if closing the body alone would not do it.
+	rctx, cancel := context.WithCancel(ctx)
+	httpReq, err := newHTTPRequest(rctx, req, stream)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+
+	res := &backends.Result{Sent: time.Now()}
+	resp, err := client.Do(httpReq)
+	if err != nil {
+		cancel()
+		return nil, transportError(ctx, err)
+	}
+	res.FirstByte = time.Now()
+
+	released := false
+	defer func() {
+		if !released {
+			_ = resp.Body.Close()
+			cancel()
+		}
+	}()
+
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, statusError(ctx, resp)
+	}
+
+	if !stream || isJSON(resp.Header) {
+		// A replica that ignored "stream": true answers with one JSON
+		// completion; it is delivered as a single delta.
+		if err := readCompletion(ctx, resp.Body, b.maxBodyBytes(), res); err != nil {
+			return nil, withStatus(err, resp.StatusCode)
+		}
+		if stream && res.Content != "" {
+			if ctx.Err() != nil {
+				return nil, canceled(ctx)
+			}
+			if err := onDelta(res.Content); err != nil {
+				return nil, err
+			}
+		}
+		return res, nil
+	}
+
+	out, err := parseStream(ctx, resp.Body, b.maxLineBytes(), onDelta)
+	if err != nil {
+		return nil, withStatus(err, resp.StatusCode)
+	}
+	res.Content = out.content.String()
+	res.FinishReason = out.finishReason
+	res.Usage, res.UsageKnown = out.usage, out.usageKnown
+	res.Done = out.done
+	res.FirstByte = out.firstDelta
+	if res.FirstByte.IsZero() {
+		res.FirstByte = res.Done
+	}
+	if out.sawDone {
+		released = true
+		releaseBody(resp.Body, cancel)
+	}
+	return res, nil
+}
+
+func (b *Backend) maxLineBytes() int {
+	if b == nil || b.MaxLineBytes <= 0 {
+		return DefaultMaxLineBytes
+	}
+	return b.MaxLineBytes
+}
+
+func (b *Backend) maxBodyBytes() int64 {
+	if b == nil || b.MaxBodyBytes <= 0 {
+		return DefaultMaxBodyBytes
+	}
+	return b.MaxBodyBytes
+}
+
+// withStatus records the replica's HTTP status on a classified error that
+// arose after the response headers arrived.
+func withStatus(err error, status int) error {
+	var be *backends.Error
+	if errors.As(err, &be) && be.Status == 0 {
+		be.Status = status
+	}
+	return err
+}
+
+// Draining after [DONE]: what may follow is at most the end of the chunked
+// body, read in the background so the connection returns to the pool
+// without delaying the caller.
+const (
+	drainLimit = 4 << 10
+	drainGrace = time.Second
+)
+
+// releaseBody reads what little may follow [DONE] so the connection can be
+// reused, then closes body and calls cancel. It runs in the background and
+// gives up after drainGrace or drainLimit bytes.
+func releaseBody(body io.ReadCloser, cancel context.CancelFunc) {
+	go func() {
+		t := time.AfterFunc(drainGrace, cancel)
+		_, _ = io.CopyN(io.Discard, body, drainLimit)
+		t.Stop()
+		_ = body.Close()
+		cancel()
+	}()
+}

@@ -1,0 +1,125 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends"
+)
+
+// streamOutcome is what a completed stream produced.
+type streamOutcome struct {
+	content      strings.Builder
+	finishReason string
+	usage        api.Usage
+	usageKnown   bool
+	// firstDelta is when the first content delta arrived (zero if none).
+	firstDelta time.Time
+	// done is when the stream ended.
+	done time.Time
+	// sawDone is true when the stream ended with [DONE] (rather than at
+	// the end of input after a finish_reason).
+	sawDone bool
+	deltas  int
+}
+
+// parseStream reads an OpenAI-compatible stream of chat.completion.chunk
+// events from r and calls onDelta (if not nil) for every non-empty
+// choices[0].delta.content, in order.
+//
+// It ends successfully at "data: [DONE]", or when the input ends, cleanly
+// or not, once a finish_reason was seen: the answer is complete and some
+// servers omit [DONE]. Usage is taken from the
+// last chunk with a non-null usage. Chunk ids are ignored.
+//
+// Errors: an error reported in the stream ("error:" line, "event: error",
+// an {"error":...} or {"object":"error"} payload) is KindServer with the
+// replica's message; malformed JSON, an over-long line and a stream cut
+// short are KindProtocol; a read timeout is KindTimeout; Started tells
+// whether onDelta had been called. When ctx ends first the result wraps
+// ctx.Err(). An error from onDelta stops reading and is returned as is.
+func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends.DeltaFunc) (*streamOutcome, error) {
+	out := &streamOutcome{}
+	sse := newSSEReader(r, maxLine)
+	fail := func(kind backends.Kind, msg string, err error) error {
+		return &backends.Error{Kind: kind, Message: msg, Started: out.deltas > 0, Err: err}
+	}
+	for {
+		if ctx.Err() != nil {
+			return nil, canceled(ctx)
+		}
+		ev, err := sse.next()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil, canceled(ctx)
+			case errors.Is(err, errLineTooLong):
+				return nil, fail(backends.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
+			case out.finishReason != "":
+				// Complete answer, no [DONE]: accepted.
+				out.done = time.Now()
+				return out, nil
+			case errors.Is(err, io.EOF):
+				return nil, fail(backends.KindProtocol, "stream ended before [DONE]", nil)
+			}
+			return nil, bodyError(ctx, err, "stream broken before [DONE]", out.deltas > 0)
+		}
+
+		switch ev.name {
+		case "", "message":
+		case "error":
+			return nil, fail(backends.KindServer, payloadMessage(ev.data, "replica reported an error in the stream"), nil)
+		default:
+			continue // an event type that is not part of the chat stream
+		}
+		data := bytes.TrimSpace(ev.data)
+		if len(data) == 0 {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			out.sawDone = true
+			out.done = time.Now()
+			return out, nil
+		}
+
+		var c wireResponse
+		if err := json.Unmarshal(data, &c); err != nil {
+			return nil, fail(backends.KindProtocol, "malformed JSON in a stream chunk", err)
+		}
+		if c.isError() {
+			return nil, fail(backends.KindServer, payloadMessage(data, "replica reported an error in the stream"), nil)
+		}
+		if u, ok := c.Usage.toAPI(); ok {
+			out.usage, out.usageKnown = u, true
+		}
+		if len(c.Choices) == 0 {
+			continue // e.g. vLLM's separate usage chunk
+		}
+		choice := c.Choices[0]
+		if text := choice.Delta.Content; text != "" {
+			if out.deltas == 0 {
+				out.firstDelta = time.Now()
+			}
+			if onDelta != nil {
+				if ctx.Err() != nil {
+					return nil, canceled(ctx)
+				}
+				if err := onDelta(text); err != nil {
+					return nil, err
+				}
+			}
+			out.deltas++
+			out.content.WriteString(text)
+		}
+		if fr := choice.finishReason(); fr != "" {
+			out.finishReason = fr
+		}
+	}
+}
