@@ -28,14 +28,15 @@ const (
 
 // kindForStatus classifies a non-2xx replica status.
 //
-// 401 and 403 mean the gateway's API key for the replica is wrong: the
+// 401 and 403 mean the gateway's API key for the replica is wrong, and 404
+// that the path or upstream_model is (vLLM: "model does not exist"): the
 // client's request is fine and the replica is misconfigured relative to us,
 // so they count as KindServer rather than KindBadRequest.
 func kindForStatus(code int) backends.Kind {
 	switch {
 	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
 		return backends.KindOverloaded
-	case code == http.StatusUnauthorized, code == http.StatusForbidden:
+	case code == http.StatusUnauthorized, code == http.StatusForbidden, code == http.StatusNotFound:
 		return backends.KindServer
 	case code >= 500:
 		return backends.KindServer

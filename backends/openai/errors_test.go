@@ -26,7 +26,7 @@ func TestChatHTTPStatusErrors(t *testing.T) {
 			backends.KindBadRequest, "maximum context length is 4096 tokens"},
 		{"vLLM model not found 404", 404, "application/json",
 			`{"error":{"message":"The model ` + "`qwen-x`" + ` does not exist.","type":"NotFoundError","param":null,"code":404}}`,
-			backends.KindBadRequest, "does not exist"},
+			backends.KindServer, "does not exist"},
 		{"TGI validation 422", 422, "application/json",
 			`{"error":"Input validation error: ` + "`inputs` tokens + `max_new_tokens`" + ` must be <= 4096","error_type":"validation"}`,
 			backends.KindBadRequest, "Input validation error"},
@@ -83,7 +83,7 @@ func TestChatHTTPStatusErrors(t *testing.T) {
 func TestKindForStatus(t *testing.T) {
 	want := map[int]backends.Kind{
 		400: backends.KindBadRequest, 401: backends.KindServer, 403: backends.KindServer,
-		404: backends.KindBadRequest, 408: backends.KindBadRequest, 413: backends.KindBadRequest,
+		404: backends.KindServer, 408: backends.KindBadRequest, 413: backends.KindBadRequest,
 		422: backends.KindBadRequest, 429: backends.KindOverloaded, 500: backends.KindServer,
 		502: backends.KindServer, 503: backends.KindOverloaded, 504: backends.KindServer,
 		304: backends.KindProtocol,
