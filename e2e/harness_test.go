@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -28,6 +29,7 @@ var binDir string // llmedge and llmsim, built once by TestMain
 
 func TestMain(m *testing.M) {
 	code := func() int {
+		flag.Parse()
 		if testing.Short() {
 			return m.Run()
 		}
@@ -176,7 +178,7 @@ var caddyfileTmpl = template.Must(template.New("").Parse(`{
 	skip_install_trust
 	auto_https disable_redirects
 	llmedge {
-		user demo ` + demoHash + ` qwen gemma
+		user demo ` + demoHash + `
 		user alice ` + demoHash + ` qwen
 {{.Options}}
 {{- range $name, $body := .Models}}
