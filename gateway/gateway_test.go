@@ -287,4 +287,3 @@ func TestRequestID(t *testing.T) {
 		}
 	}
 }
-
