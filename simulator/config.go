@@ -1,0 +1,112 @@
+package simulator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+)
+
+// Defaults applied to zero-valued fields of a Config.
+const (
+	DefaultModel       = "sim-model"
+	DefaultTokens      = 16
+	DefaultErrorStatus = http.StatusInternalServerError
+)
+
+// Config is the behaviour of a simulated replica. Zero values mean "off"
+// or the default. It is read from flags by cmd/llmsim and read and merged
+// as JSON by GET and POST /sim/config.
+type Config struct {
+	// Model is the served model name (default "sim-model").
+	Model string `json:"model"`
+	// TTFT is the time to first token.
+	TTFT Duration `json:"ttft"`
+	// ITL is the inter-token latency.
+	ITL Duration `json:"itl"`
+	// Tokens is the reply length in tokens before max_tokens caps it
+	// (default 16).
+	Tokens int `json:"tokens"`
+	// Seed selects the reply text (together with the request's messages)
+	// and the sequence of injected errors.
+	Seed int64 `json:"seed"`
+	// ErrorRate is the fraction (0..1) of chat requests answered with
+	// ErrorStatus and vLLM's error body.
+	ErrorRate float64 `json:"error_rate"`
+	// ErrorStatus is the HTTP status of injected errors, 400..599
+	// (default 500).
+	ErrorStatus int `json:"error_status"`
+	// Hang accepts chat requests and never answers until the client goes away.
+	Hang bool `json:"hang"`
+	// DropAfter closes the connection abruptly after that many content
+	// tokens of a stream; a non-streamed request gets its connection closed
+	// without an answer after the time those tokens take. It applies only
+	// when the reply has at least DropAfter tokens. 0 turns it off.
+	DropAfter int `json:"drop_after"`
+	// MaxModelLen is the context length: prompts of this many tokens or
+	// more, and max_tokens beyond what is left, get vLLM's 400; replies
+	// without max_tokens are cut to fit. 0 turns it off.
+	MaxModelLen int `json:"max_model_len"`
+	// APIKey, when set, makes /v1/* require "Authorization: Bearer <key>".
+	APIKey string `json:"api_key"`
+}
+
+// Validate reports every out-of-range field of c.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.TTFT < 0 {
+		bad("ttft must not be negative, got %s", c.TTFT)
+	}
+	if c.ITL < 0 {
+		bad("itl must not be negative, got %s", c.ITL)
+	}
+	if c.Tokens < 0 {
+		bad("tokens must not be negative, got %d", c.Tokens)
+	}
+	if math.IsNaN(c.ErrorRate) || c.ErrorRate < 0 || c.ErrorRate > 1 {
+		bad("error_rate must be between 0 and 1, got %v", c.ErrorRate)
+	}
+	if c.ErrorStatus != 0 && (c.ErrorStatus < 400 || c.ErrorStatus > 599) {
+		bad("error_status must be between 400 and 599, got %d", c.ErrorStatus)
+	}
+	if c.DropAfter < 0 {
+		bad("drop_after must not be negative, got %d", c.DropAfter)
+	}
+	if c.MaxModelLen < 0 {
+		bad("max_model_len must not be negative, got %d", c.MaxModelLen)
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills the zero-valued fields that have a default.
+func (c Config) withDefaults() Config {
+	if c.Model == "" {
+		c.Model = DefaultModel
+	}
+	if c.Tokens == 0 {
+		c.Tokens = DefaultTokens
+	}
+	if c.ErrorStatus == 0 {
+		c.ErrorStatus = DefaultErrorStatus
+	}
+	return c
+}
+
+// clamped brings every field of c into its valid range, so that New can
+// accept any Config.
+func (c Config) clamped() Config {
+	c.TTFT = max(c.TTFT, 0)
+	c.ITL = max(c.ITL, 0)
+	c.Tokens = max(c.Tokens, 0)
+	if math.IsNaN(c.ErrorRate) {
+		c.ErrorRate = 0
+	}
+	c.ErrorRate = min(max(c.ErrorRate, 0), 1)
+	if c.ErrorStatus != 0 && (c.ErrorStatus < 400 || c.ErrorStatus > 599) {
+		c.ErrorStatus = DefaultErrorStatus
+	}
+	c.DropAfter = max(c.DropAfter, 0)
+	c.MaxModelLen = max(c.MaxModelLen, 0)
+	return c
+}

@@ -1,0 +1,22 @@
+// Package simulator is a stand-in for a self-hosted LLM inference replica.
+// It speaks the OpenAI chat-completions API with vLLM's wire format (the
+// ≥0.10.1 error shape, SSE framing, usage accounting), so that the
+// gateway's local runs, integration tests and benchmarks need no GPU.
+//
+// Replies are deterministic: the text depends only on the configured seed
+// and the request's messages. Latency (time to first token, inter-token
+// latency) and failures (error answers, hung requests, dropped connections,
+// context-length rejections, API-key enforcement) are configurable, and can
+// be changed at run time through the /sim/* control endpoints:
+//
+//	GET  /health               200, empty body
+//	GET  /v1/models            OpenAI model list with the served model
+//	POST /v1/chat/completions  non-streamed and streamed (SSE) answers
+//	GET  /sim/config           the current Config
+//	POST /sim/config           merge a partial Config (fields present override)
+//	GET  /sim/stats            request counters and the last chat request
+//	POST /sim/reset            zero the counters
+//
+// A Server never lets a goroutine outlive a request: every wait ends as
+// soon as the client goes away.
+package simulator

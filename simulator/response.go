@@ -1,0 +1,83 @@
+package simulator
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// completion is a non-streamed chat answer, laid out as vLLM writes it.
+type completion struct {
+	ID      string             `json:"id"`
+	Object  string             `json:"object"`
+	Created int64              `json:"created"`
+	Model   string             `json:"model"`
+	Choices []completionChoice `json:"choices"`
+	Usage   fullUsage          `json:"usage"`
+}
+
+type completionChoice struct {
+	Index        int             `json:"index"`
+	Message      replyMessage    `json:"message"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
+	StopReason   json.RawMessage `json:"stop_reason"`
+}
+
+type replyMessage struct {
+	Role      string `json:"role"`
+	Content   string `json:"content"`
+	ToolCalls []any  `json:"tool_calls"`
+}
+
+// usage is vLLM's UsageInfo, in vLLM's field order.
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+}
+
+// fullUsage is usage as the non-streamed answer carries it.
+type fullUsage struct {
+	usage
+	PromptTokensDetails json.RawMessage `json:"prompt_tokens_details"`
+}
+
+// chunk is one streamed event's payload.
+type chunk struct {
+	ID      string        `json:"id"`
+	Object  string        `json:"object"`
+	Created int64         `json:"created"`
+	Model   string        `json:"model"`
+	Choices []chunkChoice `json:"choices"`
+	Usage   *usage        `json:"usage,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int             `json:"index"`
+	Delta        delta           `json:"delta"`
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason *string         `json:"finish_reason"`
+	// StopReason is present (as null) only on the finishing chunk.
+	StopReason json.RawMessage `json:"stop_reason,omitempty"`
+}
+
+type delta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// jsonNull is a literal JSON null for always-null fields.
+var jsonNull = json.RawMessage("null")
+
+// newUsage accounts prompt and completion tokens.
+func newUsage(prompt, completion int) usage {
+	return usage{PromptTokens: prompt, TotalTokens: prompt + completion, CompletionTokens: completion}
+}
+
+// completionID returns a fresh "chatcmpl-<32 hex>" id like vLLM's.
+func completionID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "chatcmpl-" + hex.EncodeToString(b[:])
+}

@@ -1,0 +1,90 @@
+package simulator
+
+import (
+	"slices"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// Stats are the chat-request counters served by GET /sim/stats. Every chat
+// request ends in exactly one of Completed, Cancelled, Errors, Rejected or
+// Dropped, so Requests is their sum plus InFlight (until a reset).
+type Stats struct {
+	// Requests counts chat requests received.
+	Requests int64 `json:"requests"`
+	// Completed counts chat requests answered fully.
+	Completed int64 `json:"completed"`
+	// Cancelled counts chat requests whose client went away before the
+	// answer finished (including hung ones).
+	Cancelled int64 `json:"cancelled"`
+	// Errors counts injected errors (ErrorRate).
+	Errors int64 `json:"errors"`
+	// Rejected counts chat requests refused as invalid: 400 (malformed,
+	// context length) and 401 (API key).
+	Rejected int64 `json:"rejected"`
+	// Dropped counts connections closed on purpose (DropAfter).
+	Dropped int64 `json:"dropped"`
+	// InFlight is the number of chat requests being handled now; a reset
+	// keeps it.
+	InFlight int64 `json:"in_flight"`
+	// LastRequest is the last chat request whose body could be decoded,
+	// or null.
+	LastRequest *LastRequest `json:"last_request"`
+}
+
+// LastRequest is a chat request as received. Pointer fields are null when
+// the request did not set them.
+type LastRequest struct {
+	Model               string        `json:"model"`
+	Messages            []api.Message `json:"messages"`
+	Temperature         *float64      `json:"temperature"`
+	Stream              bool          `json:"stream"`
+	MaxTokens           *int          `json:"max_tokens"`
+	MaxCompletionTokens *int          `json:"max_completion_tokens"`
+	// IncludeUsage is stream_options.include_usage.
+	IncludeUsage bool `json:"include_usage"`
+	// HasAuthorization tells whether an Authorization header was sent.
+	HasAuthorization bool `json:"has_authorization"`
+}
+
+// outcome is how a chat request ended.
+type outcome int
+
+const (
+	outcomeCompleted outcome = iota
+	outcomeCancelled
+	outcomeError
+	outcomeRejected
+	outcomeDropped
+)
+
+// finish moves one in-flight request to the counter of o.
+func (st *Stats) finish(o outcome) {
+	st.InFlight--
+	switch o {
+	case outcomeCompleted:
+		st.Completed++
+	case outcomeCancelled:
+		st.Cancelled++
+	case outcomeError:
+		st.Errors++
+	case outcomeRejected:
+		st.Rejected++
+	case outcomeDropped:
+		st.Dropped++
+	}
+}
+
+// lastRequest records c as received.
+func lastRequest(c *chat, hasAuth bool) *LastRequest {
+	return &LastRequest{
+		Model:               c.Model,
+		Messages:            slices.Clone(c.Messages),
+		Temperature:         c.Temperature,
+		Stream:              c.Stream,
+		MaxTokens:           c.MaxTokens,
+		MaxCompletionTokens: c.MaxCompletionTokens,
+		IncludeUsage:        c.IncludeUsage,
+		HasAuthorization:    hasAuth,
+	}
+}
