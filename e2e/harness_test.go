@@ -83,11 +83,17 @@ func startSim(t *testing.T, args ...string) *Sim {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	s := &Sim{cmd: cmd, done: make(chan struct{})}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("llmsim %v stderr:\n%s", args, lastLines(stderr.String(), 20))
+		}
+	})
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
 		_ = cmd.Process.Kill()
