@@ -14,11 +14,15 @@ build: ## bin/llmedge (Caddy + llmedge modules) and bin/llmsim (replica simulato
 run: build ## demo: simulated replicas + gateway on https://localhost:8443, user demo/demo
 	./scripts/run.sh
 
-test: vet ## everything, with the race detector: unit, Caddyfile golden, end-to-end
+test: vet ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
+	./scripts/fuzz.sh 5s
 
 unit: ## fast tests only (no processes, no HTTPS)
 	$(GO) test $(GOFLAGS_T) -short ./...
+
+fuzz: ## every fuzz target for FUZZTIME each (default 1m)
+	./scripts/fuzz.sh $${FUZZTIME:-1m}
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
