@@ -227,7 +227,7 @@ func TestParseKeyFileErrors(t *testing.T) {
 		name, doc, wantErr string
 	}{
 		{"newer version", `{"version":2,"active":"` + kid + `","keys":[` + good + `]}`, "format version 2 is newer"},
-		{"wrong alg", `{"active":"` + kid + `","keys":[{"kid":"` + kid + `","alg":"ES256","private_key":"` + privB64 + `"}]}`, `alg "ES256" is not EdDSA`},
+		{"wrong alg", `{"active":"` + kid + `","keys":[{"kid":"` + kid + `","alg":"ES256","private_key":"` + privB64 + `"}]}`, `alg "ES256" does not fit an Ed25519 key`},
 		{"kid not thumbprint", `{"active":"abc","keys":[{"kid":"abc","alg":"EdDSA","private_key":"` + privB64 + `"}]}`, "kid is not the key's thumbprint"},
 		{"bad base64", `{"active":"` + kid + `","keys":[{"kid":"` + kid + `","alg":"EdDSA","private_key":"@@@"}]}`, "private_key is not base64"},
 		{"not pkcs8", `{"active":"` + kid + `","keys":[{"kid":"` + kid + `","alg":"EdDSA","private_key":"AAAA"}]}`, "not a PKCS#8 key"},

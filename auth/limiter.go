@@ -15,8 +15,9 @@ const defaultMaxLimiterKeys = 100_000
 const maxLimiterKeyBytes = 128
 
 // FailureLimiter counts failed logins per key (a username, a client
-// address) in fixed windows: once a key has Max failures within Window of
-// its first one, it is blocked until that window ends. A nil
+// address): once a key has Max failures within Window of its first one,
+// it is blocked for Window; each further lockout doubles the block (up to
+// a day) until the key stays quiet for a Window after its last block. A nil
 // *FailureLimiter never blocks. It is safe for concurrent use.
 type FailureLimiter struct {
 	max     int
@@ -29,10 +30,22 @@ type FailureLimiter struct {
 	lastSweep time.Time
 }
 
-// failWindow is one key's current window.
+// failWindow is one key's state: n failures counted since start; after
+// strikes lockouts, blocked until until.
 type failWindow struct {
-	start time.Time
-	n     int
+	start   time.Time
+	n       int
+	strikes int
+	until   time.Time
+}
+
+// maxBlock caps the doubling of lockouts.
+const maxBlock = 24 * time.Hour
+
+// forgotten reports whether w has been idle long enough to drop: its count
+// window and its last block are a whole window behind.
+func (w *failWindow) forgotten(now time.Time, window time.Duration) bool {
+	return !now.Before(w.start.Add(window)) && !now.Before(w.until.Add(window))
 }
 
 // NewFailureLimiter returns a limiter that blocks a key after max failures
@@ -57,15 +70,14 @@ func (l *FailureLimiter) Blocked(key string) time.Duration {
 	if !ok {
 		return 0
 	}
-	end := w.start.Add(l.window)
-	if !now.Before(end) {
+	if w.forgotten(now, l.window) {
 		delete(l.keys, key)
 		return 0
 	}
-	if w.n < l.max {
-		return 0
+	if now.Before(w.until) {
+		return w.until.Sub(now)
 	}
-	return end.Sub(now)
+	return 0
 }
 
 // Fail records a failure for key. When the limiter is full of live keys,
@@ -79,7 +91,7 @@ func (l *FailureLimiter) Fail(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w, ok := l.keys[key]
-	if ok && !now.Before(w.start.Add(l.window)) {
+	if ok && w.forgotten(now, l.window) {
 		ok = false
 	}
 	if !ok {
@@ -89,7 +101,20 @@ func (l *FailureLimiter) Fail(key string) {
 		w = &failWindow{start: now}
 		l.keys[key] = w
 	}
+	if now.Before(w.until) {
+		return // already blocked; Blocked answers before any password check
+	}
+	if !now.Before(w.start.Add(l.window)) { // a new count window, strikes kept
+		w.start, w.n = now, 0
+	}
 	w.n++
+	if w.n >= l.max {
+		// Lock out for window, doubled at each lockout since the key was
+		// last forgotten.
+		block := l.window << min(w.strikes, 20)
+		w.strikes++
+		w.until, w.start, w.n = now.Add(min(block, maxBlock)), now, 0
+	}
 }
 
 // Reset forgets key's failures (after a successful login).
@@ -109,7 +134,7 @@ func (l *FailureLimiter) sweep(now time.Time) bool {
 	if now.Sub(l.lastSweep) >= time.Second {
 		l.lastSweep = now
 		for k, w := range l.keys {
-			if !now.Before(w.start.Add(l.window)) {
+			if w.forgotten(now, l.window) {
 				delete(l.keys, k)
 			}
 		}

@@ -21,13 +21,22 @@ func TestFailureLimiter(t *testing.T) {
 	}{
 		{"blocks after max within window", []step{
 			{"fail", "a", 0, 0}, {"check", "a", 0, 0},
-			{"fail", "a", 10 * time.Second, 0}, {"check", "a", 0, 50 * time.Second},
+			{"fail", "a", 10 * time.Second, 0}, {"check", "a", 0, time.Minute},
 			{"check", "b", 0, 0},
-			{"check", "a", 50 * time.Second, 0},
+			{"check", "a", 50 * time.Second, 10 * time.Second},
+			{"check", "a", 10 * time.Second, 0},
 		}},
 		{"window restarts after it ends", []step{
 			{"fail", "c", 0, 0}, {"fail", "c", time.Minute, 0}, {"check", "c", 0, 0},
-			{"fail", "c", time.Second, 0}, {"check", "c", 0, 59 * time.Second},
+			{"fail", "c", time.Second, 0}, {"check", "c", 0, time.Minute},
+		}},
+		{"each lockout doubles until the key goes quiet", []step{
+			{"fail", "e", 0, 0}, {"fail", "e", 0, 0}, {"check", "e", 0, time.Minute},
+			{"fail", "e", time.Minute, 0}, {"fail", "e", 0, 0}, {"check", "e", 0, 2 * time.Minute},
+			{"fail", "e", time.Minute, 0}, {"check", "e", 0, time.Minute}, // blocked: not counted
+			{"fail", "e", time.Minute, 0}, {"fail", "e", 0, 0}, {"check", "e", 0, 4 * time.Minute},
+			{"check", "e", 5 * time.Minute, 0}, // a window after the block: forgotten
+			{"fail", "e", 0, 0}, {"fail", "e", 0, 0}, {"check", "e", 0, time.Minute},
 		}},
 		{"reset forgets", []step{
 			{"fail", "d", 0, 0}, {"fail", "d", 0, 0}, {"reset", "d", 0, 0}, {"check", "d", 0, 0},

@@ -25,6 +25,7 @@ const DefaultMaxTokenBodyBytes = 64 << 10
 const (
 	DetailBadCredentials = "Incorrect username or password"
 	DetailTooManyFails   = "Too many failed login attempts, retry later"
+	DetailBadClient      = "Invalid client credentials"
 	detailParseError     = "There was an error parsing the body"
 	grantTypePattern     = "^password$"
 )
@@ -57,7 +58,8 @@ type TokenResponse struct {
 //   - 401 invalid_grant + WWW-Authenticate: Bearer for bad credentials;
 //   - 400 invalid_scope for a requested scope the user lacks.
 //
-// client_id, client_secret and any Authorization header are ignored.
+// client_id, client_secret and any Authorization header are ignored unless
+// Clients is set.
 // Passwords are never logged or echoed.
 type TokenEndpoint struct {
 	Users  *Users
@@ -72,6 +74,9 @@ type TokenEndpoint struct {
 	// ClientAddr gives the client's address for AddrLimiter; the host of
 	// r.RemoteAddr when nil. Behind trusted proxies, pass the real one.
 	ClientAddr func(r *http.Request) string
+	// Clients, when it has entries, must vouch for the client_id and
+	// client_secret (HTTP Basic or form fields) of every request.
+	Clients *Clients
 }
 
 // ServeHTTP implements http.Handler.
@@ -110,6 +115,17 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 		return nil, api.NewError(http.StatusTooManyRequests, DetailTooManyFails).
 			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 	}
+	if e.Clients.Required() {
+		id, secret, ok := r.BasicAuth()
+		if !ok || id == "" {
+			id, secret = f.clientID, f.clientSecret
+		}
+		if !e.Clients.Check(id, secret) {
+			e.AddrLimiter.Fail(addr)
+			return nil, oauthError(http.StatusUnauthorized, "invalid_client", DetailBadClient).
+				WithHeader("WWW-Authenticate", basicChallenge(e.Realm))
+		}
+	}
 	user, err := e.Users.Authenticate(f.username, f.password)
 	if err != nil {
 		e.UserLimiter.Fail(f.username)
@@ -142,6 +158,7 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 // tokenForm is a validated token request.
 type tokenForm struct {
 	username, password, scope string
+	clientID, clientSecret    string
 }
 
 // validateForm applies OAuth2PasswordRequestForm's rules to the fields.
@@ -173,7 +190,8 @@ func validateForm(form url.Values) (*tokenForm, *api.Error) {
 	if len(errs) > 0 {
 		return nil, api.ValidationError(errs...)
 	}
-	return &tokenForm{username: form.Get("username"), password: form.Get("password"), scope: form.Get("scope")}, nil
+	return &tokenForm{username: form.Get("username"), password: form.Get("password"), scope: form.Get("scope"),
+		clientID: form.Get("client_id"), clientSecret: form.Get("client_secret")}, nil
 }
 
 // grantScopes returns the scopes to grant user for the space-separated

@@ -325,3 +325,50 @@ func TestTokenEndpointNotConfigured(t *testing.T) {
 		t.Fatalf("got %d %s", w.Code, w.Body)
 	}
 }
+
+func TestTokenEndpointClients(t *testing.T) {
+	hash, err := HashPasswordCost("s3cret", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := NewClients(map[string]string{"app": hash})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewClients(map[string]string{"x": "plain"}); err == nil {
+		t.Fatal("non-bcrypt client hash accepted")
+	}
+	e, _ := testEndpoint(t)
+	e.Clients = clients
+	tests := []struct {
+		name       string
+		form       string
+		basic      []string
+		status     int
+		oauthError string
+	}{
+		{"form credentials", "username=alice&password=" + testPW + "&client_id=app&client_secret=s3cret", nil, 200, ""},
+		{"basic credentials", "username=alice&password=" + testPW, []string{"app", "s3cret"}, 200, ""},
+		{"no credentials", "username=alice&password=" + testPW, nil, 401, "invalid_client"},
+		{"wrong secret", "username=alice&password=" + testPW + "&client_id=app&client_secret=nope", nil, 401, "invalid_client"},
+		{"unknown client", "username=alice&password=" + testPW, []string{"other", "s3cret"}, 401, "invalid_client"},
+		{"empty basic", "username=alice&password=" + testPW, []string{"", ""}, 401, "invalid_client"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/auth/token", strings.NewReader(tt.form))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			if tt.basic != nil {
+				r.SetBasicAuth(tt.basic[0], tt.basic[1])
+			}
+			w := httptest.NewRecorder()
+			e.ServeHTTP(w, r)
+			if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.oauthError) {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			if tt.status == 401 && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Basic") {
+				t.Fatalf("challenge %q", w.Header().Get("WWW-Authenticate"))
+			}
+		})
+	}
+}

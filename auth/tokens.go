@@ -48,7 +48,7 @@ type Issuer struct {
 	Now      func() time.Time // time.Now when nil
 }
 
-// Issue returns an EdDSA-signed JWT for subject with the given scopes,
+// Issue returns a JWT signed by the ring's active key for subject with the given scopes,
 // and its expiry. The header carries the key's kid; the claims are iss,
 // aud, sub, scope (space-separated), iat, nbf, exp and a random jti.
 // Times are whole seconds, so exp - iat is exactly the TTL.
@@ -79,9 +79,10 @@ func (i *Issuer) Issue(subject string, scopes []string) (token string, expiresAt
 		},
 		Scope: strings.Join(scopes, " "),
 	}
-	t := jwt.NewWithClaims(jwt.SigningMethodEdDSA, c)
-	t.Header["kid"] = i.Keys.activeKID
-	s, err := t.SignedString(i.Keys.active)
+	key := i.Keys.set.Load().active
+	t := jwt.NewWithClaims(key.method(), c)
+	t.Header["kid"] = key.kid
+	s, err := t.SignedString(key.signKey)
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("auth: sign token: %w", err)
 	}
@@ -129,7 +130,9 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 		return nil, fmt.Errorf("%w: character outside base64url", jwt.ErrTokenMalformed)
 	}
 	p := jwt.NewParser(
-		jwt.WithValidMethods([]string{SigningAlg}),
+		// Only the algorithms of the ring's keys; key() also checks that
+		// the token's alg is its key's.
+		jwt.WithValidMethods(v.Keys.set.Load().algs),
 		jwt.WithIssuer(v.Issuer),
 		jwt.WithAudience(v.Audience),
 		jwt.WithExpirationRequired(),
@@ -157,14 +160,19 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 	}, nil
 }
 
-// key is the jwt.Keyfunc: the ring's public key named by the kid header.
+// key is the jwt.Keyfunc: the ring's verifying key named by the kid
+// header, provided the token claims that key's algorithm (no algorithm
+// confusion: an HS256 token cannot name an EdDSA key, and so on).
 func (v *Verifier) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
-	pub, ok := v.Keys.PublicKey(kid)
+	k, ok := v.Keys.lookup(kid)
 	if !ok {
 		return nil, ErrUnknownKey
 	}
-	return pub, nil
+	if t.Method.Alg() != k.alg {
+		return nil, fmt.Errorf("%w: token alg %s, key alg %s", ErrUnknownKey, t.Method.Alg(), k.alg)
+	}
+	return k.verKey, nil
 }
 
 // isCompactJWS reports whether s has only base64url characters and dots.
