@@ -109,6 +109,11 @@ type Verifier struct {
 	// Leeway is the clock skew allowed on exp, nbf and iat.
 	Leeway time.Duration
 	Now    func() time.Time // time.Now when nil
+	// Refresh, when set, is called for a kid the ring does not know; if it
+	// reports true the lookup is tried again. It lets an instance learn at
+	// once of a key another instance just rotated in. It must rate-limit
+	// itself: anyone can send an unknown kid.
+	Refresh func() bool
 }
 
 // Verify parses and checks token: EdDSA only, a kid naming a key of the
@@ -166,6 +171,9 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 func (v *Verifier) key(t *jwt.Token) (any, error) {
 	kid, _ := t.Header["kid"].(string)
 	k, ok := v.Keys.lookup(kid)
+	if !ok && v.Refresh != nil && v.Refresh() {
+		k, ok = v.Keys.lookup(kid)
+	}
 	if !ok {
 		return nil, ErrUnknownKey
 	}

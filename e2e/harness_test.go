@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -163,6 +164,7 @@ type Gateway struct {
 	Admin  string
 	Client *http.Client
 	dir    string
+	data   string
 	conf   string
 	cmd    *exec.Cmd
 	done   chan struct{}
@@ -174,6 +176,7 @@ type GatewayConfig struct {
 	Options string            // extra lines in the llmedge block
 	Models  map[string]string // model name -> lines of its block
 	Site    string            // site block body; default llm_gateway
+	Data    string            // Caddy storage folder; default a fresh one
 }
 
 const demoHash = "$2a$10$ngDIGOWd/mWmXe4DFe3PbumaGvU4efLBmpSULOmmmxCXBil3ugzii" // "demo"
@@ -208,9 +211,13 @@ func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
 		cfg.Site = "llm_gateway"
 	}
 	port, adminPort := freePort(t), freePort(t)
+	g.data = cfg.Data
+	if g.data == "" {
+		g.data = filepath.Join(g.dir, "data")
+	}
 	var buf bytes.Buffer
 	err := caddyfileTmpl.Execute(&buf, map[string]any{
-		"AdminPort": adminPort, "Port": port, "Data": filepath.Join(g.dir, "data"),
+		"AdminPort": adminPort, "Port": port, "Data": g.data,
 		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site,
 	})
 	if err != nil {
@@ -240,7 +247,7 @@ func (g *Gateway) start(t *testing.T) {
 	go func() { _ = g.cmd.Wait(); close(g.done) }()
 
 	// Wait for the internal CA's root, then for the server to answer.
-	rootPath := filepath.Join(g.dir, "data", "pki", "authorities", "local", "root.crt")
+	rootPath := filepath.Join(g.data, "pki", "authorities", "local", "root.crt")
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
@@ -421,3 +428,5 @@ func staticModel(sims ...*Sim) string {
 	}
 	return "\t\t\tstatic " + strings.Join(urls, " ")
 }
+
+func base64URL(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }

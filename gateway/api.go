@@ -18,8 +18,9 @@ const (
 
 // API serves the whole public API on its paths.
 type API struct {
-	Token    http.Handler
-	JWKS     []byte
+	Token http.Handler
+	// JWKS returns the current key set (keys rotate).
+	JWKS     func() []byte
 	Pipeline *Pipeline
 	// Passthrough hands unknown paths to next instead of answering 404.
 	Passthrough bool
@@ -39,7 +40,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 	case PathJWKS:
 		if allow(w, r, http.MethodGet, http.MethodHead) {
-			ServeJWKS(w, a.JWKS)
+			ServeJWKS(w, a.JWKS())
 		}
 	case PathHealth:
 		if allow(w, r, http.MethodGet, http.MethodHead) {

@@ -5,6 +5,7 @@
 package llmedge
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -53,15 +54,36 @@ type App struct {
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// DialTimeout bounds connecting to a replica. Default: 5s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// SigningAlg of tokens: EdDSA (default), ES256, or HS256 with
+	// HMACSecret or HMACSecretFile.
+	SigningAlg     string `json:"signing_alg,omitempty"`
+	HMACSecret     string `json:"hmac_secret,omitempty"`
+	HMACSecretFile string `json:"hmac_secret_file,omitempty"`
+	// KeyRotation makes a new signing key when the active one is older;
+	// 0 never rotates on a schedule (`llmedge rotate-keys` still does).
+	KeyRotation caddy.Duration `json:"key_rotation,omitempty"`
+	// KeyRefresh is how often keys are reloaded from storage, to see
+	// rotations by other instances. Default: 1m.
+	KeyRefresh caddy.Duration `json:"key_refresh,omitempty"`
+	// UsersFileRefresh is how often UsersFile is checked for changes.
+	// Default: 2s.
+	UsersFileRefresh caddy.Duration `json:"users_file_refresh,omitempty"`
+	// Clients, client_id → bcrypt hash of the secret, are required at the
+	// token endpoint when any are configured.
+	Clients map[string]string `json:"clients,omitempty"`
 
 	users    *auth.Users
 	keys     *auth.KeyRing
-	jwks     []byte
 	issuer   *auth.Issuer
 	pipeline *gateway.Pipeline
 	token    *auth.TokenEndpoint
 	client   *http.Client
 	logger   *zap.Logger
+	storage  auth.Storage // nil for HS256 keys
+	bg       *background
+	kidLimit *rateGate // bounds storage reloads for unknown kids
+
+	usersFile string // UsersFile with placeholders replaced
 }
 
 // ModelConfig configures one model type.
@@ -143,29 +165,26 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.setDefaults()
 
 	repl := caddy.NewReplacer() // {env.*} and {file.*} in secrets and paths
-	users := append([]auth.User(nil), a.Users...)
-	if a.UsersFile != "" {
-		more, err := auth.LoadUsersFile(repl.ReplaceAll(a.UsersFile, ""))
-		if err != nil {
+	a.usersFile = repl.ReplaceAll(a.UsersFile, "")
+	var fileUsers []auth.User
+	if a.usersFile != "" {
+		var err error
+		if fileUsers, err = auth.LoadUsersFile(a.usersFile); err != nil {
 			return err
-		}
-		users = append(users, more...)
-	}
-	for i := range users {
-		if len(users[i].Models) == 0 { // no list: every model
-			users[i].Models = a.modelNames()
 		}
 	}
 	var err error
-	if a.users, err = auth.NewUsers(users); err != nil {
+	if a.users, err = auth.NewUsers(a.allUsers(fileUsers)); err != nil {
 		return fmt.Errorf("users: %w", err)
 	}
-
-	if a.keys, err = auth.LoadOrCreateKeyRing(ctx, ctx.Storage(), keyStorageKey); err != nil {
-		return fmt.Errorf("signing keys: %w", err)
+	clients, err := auth.NewClients(a.Clients)
+	if err != nil {
+		return fmt.Errorf("clients: %w", err)
 	}
-	if a.jwks, err = a.keys.JWKS(); err != nil {
-		return fmt.Errorf("signing keys: %w", err)
+
+	a.kidLimit = &rateGate{every: unknownKIDReloadEvery}
+	if err := a.provisionKeys(ctx, repl); err != nil {
+		return err
 	}
 	a.issuer = &auth.Issuer{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, TTL: time.Duration(a.TokenTTL)}
 	a.token = &auth.TokenEndpoint{
@@ -173,6 +192,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		UserLimiter: auth.NewFailureLimiter(loginFailuresPerUser, loginWindow, nil),
 		AddrLimiter: auth.NewFailureLimiter(loginFailuresPerAddr, loginWindow, nil),
 		ClientAddr:  clientIP,
+		Clients:     clients,
 	}
 
 	a.client = &http.Client{Transport: &http.Transport{
@@ -193,7 +213,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		models[mc.Name] = m
 	}
 	a.pipeline = &gateway.Pipeline{
-		Verifier:  &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: 30 * time.Second},
+		Verifier: &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
+			Refresh: a.reloadOnUnknownKID},
 		Realm:     Realm,
 		Validator: &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel},
 		Gateway: &gateway.Gateway{
@@ -309,11 +330,55 @@ func (a *App) modelNames() []string {
 	return names
 }
 
-// Start implements caddy.App.
-func (a *App) Start() error { return nil }
+// allUsers merges inline and file users; a user without a model list may
+// use every model.
+func (a *App) allUsers(fileUsers []auth.User) []auth.User {
+	users := append(append([]auth.User(nil), a.Users...), fileUsers...)
+	for i := range users {
+		if len(users[i].Models) == 0 {
+			users[i].Models = a.modelNames()
+		}
+	}
+	return users
+}
 
-// Stop implements caddy.App.
-func (a *App) Stop() error { return nil }
+// Start begins the periodic work: key refresh and rotation, and
+// reloading the users file.
+func (a *App) Start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.bg = &background{cancel: cancel}
+	if a.storedKeys() {
+		a.bg.run(ctx, a.keyLoop)
+	}
+	if a.usersFile != "" {
+		interval := time.Duration(a.UsersFileRefresh)
+		if interval <= 0 {
+			interval = 2 * time.Second
+		}
+		a.bg.run(ctx, func(ctx context.Context) {
+			auth.WatchUsersFile(ctx, a.usersFile, interval,
+				func(users []auth.User) error {
+					if err := a.users.Replace(a.allUsers(users)); err != nil {
+						return err
+					}
+					a.logger.Info("reloaded the users file", zap.String("file", a.usersFile), zap.Int("users", len(users)))
+					return nil
+				},
+				func(err error) {
+					a.logger.Error("users file not reloaded; keeping the current users", zap.Error(err))
+				})
+		})
+	}
+	return nil
+}
+
+// Stop ends the periodic work.
+func (a *App) Stop() error {
+	if a.bg != nil {
+		a.bg.stop()
+	}
+	return nil
+}
 
 // Cleanup releases the replica connections of this configuration.
 func (a *App) Cleanup() error {
@@ -329,8 +394,11 @@ func (a *App) Pipeline() *gateway.Pipeline { return a.pipeline }
 // TokenEndpoint serves POST /auth/token.
 func (a *App) TokenEndpoint() http.Handler { return a.token }
 
-// JWKS is the JSON Web Key Set of the verifying keys.
-func (a *App) JWKS() []byte { return a.jwks }
+// JWKS is the JSON Web Key Set of the verifying keys, as they are now.
+func (a *App) JWKS() []byte {
+	b, _ := a.keys.JWKS()
+	return b
+}
 
 // FromContext returns the llmedge app of the configuration ctx belongs to,
 // provisioning it with defaults when the configuration has none.

@@ -39,6 +39,13 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		ping_interval     <duration>
 //		max_attempts      <n>
 //		dial_timeout      <duration>
+//		signing_alg       EdDSA|ES256|HS256
+//		hmac_secret       <secret>
+//		hmac_secret_file  <path>
+//		key_rotation      <duration>
+//		key_refresh       <duration>
+//		users_file_refresh <duration>
+//		client            <client_id> <bcrypt-hash-of-secret>
 //		model <name> {
 //			static              <url>...
 //			protocol            openai
@@ -96,6 +103,27 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneInt(d, d.Val(), &a.MaxAttempts)
 		case "dial_timeout":
 			err = oneDuration(d, d.Val(), &a.DialTimeout)
+		case "signing_alg":
+			err = oneString(d, &a.SigningAlg)
+		case "hmac_secret":
+			err = oneString(d, &a.HMACSecret)
+		case "hmac_secret_file":
+			err = oneString(d, &a.HMACSecretFile)
+		case "key_rotation":
+			err = oneDuration(d, d.Val(), &a.KeyRotation)
+		case "key_refresh":
+			err = oneDuration(d, d.Val(), &a.KeyRefresh)
+		case "users_file_refresh":
+			err = oneDuration(d, d.Val(), &a.UsersFileRefresh)
+		case "client":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("client: want <client_id> <bcrypt-hash-of-secret>")
+			}
+			if a.Clients == nil {
+				a.Clients = map[string]string{}
+			}
+			a.Clients[args[0]] = args[1]
 		case "model":
 			m := new(ModelConfig)
 			if err = m.unmarshalCaddyfile(d); err == nil {

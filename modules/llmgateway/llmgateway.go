@@ -41,7 +41,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.api = &gateway.API{
 		Token:       app.TokenEndpoint(),
-		JWKS:        app.JWKS(),
+		JWKS:        app.JWKS,
 		Pipeline:    app.Pipeline(),
 		Passthrough: h.Passthrough,
 	}

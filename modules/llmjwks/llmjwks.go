@@ -22,7 +22,7 @@ func init() {
 
 // Handler is terminal: it always answers.
 type Handler struct {
-	jwks []byte
+	jwks func() []byte
 }
 
 // CaddyModule returns the Caddy module information.
@@ -36,12 +36,12 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.jwks = app.JWKS()
+	h.jwks = app.JWKS
 	return nil
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	gateway.ServeJWKS(w, h.jwks)
+	gateway.ServeJWKS(w, h.jwks())
 	return nil
 }
 

@@ -1,0 +1,46 @@
+package llmedge
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+func init() {
+	caddy.RegisterModule(AdminAPI{})
+}
+
+// AdminAPI adds llmedge's endpoints to Caddy's admin API:
+//
+//	POST /llmedge/rotate-keys   make a new signing key now
+type AdminAPI struct{}
+
+// CaddyModule returns the Caddy module information.
+func (AdminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "admin.api.llmedge", New: func() caddy.Module { return new(AdminAPI) }}
+}
+
+// Routes implements caddy.AdminRouter.
+func (AdminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{{Pattern: "/llmedge/rotate-keys", Handler: caddy.AdminHandlerFunc(rotateKeys)}}
+}
+
+func rotateKeys(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodPost {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed")}
+	}
+	v, err := caddy.ActiveContext().AppIfConfigured("llmedge")
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no llmedge app is running: %w", err)}
+	}
+	ring, err := v.(*App).RotateKeys(r.Context())
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	return json.NewEncoder(w).Encode(map[string]any{"active_kid": ring.ActiveKID(), "kids": ring.KIDs()})
+}
+
+var _ caddy.AdminRouter = AdminAPI{}
