@@ -14,13 +14,16 @@ const (
 	PathJWKS      = "/.well-known/jwks.json"
 	PathHealth    = "/healthz"
 	PathReady     = "/readyz"
+	PathOpenAPI   = "/openapi.json"
 )
 
 // API serves the whole public API on its paths.
 type API struct {
 	Token http.Handler
 	// JWKS returns the current key set (keys rotate).
-	JWKS     func() []byte
+	JWKS func() []byte
+	// OpenAPI is the description served at /openapi.json.
+	OpenAPI  []byte
 	Pipeline *Pipeline
 	// Passthrough hands unknown paths to next instead of answering 404.
 	Passthrough bool
@@ -45,6 +48,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 	case PathHealth:
 		if allow(w, r, http.MethodGet, http.MethodHead) {
 			ServeHealth(w, r)
+		}
+	case PathOpenAPI:
+		if allow(w, r, http.MethodGet, http.MethodHead) {
+			w.Header().Set("Cache-Control", "public, max-age=300")
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(a.OpenAPI)
 		}
 	case PathReady:
 		if allow(w, r, http.MethodGet, http.MethodHead) {

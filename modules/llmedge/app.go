@@ -84,6 +84,7 @@ type App struct {
 	kidLimit *rateGate // bounds storage reloads for unknown kids
 
 	usersFile string // UsersFile with placeholders replaced
+	openapi   []byte
 }
 
 // ModelConfig configures one model type.
@@ -224,6 +225,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			MaxAttempts:  a.MaxAttempts,
 			Logger:       a.logger,
 		},
+	}
+	if a.openapi, err = api.OpenAPI(a.pipeline.Validator); err != nil {
+		return err
 	}
 	return nil
 }
@@ -393,6 +397,9 @@ func (a *App) Pipeline() *gateway.Pipeline { return a.pipeline }
 
 // TokenEndpoint serves POST /auth/token.
 func (a *App) TokenEndpoint() http.Handler { return a.token }
+
+// OpenAPI is the OpenAPI 3.1 description of the API this app serves.
+func (a *App) OpenAPI() []byte { return a.openapi }
 
 // JWKS is the JSON Web Key Set of the verifying keys, as they are now.
 func (a *App) JWKS() []byte {

@@ -20,7 +20,7 @@ func init() {
 }
 
 // Handler serves POST /auth/token, POST /tasks/assistant_inference,
-// GET /.well-known/jwks.json, GET /healthz and GET /readyz. Other paths get
+// GET /.well-known/jwks.json, GET /openapi.json, GET /healthz and GET /readyz. Other paths get
 // a JSON 404, or go to the next handler with Passthrough.
 type Handler struct {
 	Passthrough bool `json:"passthrough,omitempty"`
@@ -42,6 +42,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.api = &gateway.API{
 		Token:       app.TokenEndpoint(),
 		JWKS:        app.JWKS,
+		OpenAPI:     app.OpenAPI(),
 		Pipeline:    app.Pipeline(),
 		Passthrough: h.Passthrough,
 	}

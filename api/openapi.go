@@ -1,0 +1,67 @@
+package api
+
+import (
+	_ "embed"
+	"encoding/json"
+	"fmt"
+)
+
+//go:embed openapi.json
+var openAPITemplate []byte
+
+// OpenAPI returns the OpenAPI 3.1 description of the public API as v
+// configures it: its model types (the model_type enum and the token
+// scopes) and its limits.
+func OpenAPI(v *Validator) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(openAPITemplate, &doc); err != nil {
+		return nil, fmt.Errorf("openapi template: %w", err)
+	}
+	lim := v.Limits.WithDefaults()
+	schemas, err := dig(doc, "components", "schemas")
+	if err != nil {
+		return nil, err
+	}
+	props, err := dig(schemas, "InferenceRequest", "properties")
+	if err != nil {
+		return nil, err
+	}
+	models := make([]any, len(v.Models))
+	scopes := map[string]any{}
+	for i, m := range v.Models {
+		models[i] = m
+		scopes["model:"+m] = "Use the model type " + m
+	}
+	set := []struct {
+		obj   map[string]any
+		path  []string
+		key   string
+		value any
+	}{
+		{props, []string{"model_type"}, "enum", models},
+		{props, []string{"model_type"}, "default", v.DefaultModel},
+		{props, []string{"messages"}, "maxItems", lim.MaxMessages},
+		{props, []string{"system_message"}, "maxLength", lim.MaxContentChars},
+		{schemas, []string{"Message", "properties", "content"}, "maxLength", lim.MaxContentChars},
+		{doc, []string{"components", "securitySchemes", "OAuth2PasswordBearer", "flows", "password"}, "scopes", scopes},
+	}
+	for _, s := range set {
+		m, err := dig(s.obj, s.path...)
+		if err != nil {
+			return nil, err
+		}
+		m[s.key] = s.value
+	}
+	return json.Marshal(doc)
+}
+
+func dig(m map[string]any, path ...string) (map[string]any, error) {
+	for _, p := range path {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("openapi template: no object at %q", p)
+		}
+		m = next
+	}
+	return m, nil
+}

@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+)
+
+// TestOpenAPIMatchesServer loads GET /openapi.json with a real OpenAPI 3.1
+// library, validates the document, then sends requests to every path and
+// checks each request and answer, errors included, against it.
+func TestOpenAPIMatchesServer(t *testing.T) {
+	sim := startSim(t, "-tokens", "3")
+	g := startGateway(t, GatewayConfig{Models: map[string]string{"qwen": staticModel(sim), "gemma": "\t\t\tprotocol openai"}})
+
+	resp, err := g.Client.Get(g.Base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := readJSON(t, resp, nil)
+	doc, err := libopenapi.NewDocument(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	if ok, verrs := v.ValidateDocument(); !ok {
+		for _, e := range verrs {
+			t.Errorf("document: %s: %s", e.Message, e.Reason)
+		}
+		t.FailNow()
+	}
+
+	tok := g.Token(t, "demo", "demo", "")
+	form := func(vals url.Values) (string, string) {
+		return "application/x-www-form-urlencoded", vals.Encode()
+	}
+	jsonBody := func(s string) (string, string) { return "application/json", s }
+	cases := []struct {
+		name, method, path string
+		ct, body           string
+		token              string
+		status             int
+		checkRequest       bool // the request itself must match the spec
+	}{
+		{name: "token", method: "POST", path: "/auth/token", status: 200, checkRequest: true},
+		{name: "token missing fields", method: "POST", path: "/auth/token", status: 422},
+		{name: "token bad password", method: "POST", path: "/auth/token", status: 401},
+		{name: "token bad scope", method: "POST", path: "/auth/token", status: 400},
+		{name: "inference", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 200, checkRequest: true},
+		{name: "inference stream", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 200, checkRequest: true},
+		{name: "inference no token", method: "POST", path: "/tasks/assistant_inference", status: 401},
+		{name: "inference invalid", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 422},
+		{name: "inference no replica", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 503, checkRequest: true},
+		{name: "jwks", method: "GET", path: "/.well-known/jwks.json", status: 200, checkRequest: true},
+		{name: "healthz", method: "GET", path: "/healthz", status: 200, checkRequest: true},
+		{name: "readyz", method: "GET", path: "/readyz", status: 503, checkRequest: true},
+		{name: "openapi", method: "GET", path: "/openapi.json", status: 200, checkRequest: true},
+	}
+	bodies := map[string]func() (string, string){
+		"token":                func() (string, string) { return form(url.Values{"username": {"demo"}, "password": {"demo"}}) },
+		"token missing fields": func() (string, string) { return form(url.Values{"username": {"demo"}}) },
+		"token bad password":   func() (string, string) { return form(url.Values{"username": {"demo"}, "password": {"x"}}) },
+		"token bad scope": func() (string, string) {
+			return form(url.Values{"username": {"alice"}, "password": {"demo"}, "scope": {"model:gemma"}})
+		},
+		"inference": func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
+		"inference stream": func() (string, string) {
+			return jsonBody(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
+		},
+		"inference no token": func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
+		"inference invalid":  func() (string, string) { return jsonBody(`{"messages":[],"temperature":5}`) },
+		"inference no replica": func() (string, string) {
+			return jsonBody(`{"messages":[{"role":"user","content":"hi"}],"model_type":"gemma"}`)
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var ct, body string
+			if f := bodies[tc.name]; f != nil {
+				ct, body = f()
+			}
+			build := func() *http.Request {
+				req, _ := http.NewRequest(tc.method, g.Base+tc.path, strings.NewReader(body))
+				if ct != "" {
+					req.Header.Set("Content-Type", ct)
+				}
+				if tc.token != "" {
+					req.Header.Set("Authorization", "Bearer "+tc.token)
+				}
+				return req
+			}
+			if tc.checkRequest {
+				if ok, verrs := v.ValidateHttpRequest(build()); !ok {
+					for _, e := range verrs {
+						t.Errorf("request: %s: %s", e.Message, e.Reason)
+					}
+				}
+			}
+			resp, err := g.Client.Do(build())
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, raw)
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(raw))
+			if ok, verrs := v.ValidateHttpResponse(build(), resp); !ok {
+				for _, e := range verrs {
+					t.Errorf("response %d: %s: %s", resp.StatusCode, e.Message, e.Reason)
+				}
+			}
+		})
+	}
+}
