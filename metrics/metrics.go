@@ -1,0 +1,175 @@
+// Package metrics defines llmedge's Prometheus metrics, named llmedge_*.
+// Request-path figures are recorded as they happen; figures about state
+// (replicas, breakers) are read from a Source when Prometheus scrapes, so
+// the request path does no bookkeeping for them.
+package metrics
+
+import (
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the collectors of one gateway configuration.
+type Metrics struct {
+	requests     *prometheus.CounterVec
+	overhead     *prometheus.HistogramVec
+	upstream     *prometheus.HistogramVec
+	ttft         *prometheus.HistogramVec
+	tokens       *prometheus.CounterVec
+	retries      *prometheus.CounterVec
+	tokensIssued prometheus.Counter
+	authFailures *prometheus.CounterVec
+}
+
+// Source reports the state behind the scrape-time gauges.
+type Source interface {
+	// ReplicaStates returns, per model type, the number of replicas per
+	// state ("usable", "open", "half_open", "unhealthy", ...).
+	ReplicaStates() map[string]map[string]int
+}
+
+// Buckets for latencies: the gateway's own overhead lives in
+// microseconds, model latencies in seconds.
+var (
+	overheadBuckets = []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3}
+	latencyBuckets  = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+)
+
+// New registers the collectors in reg. Registering twice in the same
+// registry (a config reload that reuses it) adopts the existing ones.
+func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_requests_total", Help: "Inference requests answered, by model type and HTTP status.",
+		}, []string{"model_type", "status"}),
+		overhead: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "llmedge_gateway_overhead_seconds", Help: "Time the gateway adds: total time minus time spent waiting on replicas.",
+			Buckets: overheadBuckets,
+		}, []string{"model_type"}),
+		upstream: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "llmedge_upstream_seconds", Help: "Time spent on replica calls per request, all attempts.",
+			Buckets: latencyBuckets,
+		}, []string{"model_type"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "llmedge_time_to_first_token_seconds", Help: "Time from sending to a replica to its first token, successful attempts.",
+			Buckets: latencyBuckets,
+		}, []string{"model_type"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_tokens_total", Help: "Tokens reported by replicas, by kind (prompt, completion).",
+		}, []string{"model_type", "kind"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_retries_total", Help: "Attempts beyond the first, by model type.",
+		}, []string{"model_type"}),
+		tokensIssued: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "llmedge_access_tokens_issued_total", Help: "Access tokens issued by /auth/token.",
+		}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_auth_failures_total", Help: "Refused logins and tokens, by reason.",
+		}, []string{"reason"}),
+	}
+	var err error
+	m.requests = register(reg, m.requests, &err)
+	m.overhead = register(reg, m.overhead, &err)
+	m.upstream = register(reg, m.upstream, &err)
+	m.ttft = register(reg, m.ttft, &err)
+	m.tokens = register(reg, m.tokens, &err)
+	m.retries = register(reg, m.retries, &err)
+	m.tokensIssued = register(reg, m.tokensIssued, &err)
+	m.authFailures = register(reg, m.authFailures, &err)
+	if src != nil {
+		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(rerr, &are) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}
+	return m, err
+}
+
+// register adds c to reg, or returns the collector already registered
+// under the same description.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *error) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+		*errp = errors.Join(*errp, err)
+	}
+	return c
+}
+
+// Request is what one inference request contributes.
+type Request struct {
+	ModelType        string
+	Status           int
+	Total, Upstream  time.Duration
+	TTFT             time.Duration // 0 when no token arrived
+	Attempts         int
+	PromptTokens     int
+	CompletionTokens int
+}
+
+// ObserveRequest records one answered inference request. A nil *Metrics
+// records nothing.
+func (m *Metrics) ObserveRequest(r Request) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(r.ModelType, strconv.Itoa(r.Status)).Inc()
+	over := r.Total - r.Upstream
+	if over < 0 {
+		over = 0
+	}
+	m.overhead.WithLabelValues(r.ModelType).Observe(over.Seconds())
+	if r.Attempts > 0 {
+		m.upstream.WithLabelValues(r.ModelType).Observe(r.Upstream.Seconds())
+	}
+	if r.TTFT > 0 {
+		m.ttft.WithLabelValues(r.ModelType).Observe(r.TTFT.Seconds())
+	}
+	if r.Attempts > 1 {
+		m.retries.WithLabelValues(r.ModelType).Add(float64(r.Attempts - 1))
+	}
+	if r.PromptTokens > 0 {
+		m.tokens.WithLabelValues(r.ModelType, "prompt").Add(float64(r.PromptTokens))
+	}
+	if r.CompletionTokens > 0 {
+		m.tokens.WithLabelValues(r.ModelType, "completion").Add(float64(r.CompletionTokens))
+	}
+}
+
+// TokenIssued counts an access token issued.
+func (m *Metrics) TokenIssued() {
+	if m != nil {
+		m.tokensIssued.Inc()
+	}
+}
+
+// AuthFailure counts a refused login or token, by reason.
+func (m *Metrics) AuthFailure(reason string) {
+	if m != nil {
+		m.authFailures.WithLabelValues(reason).Inc()
+	}
+}
+
+// stateCollector turns Source's state into gauges at scrape time.
+type stateCollector struct{ src Source }
+
+var replicasDesc = prometheus.NewDesc("llmedge_replicas", "Replicas per model type and state.", []string{"model_type", "state"}, nil)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- replicasDesc }
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for model, states := range c.src.ReplicaStates() {
+		for state, n := range states {
+			ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(n), model, state)
+		}
+	}
+}
