@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
@@ -13,7 +15,11 @@ import (
 // fail answers with the error that ended the request: an HTTP error while
 // nothing was sent, an `event: error` once the stream has started.
 func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, err error) {
-	e := publicError(m.Name, err)
+	var open time.Duration
+	if m.Pool != nil {
+		open = m.Pool.Breaker().OpenTimeout
+	}
+	e := publicError(m.Name, open, err)
 	if sse != nil && sse.isStarted() {
 		_ = sse.write(appendEvent(nil, "error", marshal(map[string]any{"detail": e.Detail})))
 		return
@@ -26,8 +32,12 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, err erro
 
 // publicError maps a failure to what the client sees. Replica addresses
 // and internals stay out of it.
-func publicError(model string, err error) *api.Error {
+func publicError(model string, openTimeout time.Duration, err error) *api.Error {
 	switch {
+	case errors.Is(err, pool.ErrBreakersOpen):
+		return api.NewError(http.StatusServiceUnavailable,
+			"No healthy replica is available for model '"+model+"' (all are failing)").
+			WithHeader("Retry-After", retryAfter(openTimeout))
 	case errors.Is(err, pool.ErrNoReplicas):
 		return api.NewError(http.StatusServiceUnavailable,
 			"No healthy replica is available for model '"+model+"'").WithHeader("Retry-After", "5")
@@ -42,6 +52,10 @@ func publicError(model string, err error) *api.Error {
 	switch be.Kind {
 	case backends.KindBadRequest:
 		return api.NewError(http.StatusUnprocessableEntity, "The model rejected the request: "+be.Message)
+	case backends.KindConnect:
+		// Every replica tried was unreachable: none is healthy now.
+		return api.NewError(http.StatusServiceUnavailable,
+			"No healthy replica is available for model '"+model+"'").WithHeader("Retry-After", "5")
 	case backends.KindTimeout:
 		return api.NewError(http.StatusGatewayTimeout, "The replica for model '"+model+"' did not answer in time")
 	case backends.KindOverloaded:
@@ -50,6 +64,15 @@ func publicError(model string, err error) *api.Error {
 	}
 	return api.NewError(http.StatusBadGateway,
 		"The replicas of model '"+model+"' failed to answer ("+be.Kind.String()+" error)")
+}
+
+// retryAfter is a Retry-After value of whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
 }
 
 func marshal(v any) []byte {
