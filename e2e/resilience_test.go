@@ -107,7 +107,7 @@ func TestFrozenReplicaRetriedThenBreakerCycles(t *testing.T) {
 			first_token_timeout 1s
 			breaker {
 				consecutive_failures 2
-				open_timeout 2s
+				open_timeout 5s
 			}`
 	g := startGateway(t, GatewayConfig{Models: map[string]string{"qwen": model, "gemma": staticModel(b)}})
 	tok := g.Token(t, "demo", "demo", "")
@@ -129,7 +129,9 @@ func TestFrozenReplicaRetriedThenBreakerCycles(t *testing.T) {
 		t.Fatal("no request waited for the frozen replica")
 	}
 	slowAtOpen := slow.Load()
-	l.waitDone(t, 60)
+	l.waitDone(t, 30)
+	// Only requests already waiting on it when it opened (one per other
+	// worker) may still be slow, plus a half-open probe on a slow machine.
 	if extra := slow.Load() - slowAtOpen; extra > 3 {
 		t.Fatalf("%d more slow requests after the breaker opened", extra)
 	}
