@@ -277,3 +277,27 @@ func TestWaitQueueTimeoutAndCancel(t *testing.T) {
 		t.Fatalf("no queue: %v", err)
 	}
 }
+
+// BenchmarkAcquireRelease measures the hot path: pick, breaker Allow, slot,
+// release with the outcome. gobreaker's done callback is its one allocation.
+func BenchmarkAcquireRelease(b *testing.B) {
+	p := NewWithOptions(b.Name(), P2C{}, Options{QueueLength: 100, QueueTimeout: time.Second})
+	defer p.Close()
+	var rs []*Replica
+	for _, u := range []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1"} {
+		r, _ := NewReplica(u)
+		rs = append(rs, r)
+	}
+	p.Set(rs)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			l, err := p.AcquireWait(ctx, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			l.Release(Success)
+		}
+	})
+}
