@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -53,7 +54,12 @@ func publicError(model string, openTimeout time.Duration, err error) *api.Error 
 	case backends.KindBadRequest:
 		return api.NewError(http.StatusUnprocessableEntity, "The model rejected the request: "+be.Message)
 	case backends.KindConnect:
-		// Every replica tried was unreachable: none is healthy now.
+		var ne net.Error
+		if errors.As(be.Err, &ne) && ne.Timeout() {
+			return api.NewError(http.StatusGatewayTimeout, "The replica for model '"+model+"' could not be reached in time")
+		}
+		// Every replica tried refused or dropped the connection: none is
+		// healthy now (DESIGN.md §1's 503, rather than 502).
 		return api.NewError(http.StatusServiceUnavailable,
 			"No healthy replica is available for model '"+model+"'").WithHeader("Retry-After", "5")
 	case backends.KindTimeout:

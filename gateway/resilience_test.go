@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -203,4 +204,47 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "dial tcp 10.0.0.1:80: i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return true }
+
+// TestTimeoutsAreClear checks each timeout's answer: 504 before the
+// stream starts, event: error after.
+func TestTimeoutsAreClear(t *testing.T) {
+	dialTimeout := &backends.Error{Kind: backends.KindConnect, Message: "cannot connect to the replica", Err: timeoutErr{}}
+	t.Run("dial", func(t *testing.T) {
+		g, fb := newTestGateway(t, map[string]script{"http://a:1": {err: dialTimeout}, "http://b:1": {err: dialTimeout}}, "http://a:1", "http://b:1")
+		for _, stream := range []bool{false, true} {
+			w := serve(g, request(stream))
+			if w.Code != 504 || !strings.Contains(w.Body.String(), "could not be reached in time") {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		}
+		if len(fb.calls) != 4 {
+			t.Fatalf("dial timeouts not retried: %d calls", len(fb.calls))
+		}
+	})
+	t.Run("total before the stream", func(t *testing.T) {
+		g, _ := newTestGateway(t, map[string]script{"http://a:1": {deltas: []string{"x"}, delay: 200 * time.Millisecond}}, "http://a:1")
+		g.Models["qwen"].Timeouts = Timeouts{FirstToken: time.Minute, Idle: time.Minute, Total: 100 * time.Millisecond}
+		for _, stream := range []bool{false, true} {
+			if w := serve(g, request(stream)); w.Code != 504 || !strings.Contains(w.Body.String(), "in time") {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+		}
+	})
+	t.Run("total after the stream started", func(t *testing.T) {
+		g, _ := newTestGateway(t, map[string]script{"http://a:1": {deltas: []string{"a", "b", "c", "d"}, delay: 60 * time.Millisecond}}, "http://a:1")
+		g.Models["qwen"].Timeouts = Timeouts{FirstToken: time.Minute, Idle: time.Minute, Total: 150 * time.Millisecond}
+		w := serve(g, request(true))
+		body := w.Body.String()
+		if w.Code != 200 || !strings.Contains(body, `data: {"content":"a"}`) || !strings.Contains(body, "event: error") || strings.Contains(body, "event: done") {
+			t.Fatalf("%d %q", w.Code, body)
+		}
+		checkBalanced(t, g)
+	})
 }
