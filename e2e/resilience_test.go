@@ -77,6 +77,7 @@ func TestKillOneOfThreeReplicas(t *testing.T) {
 	sims[1].Kill()
 	l.waitDone(t, 150)
 	l.finish(t)
+	breakerLog(t, g, sims[1].URL, "open", 10*time.Second) // the dead replica left selection
 	for _, i := range []int{0, 2} {
 		if st := sims[i].Stats(t); st.Completed == 0 {
 			t.Fatalf("survivor %d served nothing", i)
@@ -172,6 +173,41 @@ func TestFailingReplicaNeverSeenByClients(t *testing.T) {
 		t.Fatalf("failing replica got %d requests; breaker threshold %d", st.Requests, threshold)
 	}
 	breakerLog(t, g, bad.URL, "open", 10*time.Second)
+
+	// The open breaker outlives a config reload: the failing replica
+	// still gets nothing.
+	g.Reload(t, func(c string) string { return c })
+	// The old server closes its idle HTTP/1.1 connections; do not race it.
+	g.Client.CloseIdleConnections()
+	for i := 0; i < 30; i++ {
+		if err := g.infer(context.Background(), nil, tok, withModel("qwen")).ok(false); err != nil {
+			t.Fatalf("after reload: %v", err)
+		}
+	}
+	if after := bad.Stats(t); after.Requests != st.Requests {
+		t.Fatalf("reload reset the breaker: the failing replica got %d more requests", after.Requests-st.Requests)
+	}
+}
+
+func TestShutdownLetsStreamsFinish(t *testing.T) {
+	sim := startSim(t, "-tokens", "80", "-itl", "25ms") // 2 s streams
+	g := startGateway(t, GatewayConfig{Models: map[string]string{"qwen": staticModel(sim), "gemma": staticModel(sim)}})
+	tok := g.Token(t, "demo", "demo", "")
+	const n = 6
+	res := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { res <- g.infer(context.Background(), nil, tok, withModel("qwen", "stream", true)).ok(true) }()
+	}
+	waitFor(t, 30*time.Second, func() bool { return sim.Stats(t).InFlight == n })
+	g.Stop(t) // SIGTERM: Caddy's grace period (unlimited by default) lets them end
+	for i := 0; i < n; i++ {
+		if err := <-res; err != nil {
+			t.Fatalf("stream cut by shutdown: %v", err)
+		}
+	}
+	if st := sim.Stats(t); st.Completed != n {
+		t.Fatalf("replica completed %d of %d streams", st.Completed, n)
+	}
 }
 
 func TestAllReplicasGoneFast503(t *testing.T) {
