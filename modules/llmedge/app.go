@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -82,6 +83,8 @@ type ModelConfig struct {
 	Name string `json:"name"`
 	// Static lists replica base URLs.
 	Static []string `json:"static,omitempty"`
+	// Weights scale static replicas' shares of traffic, by URL; default 1.
+	Weights map[string]int `json:"weights,omitempty"`
 	// Protocol spoken by the replicas. Default: "openai".
 	Protocol string `json:"protocol,omitempty"`
 	// UpstreamModel is the model name sent to replicas.
@@ -363,7 +366,13 @@ func (mc *ModelConfig) build(repl *caddy.Replacer, logger *zap.Logger) (*gateway
 			return nil, err
 		}
 		r.MaxConcurrency = mc.MaxConcurrency
+		r.Weight = mc.Weights[u]
 		replicas = append(replicas, r)
+	}
+	for u := range mc.Weights {
+		if !slices.Contains(mc.Static, u) {
+			return nil, fmt.Errorf("weight for %q, which is not a static replica", u)
+		}
 	}
 	// Breakers are shared by model, replica URL and settings across config
 	// reloads (see pool's registry); Cleanup closes the pool to let go.

@@ -41,6 +41,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		dial_timeout      <duration>
 //		model <name> {
 //			static              <url>...
+//			weight              <url> <n>
 //			protocol            openai
 //			upstream_model      <name>
 //			lb_policy           p2c|round_robin|random|least_requests
@@ -143,6 +144,19 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("static: want at least one replica URL")
 			}
 			m.Static = append(m.Static, args...)
+		case "weight":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("weight: want <url> <n>")
+			}
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return d.Errf("weight %s: want a whole number ≥ 1, got %q", args[0], args[1])
+			}
+			if m.Weights == nil {
+				m.Weights = map[string]int{}
+			}
+			m.Weights[args[0]] = n
 		case "protocol":
 			err = oneString(d, &m.Protocol)
 		case "upstream_model":
