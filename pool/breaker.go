@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
@@ -125,14 +126,18 @@ const (
 // (before and after a config reload or a discovery update) may share it.
 type breaker struct {
 	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// onChange is the newest pool's listener, so that after a reload state
+	// changes are reported through the live configuration's logger.
+	onChange atomic.Pointer[func(from, to BreakerState)]
 }
 
-func newBreaker(name string, s BreakerSettings, onChange func(name string, from, to BreakerState)) *breaker {
+func newBreaker(name string, s BreakerSettings) *breaker {
 	if s.Disabled {
 		return nil
 	}
 	s = s.WithDefaults()
-	return &breaker{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+	b := new(breaker)
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
 		Name:        name,
 		MaxRequests: s.HalfOpenRequests,
 		Interval:    s.Window,
@@ -144,9 +149,14 @@ func newBreaker(name string, s BreakerSettings, onChange func(name string, from,
 			n := c.TotalFailures + c.TotalSuccesses
 			return s.FailureRatio > 0 && n >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRatio*float64(n)
 		},
-		OnStateChange: onChange,
-		IsExcluded:    func(err error) bool { return err == errOutcomeExcluded },
-	})}
+		OnStateChange: func(_ string, from, to BreakerState) {
+			if f := b.onChange.Load(); f != nil {
+				(*f)(from, to)
+			}
+		},
+		IsExcluded: func(err error) bool { return err == errOutcomeExcluded },
+	})
+	return b
 }
 
 // registry shares breakers by key (model, replica URL, settings) between

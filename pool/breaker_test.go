@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -300,4 +301,33 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			l.Release(Success)
 		}
 	})
+}
+
+func TestBreakerChangesReachTheNewestPool(t *testing.T) {
+	var mu sync.Mutex
+	var heard []string
+	listen := func(who string) func(string, BreakerState, BreakerState) {
+		return func(url string, from, to BreakerState) {
+			mu.Lock()
+			heard = append(heard, who+" "+url+" "+from.String()+">"+to.String())
+			mu.Unlock()
+		}
+	}
+	s := BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 500 * time.Millisecond}
+	p1 := NewWithOptions(t.Name(), P2C{}, Options{Breaker: s, OnBreakerChange: listen("old")})
+	p1.Set(replicas(t, "http://a:1"))
+	runOn(t, p1, p1.Replicas()[0], Failure)
+	// A reload: the new configuration's pool takes over the breaker and
+	// hears its later changes.
+	p2 := NewWithOptions(t.Name(), P2C{}, Options{Breaker: s, OnBreakerChange: listen("new")})
+	p2.Set(replicas(t, "http://a:1"))
+	p1.Close()
+	defer p2.Close()
+	waitState(t, p2.Replicas()[0], StateHalfOpen)
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"old http://a:1 closed>open", "new http://a:1 open>half-open"}
+	if len(heard) != 2 || heard[0] != want[0] || heard[1] != want[1] {
+		t.Fatalf("heard %q, want %q", heard, want)
+	}
 }

@@ -123,14 +123,12 @@ func (p *Pool) attach(r *Replica) {
 	}
 	r.detached = false
 	r.bkey = p.name + "\x00" + r.URL + "\x00" + p.opts.Breaker.key()
-	url, on := r.URL, p.opts.OnBreakerChange
-	r.breaker = breakers.acquire(r.bkey, func() *breaker {
-		var cb func(string, BreakerState, BreakerState)
-		if on != nil {
-			cb = func(_ string, from, to BreakerState) { on(url, from, to) }
-		}
-		return newBreaker(p.name+" "+url, p.opts.Breaker, cb)
-	})
+	r.breaker = breakers.acquire(r.bkey, func() *breaker { return newBreaker(p.name+" "+r.URL, p.opts.Breaker) })
+	if on := p.opts.OnBreakerChange; on != nil && r.breaker != nil {
+		url := r.URL
+		f := func(from, to BreakerState) { on(url, from, to) }
+		r.breaker.onChange.Store(&f)
+	}
 }
 
 func (p *Pool) detach(r *Replica) {
