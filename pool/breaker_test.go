@@ -331,3 +331,23 @@ func TestBreakerChangesReachTheNewestPool(t *testing.T) {
 		t.Fatalf("heard %q, want %q", heard, want)
 	}
 }
+
+func TestReplicaRemovedAndAddedBack(t *testing.T) {
+	before := breakers.len()
+	p := NewWithOptions(t.Name(), P2C{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	a := replicas(t, "http://a:1")
+	p.Set(a)
+	p.Set(nil)
+	if breakers.len() != before {
+		t.Fatal("removed replica kept its breaker")
+	}
+	p.Set(a) // the same object again
+	runOn(t, p, a[0], Failure)
+	if a[0].BreakerState() != StateOpen || breakers.len() != before+1 {
+		t.Fatalf("re-added replica: state %v, %d breakers", a[0].BreakerState(), breakers.len()-before)
+	}
+	p.Close()
+	if breakers.len() != before {
+		t.Fatal("close kept the breaker")
+	}
+}

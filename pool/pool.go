@@ -123,11 +123,12 @@ func (p *Pool) attach(r *Replica) {
 	}
 	r.detached = false
 	r.bkey = p.name + "\x00" + r.URL + "\x00" + p.opts.Breaker.key()
-	r.breaker = breakers.acquire(r.bkey, func() *breaker { return newBreaker(p.name+" "+r.URL, p.opts.Breaker) })
-	if on := p.opts.OnBreakerChange; on != nil && r.breaker != nil {
+	b := breakers.acquire(r.bkey, func() *breaker { return newBreaker(p.name+" "+r.URL, p.opts.Breaker) })
+	r.breaker.Store(b)
+	if on := p.opts.OnBreakerChange; on != nil && b != nil {
 		url := r.URL
 		f := func(from, to BreakerState) { on(url, from, to) }
-		r.breaker.onChange.Store(&f)
+		b.onChange.Store(&f)
 	}
 }
 
@@ -192,8 +193,8 @@ func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
 			continue
 		}
 		var done func(error)
-		if r.breaker != nil {
-			d, err := r.breaker.cb.Allow()
+		if b := r.breaker.Load(); b != nil {
+			d, err := b.cb.Allow()
 			if err != nil { // opened meanwhile, or half-open with its probes out
 				r.Release()
 				sawOpen = true

@@ -29,8 +29,9 @@ type Replica struct {
 
 	// breaker is shared by every Replica object of the same model, URL and
 	// breaker settings (see registry); nil when breakers are disabled. Set
-	// by Pool.Set before the replica is published.
-	breaker  *breaker
+	// by Pool.Set; atomic because a replica removed from a set and added
+	// back gets it again while old readers may still look.
+	breaker  atomic.Pointer[breaker]
 	bkey     string
 	detached bool // guarded by the owning Pool's setMu
 }
@@ -65,23 +66,26 @@ func (r *Replica) weight() int64 {
 
 // BreakerState is the state of r's circuit breaker (closed when r has none).
 func (r *Replica) BreakerState() BreakerState {
-	if r.breaker == nil {
+	b := r.breaker.Load()
+	if b == nil {
 		return StateClosed
 	}
-	return r.breaker.cb.State()
+	return b.cb.State()
 }
 
 // BreakerCounts are the counts of r's breaker in its current state.
 func (r *Replica) BreakerCounts() (requests, successes, failures, excluded uint32) {
-	if r.breaker == nil {
+	b := r.breaker.Load()
+	if b == nil {
 		return
 	}
-	c := r.breaker.cb.Counts()
+	c := b.cb.Counts()
 	return c.Requests, c.TotalSuccesses, c.TotalFailures, c.TotalExclusions
 }
 
 func (r *Replica) breakerOpen() bool {
-	return r.breaker != nil && r.breaker.cb.State() == StateOpen
+	b := r.breaker.Load()
+	return b != nil && b.cb.State() == StateOpen
 }
 
 // full reports whether r is at its concurrency cap.
