@@ -9,6 +9,7 @@ require (
 	github.com/pb33f/libopenapi v0.22.2
 	github.com/pb33f/libopenapi-validator v0.4.7
 	github.com/prometheus/client_golang v1.24.1
+	github.com/sony/gobreaker/v2 v2.4.0
 	go.uber.org/zap v1.28.0
 	golang.org/x/crypto v0.58.0
 )

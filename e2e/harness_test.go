@@ -168,7 +168,7 @@ type Gateway struct {
 	conf   string
 	cmd    *exec.Cmd
 	done   chan struct{}
-	log    *bytes.Buffer
+	log    *syncBuffer
 }
 
 // GatewayConfig fills the test Caddyfile template.
@@ -236,7 +236,7 @@ func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
 
 func (g *Gateway) start(t *testing.T) {
 	t.Helper()
-	g.log = new(bytes.Buffer)
+	g.log = new(syncBuffer)
 	g.cmd = exec.Command(filepath.Join(binDir, "llmedge"), "run", "--config", g.conf, "--adapter", "caddyfile")
 	g.cmd.Env = append(os.Environ(), "HOME="+g.dir, "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log

@@ -3,7 +3,10 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
@@ -13,7 +16,11 @@ import (
 // fail answers with the error that ended the request: an HTTP error while
 // nothing was sent, an `event: error` once the stream has started.
 func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, err error) {
-	e := publicError(m.Name, err)
+	var open time.Duration
+	if m.Pool != nil {
+		open = m.Pool.Breaker().OpenTimeout
+	}
+	e := publicError(m.Name, open, err)
 	if sse != nil && sse.isStarted() {
 		_ = sse.write(appendEvent(nil, "error", marshal(map[string]any{"detail": e.Detail})))
 		return
@@ -26,8 +33,12 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, err erro
 
 // publicError maps a failure to what the client sees. Replica addresses
 // and internals stay out of it.
-func publicError(model string, err error) *api.Error {
+func publicError(model string, openTimeout time.Duration, err error) *api.Error {
 	switch {
+	case errors.Is(err, pool.ErrBreakersOpen):
+		return api.NewError(http.StatusServiceUnavailable,
+			"No healthy replica is available for model '"+model+"' (all are failing)").
+			WithHeader("Retry-After", retryAfter(openTimeout))
 	case errors.Is(err, pool.ErrNoReplicas):
 		return api.NewError(http.StatusServiceUnavailable,
 			"No healthy replica is available for model '"+model+"'").WithHeader("Retry-After", "5")
@@ -42,6 +53,15 @@ func publicError(model string, err error) *api.Error {
 	switch be.Kind {
 	case backends.KindBadRequest:
 		return api.NewError(http.StatusUnprocessableEntity, "The model rejected the request: "+be.Message)
+	case backends.KindConnect:
+		var ne net.Error
+		if errors.As(be.Err, &ne) && ne.Timeout() {
+			return api.NewError(http.StatusGatewayTimeout, "The replica for model '"+model+"' could not be reached in time")
+		}
+		// Every replica tried refused or dropped the connection: none is
+		// healthy now (DESIGN.md §1's 503, rather than 502).
+		return api.NewError(http.StatusServiceUnavailable,
+			"No healthy replica is available for model '"+model+"'").WithHeader("Retry-After", "5")
 	case backends.KindTimeout:
 		return api.NewError(http.StatusGatewayTimeout, "The replica for model '"+model+"' did not answer in time")
 	case backends.KindOverloaded:
@@ -50,6 +70,15 @@ func publicError(model string, err error) *api.Error {
 	}
 	return api.NewError(http.StatusBadGateway,
 		"The replicas of model '"+model+"' failed to answer ("+be.Kind.String()+" error)")
+}
+
+// retryAfter is a Retry-After value of whole seconds, at least 1.
+func retryAfter(d time.Duration) string {
+	s := int64((d + time.Second - 1) / time.Second)
+	if s < 1 {
+		s = 1
+	}
+	return strconv.FormatInt(s, 10)
 }
 
 func marshal(v any) []byte {

@@ -64,27 +64,36 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	var content strings.Builder
 	var tried []*pool.Replica
 	var lastErr error
-	for attempt := 1; attempt <= g.maxAttempts(); attempt++ {
+	maxAttempts := g.maxAttempts(m)
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		if attempt > 1 && m.TryDuration > 0 && time.Since(ex.Start) >= m.TryDuration {
+			break // no time left for another try
+		}
 		queued := time.Now()
-		rep, err := m.Pool.Acquire(tried)
+		lease, err := m.Pool.AcquireWait(ctx, tried)
 		ex.Queue += time.Since(queued)
 		if err != nil {
+			if r.Context().Err() != nil {
+				return // the client left while queued
+			}
 			if lastErr == nil {
 				lastErr = err
 			}
 			break
 		}
+		rep := lease.Replica
 		tried = append(tried, rep)
 		ex.Attempts, ex.Replica = attempt, rep.URL
 		content.Reset()
 		res, err := g.attempt(ctx, m, rep, req, sse, &content, to, ex)
-		rep.Release()
+		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
+		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
 			g.succeed(w, sse, ex, res, content.String())
 			return
 		}
 		lastErr = err
-		if r.Context().Err() != nil || errors.Is(err, errClientGone) {
+		if clientGone {
 			return // nobody to answer; the replica request is already cancelled
 		}
 		g.logger().Warn("replica attempt failed",
@@ -98,6 +107,29 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		lastErr = &backends.Error{Kind: backends.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
 	}
 	g.fail(w, sse, m, lastErr)
+}
+
+// outcome classifies an attempt for the replica's breaker (DESIGN.md §3):
+// connection errors, timeouts, 5xx and broken streams are failures; the
+// replica's 4xx about the request is a working replica; the client's
+// cancellation and the replica's "overloaded" say nothing either way.
+func outcome(err error, clientGone bool) pool.Outcome {
+	switch {
+	case err == nil:
+		return pool.Success
+	case clientGone:
+		return pool.Excluded
+	}
+	var be *backends.Error
+	if errors.As(err, &be) {
+		switch be.Kind {
+		case backends.KindBadRequest:
+			return pool.Success
+		case backends.KindOverloaded:
+			return pool.Excluded
+		}
+	}
+	return pool.Failure
 }
 
 // attempt runs the request on one replica, relaying deltas to the stream
@@ -144,7 +176,11 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, req 
 		MaxTokens:   m.MaxTokens,
 		APIKey:      m.APIKey,
 	}
-	res, err := m.backendFor(rep).Chat(actx, g.Client, breq, onDelta)
+	client := m.Client
+	if client == nil {
+		client = g.Client
+	}
+	res, err := m.backendFor(rep).Chat(actx, client, breq, onDelta)
 	ex.Upstream += time.Since(start)
 	if err != nil {
 		switch cause := context.Cause(actx); {
@@ -198,7 +234,10 @@ func (g *Gateway) pingInterval() time.Duration {
 	return g.PingInterval
 }
 
-func (g *Gateway) maxAttempts() int {
+func (g *Gateway) maxAttempts(m *Model) int {
+	if m.MaxAttempts > 0 {
+		return m.MaxAttempts
+	}
 	if g.MaxAttempts <= 0 {
 		return 3
 	}

@@ -70,8 +70,17 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *backends.Re
 
 func newTestGateway(t *testing.T, scripts map[string]script, urls ...string) (*Gateway, *fakeBackend) {
 	t.Helper()
+	return newTestGatewayOpts(t, pool.Options{}, scripts, urls...)
+}
+
+// newTestGatewayOpts is newTestGateway with pool options. Each test's pool
+// has its own name, so breakers (shared by model and URL) do not leak
+// between tests.
+func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script, urls ...string) (*Gateway, *fakeBackend) {
+	t.Helper()
 	fb := &fakeBackend{scripts: scripts}
-	p := pool.New("qwen", &pool.RoundRobin{})
+	p := pool.NewWithOptions(t.Name(), &pool.RoundRobin{}, o)
+	t.Cleanup(p.Close)
 	var rs []*pool.Replica
 	for _, u := range urls {
 		r, err := pool.NewReplica(u)
@@ -222,7 +231,7 @@ func TestNoReplicasAndSaturation(t *testing.T) {
 	r := g.Models["qwen"].Pool.Replicas()[0]
 	r.MaxConcurrency = 1
 	held, _ := g.Models["qwen"].Pool.Acquire(nil)
-	defer held.Release()
+	defer held.Release(pool.Success)
 	w = serve(g, request(false))
 	if w.Code != 429 || w.Header().Get("Retry-After") == "" {
 		t.Fatalf("%d %s", w.Code, w.Body)

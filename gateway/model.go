@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
@@ -27,6 +28,15 @@ type Model struct {
 	// APIKey is sent to replicas as a Bearer token.
 	APIKey   string
 	Timeouts Timeouts
+	// MaxAttempts bounds tries on distinct replicas; 0 takes the Gateway's.
+	MaxAttempts int
+	// TryDuration bounds the time in which retries may start, counted
+	// from the request's arrival; 0 leaves only MaxAttempts and the total
+	// timeout.
+	TryDuration time.Duration
+	// Client, when set, replaces the Gateway's client for this model's
+	// replicas (e.g. for its own dial timeout).
+	Client *http.Client
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

@@ -1,8 +1,12 @@
 package pool
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Errors from Acquire.
@@ -12,18 +16,51 @@ var (
 	ErrNoReplicas = errors.New("no healthy replica")
 	// ErrSaturated: every usable replica is at its concurrency cap.
 	ErrSaturated = errors.New("every replica is at its concurrency limit")
+	// ErrBreakersOpen: every replica not excluded has its circuit breaker
+	// open (or half-open with its probes in flight). It is an ErrNoReplicas.
+	ErrBreakersOpen = fmt.Errorf("%w: every replica's circuit breaker is open", ErrNoReplicas)
+	// ErrQueueFull and ErrQueueTimeout end a wait for a free slot; both are
+	// ErrSaturated.
+	ErrQueueFull    = fmt.Errorf("%w; the wait queue is full", ErrSaturated)
+	ErrQueueTimeout = fmt.Errorf("%w; no slot freed in time", ErrSaturated)
 )
+
+// Options configure a pool beyond its policy.
+type Options struct {
+	// Breaker configures each replica's circuit breaker.
+	Breaker BreakerSettings
+	// QueueLength bounds how many requests may wait for a slot when every
+	// usable replica is at its cap; 0 means no waiting.
+	QueueLength int
+	// QueueTimeout bounds one request's wait for a slot.
+	QueueTimeout time.Duration
+	// OnBreakerChange, when set, hears every breaker state change.
+	OnBreakerChange func(replica string, from, to BreakerState)
+}
 
 // Pool is the replica set of one model type.
 type Pool struct {
 	name     string
 	policy   Policy
+	opts     Options
 	replicas atomic.Pointer[[]*Replica]
+
+	setMu  sync.Mutex // serialises Set and Close
+	closed bool
+
+	waiting atomic.Int32 // requests in the wait queue
+	qmu     sync.Mutex
+	qch     chan struct{} // closed (and replaced) when a slot may have freed
 }
 
-// New returns an empty pool that picks with policy.
-func New(name string, policy Policy) *Pool {
-	p := &Pool{name: name, policy: policy}
+// New returns an empty pool that picks with policy, with default breakers
+// and no wait queue.
+func New(name string, policy Policy) *Pool { return NewWithOptions(name, policy, Options{}) }
+
+// NewWithOptions returns an empty pool with the given options. Close it
+// when done, so the breakers it shares can be let go.
+func NewWithOptions(name string, policy Policy, o Options) *Pool {
+	p := &Pool{name: name, policy: policy, opts: o}
 	p.replicas.Store(&[]*Replica{})
 	return p
 }
@@ -31,14 +68,22 @@ func New(name string, policy Policy) *Pool {
 // Name is the model type the pool serves.
 func (p *Pool) Name() string { return p.name }
 
+// Breaker returns the pool's breaker settings, defaults filled.
+func (p *Pool) Breaker() BreakerSettings { return p.opts.Breaker.WithDefaults() }
+
 // Replicas returns the current set; callers must not modify it.
 func (p *Pool) Replicas() []*Replica { return *p.replicas.Load() }
 
 // Set replaces the replica set. A replica whose settings did not change
 // keeps its object, so its outstanding count stays true across updates.
+// Every replica gets the circuit breaker registered for its model and URL:
+// the same breaker across updates and config reloads.
 func (p *Pool) Set(next []*Replica) {
-	old := make(map[string]*Replica, len(p.Replicas()))
-	for _, r := range p.Replicas() {
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	prev := p.Replicas()
+	old := make(map[string]*Replica, len(prev))
+	for _, r := range prev {
 		old[r.URL] = r
 	}
 	merged := make([]*Replica, len(next))
@@ -48,21 +93,92 @@ func (p *Pool) Set(next []*Replica) {
 		} else {
 			merged[i] = r
 		}
+		if !p.closed {
+			p.attach(merged[i])
+		}
 	}
 	p.replicas.Store(&merged)
+	for _, o := range prev {
+		if !excluded(merged, o) {
+			p.detach(o)
+		}
+	}
+	p.signal()
 }
 
-// Acquire picks a replica not in exclude and takes a slot on it; the
-// caller must Release it. exclude holds replicas already tried for this
-// request.
-func (p *Pool) Acquire(exclude []*Replica) (*Replica, error) {
+// Close lets go of the pool's breakers; the pool must not be Set again.
+// Requests in flight may still finish on its replicas.
+func (p *Pool) Close() {
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	p.closed = true
+	for _, r := range p.Replicas() {
+		p.detach(r)
+	}
+}
+
+func (p *Pool) attach(r *Replica) {
+	if r.bkey != "" && !r.detached {
+		return
+	}
+	r.detached = false
+	r.bkey = p.name + "\x00" + r.URL + "\x00" + p.opts.Breaker.key()
+	b := breakers.acquire(r.bkey, func() *breaker { return newBreaker(p.name+" "+r.URL, p.opts.Breaker) })
+	r.breaker.Store(b)
+	if on := p.opts.OnBreakerChange; on != nil && b != nil {
+		url := r.URL
+		f := func(from, to BreakerState) { on(url, from, to) }
+		b.onChange.Store(&f)
+	}
+}
+
+func (p *Pool) detach(r *Replica) {
+	if r.bkey != "" && !r.detached {
+		r.detached = true
+		breakers.release(r.bkey)
+	}
+}
+
+// Lease is a slot on a replica, taken by Acquire. Release it exactly once
+// with the outcome of the request, streams included: that both frees the
+// slot and reports to the replica's breaker.
+type Lease struct {
+	Replica *Replica
+	pool    *Pool
+	done    func(error)
+}
+
+// Release frees the slot and tells the breaker how the request went. A
+// second call does nothing.
+func (l *Lease) Release(o Outcome) {
+	r := l.Replica
+	if r == nil {
+		return
+	}
+	l.Replica = nil
+	r.Release()
+	if l.done != nil {
+		l.done(o.err())
+		l.done = nil
+	}
+	if l.pool != nil && l.pool.waiting.Load() > 0 {
+		l.pool.signal()
+	}
+}
+
+// Acquire picks a replica not in exclude, whose breaker lets the request
+// through, and takes a slot on it. exclude holds replicas already tried
+// for this request.
+func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
 	all := p.Replicas()
 	var buf [16]*Replica
 	candidates := buf[:0]
-	sawFull := false
+	sawFull, sawOpen := false, false
 	for _, r := range all {
 		switch {
 		case excluded(exclude, r):
+		case r.breakerOpen():
+			sawOpen = true
 		case r.full():
 			sawFull = true
 		default:
@@ -71,17 +187,87 @@ func (p *Pool) Acquire(exclude []*Replica) (*Replica, error) {
 	}
 	for len(candidates) > 0 {
 		r := p.policy.Choose(candidates)
-		if r.tryAcquire() {
-			return r, nil
-		}
-		// Lost a race for the last slot; try the others.
-		sawFull = true
 		candidates = remove(candidates, r)
+		if !r.tryAcquire() {
+			sawFull = true // lost a race for the last slot; try the others
+			continue
+		}
+		var done func(error)
+		if b := r.breaker.Load(); b != nil {
+			d, err := b.cb.Allow()
+			if err != nil { // opened meanwhile, or half-open with its probes out
+				r.Release()
+				sawOpen = true
+				continue
+			}
+			done = d
+		}
+		return Lease{Replica: r, pool: p, done: done}, nil
 	}
-	if sawFull {
-		return nil, ErrSaturated
+	switch {
+	case sawFull:
+		return Lease{}, ErrSaturated
+	case sawOpen:
+		return Lease{}, ErrBreakersOpen
 	}
-	return nil, ErrNoReplicas
+	return Lease{}, ErrNoReplicas
+}
+
+// AcquireWait is Acquire, but when every usable replica is at its cap it
+// waits in the pool's bounded queue for a slot, until the queue timeout or
+// ctx ends. Waiters are woken when slots free; the order is not strictly
+// first come, first served.
+func (p *Pool) AcquireWait(ctx context.Context, exclude []*Replica) (Lease, error) {
+	l, err := p.Acquire(exclude)
+	if err != ErrSaturated || p.opts.QueueLength <= 0 || p.opts.QueueTimeout <= 0 {
+		return l, err
+	}
+	if p.waiting.Add(1) > int32(p.opts.QueueLength) {
+		p.waiting.Add(-1)
+		return Lease{}, ErrQueueFull
+	}
+	defer p.waiting.Add(-1)
+	timer := time.NewTimer(p.opts.QueueTimeout)
+	defer timer.Stop()
+	for {
+		ch := p.waitChan() // before trying, so no wake-up is lost
+		l, err = p.Acquire(exclude)
+		if err != ErrSaturated {
+			return l, err
+		}
+		select {
+		case <-ch:
+		case <-timer.C:
+			return Lease{}, ErrQueueTimeout
+		case <-ctx.Done():
+			return Lease{}, ctx.Err()
+		}
+	}
+}
+
+// Waiting is the number of requests in the wait queue.
+func (p *Pool) Waiting() int { return int(p.waiting.Load()) }
+
+// QueueTimeout is the longest a request waits for a slot.
+func (p *Pool) QueueTimeout() time.Duration { return p.opts.QueueTimeout }
+
+func (p *Pool) waitChan() chan struct{} {
+	p.qmu.Lock()
+	defer p.qmu.Unlock()
+	if p.qch == nil {
+		p.qch = make(chan struct{})
+	}
+	return p.qch
+}
+
+// signal wakes every waiter to try again.
+func (p *Pool) signal() {
+	p.qmu.Lock()
+	if p.qch != nil {
+		close(p.qch)
+		p.qch = nil
+	}
+	p.qmu.Unlock()
 }
 
 func excluded(list []*Replica, r *Replica) bool {
@@ -93,10 +279,13 @@ func excluded(list []*Replica, r *Replica) bool {
 	return false
 }
 
+// remove deletes r from list in place (order is not kept).
 func remove(list []*Replica, r *Replica) []*Replica {
 	for i, x := range list {
 		if x == r {
-			return append(list[:i:i], list[i+1:]...)
+			last := len(list) - 1
+			list[i] = list[last]
+			return list[:last]
 		}
 	}
 	return list

@@ -58,7 +58,7 @@ func TestPoliciesSpreadAndWeights(t *testing.T) {
 			// Hold every slot so load-aware policies see real load, then release.
 			var held []*Replica
 			for i := 0; i < n; i++ {
-				r, err := p.Acquire(nil)
+				r, err := acquire(p, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -100,7 +100,7 @@ func TestLoadAwarePoliciesAvoidBusyReplica(t *testing.T) {
 		p.Set(rs)
 		rs[0].outstanding.Store(100)
 		for i := 0; i < 50; i++ {
-			r, _ := p.Acquire(nil)
+			r, _ := acquire(p, nil)
 			if r != rs[1] {
 				t.Fatalf("%s picked the busy replica", name)
 			}
@@ -111,31 +111,31 @@ func TestLoadAwarePoliciesAvoidBusyReplica(t *testing.T) {
 
 func TestAcquireExcludeAndCaps(t *testing.T) {
 	p := New("m", &RoundRobin{})
-	if _, err := p.Acquire(nil); !errors.Is(err, ErrNoReplicas) {
+	if _, err := acquire(p, nil); !errors.Is(err, ErrNoReplicas) {
 		t.Fatalf("empty pool: %v", err)
 	}
 	rs := replicas(t, "http://a:1", "http://b:1")
 	rs[0].MaxConcurrency = 1
 	rs[1].MaxConcurrency = 1
 	p.Set(rs)
-	r1, err := p.Acquire(nil)
+	r1, err := acquire(p, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r2, err := p.Acquire([]*Replica{}); err != nil || r2 == r1 {
+	if r2, err := acquire(p, []*Replica{}); err != nil || r2 == r1 {
 		t.Fatalf("second acquire: %v %v", r2, err)
 	}
-	if _, err := p.Acquire(nil); !errors.Is(err, ErrSaturated) {
+	if _, err := acquire(p, nil); !errors.Is(err, ErrSaturated) {
 		t.Fatalf("full pool: %v", err)
 	}
 	r1.Release()
-	if _, err := p.Acquire([]*Replica{r1}); !errors.Is(err, ErrSaturated) {
+	if _, err := acquire(p, []*Replica{r1}); !errors.Is(err, ErrSaturated) {
 		t.Fatalf("only the excluded replica has room: %v", err)
 	}
-	if r, err := p.Acquire(nil); err != nil || r != r1 {
+	if r, err := acquire(p, nil); err != nil || r != r1 {
 		t.Fatalf("freed slot not reused: %v %v", r, err)
 	}
-	if _, err := p.Acquire(rs); !errors.Is(err, ErrNoReplicas) {
+	if _, err := acquire(p, rs); !errors.Is(err, ErrNoReplicas) {
 		t.Fatalf("all excluded: %v", err)
 	}
 }
@@ -143,7 +143,7 @@ func TestAcquireExcludeAndCaps(t *testing.T) {
 func TestSetKeepsUnchangedReplicas(t *testing.T) {
 	p := New("m", P2C{})
 	p.Set(replicas(t, "http://a:1", "http://b:1"))
-	a, _ := p.Acquire([]*Replica{p.Replicas()[1]})
+	a, _ := acquire(p, []*Replica{p.Replicas()[1]})
 	next := replicas(t, "http://a:1", "http://c:1")
 	p.Set(next)
 	if p.Replicas()[0] != a || a.Outstanding() != 1 {
@@ -172,7 +172,7 @@ func TestConcurrentAcquireRespectsCap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 2000; i++ {
-				r, err := p.Acquire(nil)
+				r, err := acquire(p, nil)
 				if err != nil {
 					continue
 				}
@@ -189,4 +189,11 @@ func TestConcurrentAcquireRespectsCap(t *testing.T) {
 	if peak > 3 {
 		t.Fatalf("cap exceeded: %d", peak)
 	}
+}
+
+// acquire takes a slot without its breaker outcome mattering: the tests
+// using it free slots with Replica.Release and never fail a request.
+func acquire(p *Pool, exclude []*Replica) (*Replica, error) {
+	l, err := p.Acquire(exclude)
+	return l.Replica, err
 }

@@ -26,6 +26,14 @@ type Replica struct {
 
 	outstanding atomic.Int64
 	served      atomic.Uint64
+
+	// breaker is shared by every Replica object of the same model, URL and
+	// breaker settings (see registry); nil when breakers are disabled. Set
+	// by Pool.Set; atomic because a replica removed from a set and added
+	// back gets it again while old readers may still look.
+	breaker  atomic.Pointer[breaker]
+	bkey     string
+	detached bool // guarded by the owning Pool's setMu
 }
 
 // NewReplica parses a base URL ("http://host:port[/prefix]").
@@ -54,6 +62,30 @@ func (r *Replica) weight() int64 {
 		return 1
 	}
 	return int64(r.Weight)
+}
+
+// BreakerState is the state of r's circuit breaker (closed when r has none).
+func (r *Replica) BreakerState() BreakerState {
+	b := r.breaker.Load()
+	if b == nil {
+		return StateClosed
+	}
+	return b.cb.State()
+}
+
+// BreakerCounts are the counts of r's breaker in its current state.
+func (r *Replica) BreakerCounts() (requests, successes, failures, excluded uint32) {
+	b := r.breaker.Load()
+	if b == nil {
+		return
+	}
+	c := b.cb.Counts()
+	return c.Requests, c.TotalSuccesses, c.TotalFailures, c.TotalExclusions
+}
+
+func (r *Replica) breakerOpen() bool {
+	b := r.breaker.Load()
+	return b != nil && b.cb.State() == StateOpen
 }
 
 // full reports whether r is at its concurrency cap.

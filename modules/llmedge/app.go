@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -78,6 +79,7 @@ type App struct {
 	pipeline *gateway.Pipeline
 	token    *auth.TokenEndpoint
 	client   *http.Client
+	models   []*gateway.Model
 	logger   *zap.Logger
 	storage  auth.Storage // nil for HS256 keys
 	bg       *background
@@ -87,11 +89,25 @@ type App struct {
 	openapi   []byte
 }
 
+// newReplicaClient is the HTTP client for replicas, with its dial timeout.
+func newReplicaClient(dial time.Duration) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               nil, // replicas are reached directly, never through an env proxy
+		DialContext:         (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        1024,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}}
+}
+
 // ModelConfig configures one model type.
 type ModelConfig struct {
 	Name string `json:"name"`
 	// Static lists replica base URLs.
 	Static []string `json:"static,omitempty"`
+	// Weights scale static replicas' shares of traffic, by URL; default 1.
+	Weights map[string]int `json:"weights,omitempty"`
 	// Protocol spoken by the replicas. Default: "openai".
 	Protocol string `json:"protocol,omitempty"`
 	// UpstreamModel is the model name sent to replicas.
@@ -110,6 +126,77 @@ type ModelConfig struct {
 	FirstTokenTimeout caddy.Duration `json:"first_token_timeout,omitempty"`
 	IdleTimeout       caddy.Duration `json:"idle_timeout,omitempty"`
 	TotalTimeout      caddy.Duration `json:"total_timeout,omitempty"`
+	// DialTimeout bounds connecting to this model's replicas; default: the
+	// app's dial_timeout.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// MaxAttempts bounds tries on distinct replicas; default: the app's.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// TryDuration bounds the time, from the request's arrival, in which a
+	// retry may start. Default 0: bounded by max_attempts and total_timeout.
+	TryDuration caddy.Duration `json:"try_duration,omitempty"`
+	// Breaker configures the per-replica circuit breakers.
+	Breaker *BreakerConfig `json:"breaker,omitempty"`
+	// Queue configures the wait for a slot when every replica is at its
+	// max_concurrency.
+	Queue *QueueConfig `json:"queue,omitempty"`
+}
+
+// BreakerConfig configures each replica's circuit breaker (gobreaker v2).
+// It trips on consecutive_failures or, with failure_ratio set, on the
+// share of failures once min_requests outcomes were seen in the window.
+type BreakerConfig struct {
+	Disabled            bool           `json:"disabled,omitempty"`
+	ConsecutiveFailures uint32         `json:"consecutive_failures,omitempty"`
+	FailureRatio        float64        `json:"failure_ratio,omitempty"`
+	MinRequests         uint32         `json:"min_requests,omitempty"`
+	Window              caddy.Duration `json:"window,omitempty"`
+	OpenTimeout         caddy.Duration `json:"open_timeout,omitempty"`
+	HalfOpenRequests    uint32         `json:"half_open_requests,omitempty"`
+}
+
+func (b *BreakerConfig) settings() pool.BreakerSettings {
+	if b == nil {
+		return pool.BreakerSettings{}
+	}
+	return pool.BreakerSettings{
+		Disabled:            b.Disabled,
+		ConsecutiveFailures: b.ConsecutiveFailures,
+		FailureRatio:        b.FailureRatio,
+		MinRequests:         b.MinRequests,
+		Window:              time.Duration(b.Window),
+		OpenTimeout:         time.Duration(b.OpenTimeout),
+		HalfOpenRequests:    b.HalfOpenRequests,
+	}
+}
+
+// QueueConfig bounds the wait for a free replica slot.
+type QueueConfig struct {
+	// Disabled answers 429 at once when every replica is at its cap.
+	Disabled bool `json:"disabled,omitempty"`
+	// Length is how many requests may wait. Default 100.
+	Length int `json:"length,omitempty"`
+	// Timeout is how long one request may wait. Default 5s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+}
+
+// Wait queue defaults.
+const (
+	DefaultQueueLength  = 100
+	DefaultQueueTimeout = 5 * time.Second
+)
+
+func (q *QueueConfig) options() (length int, timeout time.Duration) {
+	if q != nil && q.Disabled {
+		return 0, 0
+	}
+	length, timeout = DefaultQueueLength, DefaultQueueTimeout
+	if q != nil && q.Length > 0 {
+		length = q.Length
+	}
+	if q != nil && q.Timeout > 0 {
+		timeout = time.Duration(q.Timeout)
+	}
+	return length, timeout
 }
 
 // Defaults.
@@ -196,22 +283,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 		Clients:     clients,
 	}
 
-	a.client = &http.Client{Transport: &http.Transport{
-		Proxy:               nil, // replicas are reached directly, never through an env proxy
-		DialContext:         (&net.Dialer{Timeout: time.Duration(a.DialTimeout), KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   false,
-	}}
+	a.client = newReplicaClient(time.Duration(a.DialTimeout))
 
 	models := make(map[string]*gateway.Model, len(a.Models))
 	for _, mc := range a.Models {
-		m, err := mc.build(repl)
+		m, err := mc.build(repl, a.logger)
 		if err != nil {
 			return fmt.Errorf("model %q: %w", mc.Name, err)
 		}
 		models[mc.Name] = m
+		a.models = append(a.models, m)
 	}
 	a.pipeline = &gateway.Pipeline{
 		Verifier: &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
@@ -286,7 +367,7 @@ func (a *App) Validate() error {
 }
 
 // build turns the configuration into a gateway.Model.
-func (mc *ModelConfig) build(repl *caddy.Replacer) (*gateway.Model, error) {
+func (mc *ModelConfig) build(repl *caddy.Replacer, logger *zap.Logger) (*gateway.Model, error) {
 	proto := mc.Protocol
 	if proto == "" {
 		proto = "openai"
@@ -298,7 +379,11 @@ func (mc *ModelConfig) build(repl *caddy.Replacer) (*gateway.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := pool.New(mc.Name, policy)
+	bs := mc.Breaker.settings()
+	if err := bs.Validate(); err != nil {
+		return nil, err
+	}
+	qlen, qtimeout := mc.Queue.options()
 	var replicas []*pool.Replica
 	for _, u := range mc.Static {
 		r, err := pool.NewReplica(u)
@@ -306,10 +391,39 @@ func (mc *ModelConfig) build(repl *caddy.Replacer) (*gateway.Model, error) {
 			return nil, err
 		}
 		r.MaxConcurrency = mc.MaxConcurrency
+		r.Weight = mc.Weights[u]
 		replicas = append(replicas, r)
 	}
+	for u := range mc.Weights {
+		if !slices.Contains(mc.Static, u) {
+			return nil, fmt.Errorf("weight for %q, which is not a static replica", u)
+		}
+	}
+	// Breakers are shared by model, replica URL and settings across config
+	// reloads (see pool's registry); Cleanup closes the pool to let go.
+	name := mc.Name
+	p := pool.NewWithOptions(mc.Name, policy, pool.Options{
+		Breaker:      bs,
+		QueueLength:  qlen,
+		QueueTimeout: qtimeout,
+		OnBreakerChange: func(replica string, from, to pool.BreakerState) {
+			log := logger.Info
+			if to == pool.StateOpen {
+				log = logger.Warn
+			}
+			log("replica circuit breaker "+to.String(), zap.String("model_type", name),
+				zap.String("replica", replica), zap.String("from", from.String()))
+		},
+	})
 	p.Set(replicas)
+	var client *http.Client
+	if mc.DialTimeout > 0 {
+		client = newReplicaClient(time.Duration(mc.DialTimeout))
+	}
 	return &gateway.Model{
+		MaxAttempts:   mc.MaxAttempts,
+		TryDuration:   time.Duration(mc.TryDuration),
+		Client:        client,
 		Name:          mc.Name,
 		Pool:          p,
 		Backends:      protocols,
@@ -388,6 +502,12 @@ func (a *App) Stop() error {
 func (a *App) Cleanup() error {
 	if a.client != nil {
 		a.client.CloseIdleConnections()
+	}
+	for _, m := range a.models {
+		m.Pool.Close()
+		if m.Client != nil {
+			m.Client.CloseIdleConnections()
+		}
 	}
 	return nil
 }

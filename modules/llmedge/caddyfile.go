@@ -48,6 +48,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		client            <client_id> <bcrypt-hash-of-secret>
 //		model <name> {
 //			static              <url>...
+//			weight              <url> <n>
 //			protocol            openai
 //			upstream_model      <name>
 //			lb_policy           p2c|round_robin|random|least_requests
@@ -58,6 +59,21 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			first_token_timeout <duration>
 //			idle_timeout        <duration>
 //			total_timeout       <duration>
+//			dial_timeout        <duration>
+//			max_attempts        <n>
+//			try_duration        <duration>
+//			breaker off | {
+//				consecutive_failures <n>
+//				failure_ratio        <0..1>
+//				min_requests         <n>
+//				window               <duration>
+//				open_timeout         <duration>
+//				half_open_requests   <n>
+//			}
+//			queue off | {
+//				length  <n>
+//				timeout <duration>
+//			}
 //		}
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -156,6 +172,19 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("static: want at least one replica URL")
 			}
 			m.Static = append(m.Static, args...)
+		case "weight":
+			args := d.RemainingArgs()
+			if len(args) != 2 {
+				return d.Errf("weight: want <url> <n>")
+			}
+			n, err := strconv.Atoi(args[1])
+			if err != nil || n < 1 {
+				return d.Errf("weight %s: want a whole number ≥ 1, got %q", args[0], args[1])
+			}
+			if m.Weights == nil {
+				m.Weights = map[string]int{}
+			}
+			m.Weights[args[0]] = n
 		case "protocol":
 			err = oneString(d, &m.Protocol)
 		case "upstream_model":
@@ -176,8 +205,90 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneDuration(d, d.Val(), &m.IdleTimeout)
 		case "total_timeout":
 			err = oneDuration(d, d.Val(), &m.TotalTimeout)
+		case "dial_timeout":
+			err = oneDuration(d, d.Val(), &m.DialTimeout)
+		case "max_attempts":
+			err = oneInt(d, d.Val(), &m.MaxAttempts)
+		case "try_duration":
+			err = oneDuration(d, d.Val(), &m.TryDuration)
+		case "breaker":
+			m.Breaker = new(BreakerConfig)
+			err = m.Breaker.unmarshalCaddyfile(d)
+		case "queue":
+			m.Queue = new(QueueConfig)
+			err = m.Queue.unmarshalCaddyfile(d)
 		default:
 			return d.Errf("unrecognized option %q in model %q", d.Val(), m.Name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *BreakerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("breaker: want 'off' or a block")
+		}
+		b.Disabled = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		var n int
+		switch opt := d.Val(); opt {
+		case "consecutive_failures", "min_requests", "half_open_requests":
+			if err = oneInt(d, opt, &n); err == nil {
+				switch opt {
+				case "consecutive_failures":
+					b.ConsecutiveFailures = uint32(n)
+				case "min_requests":
+					b.MinRequests = uint32(n)
+				default:
+					b.HalfOpenRequests = uint32(n)
+				}
+			}
+		case "failure_ratio":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				b.FailureRatio, err = strconv.ParseFloat(s, 64)
+				if err != nil || b.FailureRatio <= 0 || b.FailureRatio > 1 {
+					return d.Errf("failure_ratio: want a number in (0, 1], got %q", s)
+				}
+			}
+		case "window":
+			err = oneDuration(d, opt, &b.Window)
+		case "open_timeout":
+			err = oneDuration(d, opt, &b.OpenTimeout)
+		default:
+			return d.Errf("unrecognized breaker option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("queue: want 'off' or a block")
+		}
+		q.Disabled = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch opt := d.Val(); opt {
+		case "length":
+			err = oneInt(d, opt, &q.Length)
+		case "timeout":
+			err = oneDuration(d, opt, &q.Timeout)
+		default:
+			return d.Errf("unrecognized queue option %q", opt)
 		}
 		if err != nil {
 			return err

@@ -1,0 +1,203 @@
+package pool
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+)
+
+// BreakerSettings configure the circuit breaker of every replica of a pool.
+// The breaker trips on ConsecutiveFailures, or on FailureRatio once
+// MinRequests outcomes were counted in the current Window, whichever comes
+// first. Zero fields take the defaults below.
+type BreakerSettings struct {
+	// Disabled turns breakers off: every replica is always selectable.
+	Disabled bool `json:"disabled,omitempty"`
+	// ConsecutiveFailures trips the breaker after this many failures in a
+	// row. Default 5 when FailureRatio is not set.
+	ConsecutiveFailures uint32 `json:"consecutive_failures,omitempty"`
+	// FailureRatio (0 < r ≤ 1) trips the breaker when at least this share
+	// of the outcomes in the window are failures.
+	FailureRatio float64 `json:"failure_ratio,omitempty"`
+	// MinRequests is how many outcomes the window needs before
+	// FailureRatio applies. Default 10.
+	MinRequests uint32 `json:"min_requests,omitempty"`
+	// Window is the closed-state counting period; counts restart after it.
+	// Default 60s.
+	Window time.Duration `json:"window,omitempty"`
+	// OpenTimeout is how long a tripped breaker keeps the replica out
+	// before letting probes through (half-open). Default 10s.
+	OpenTimeout time.Duration `json:"open_timeout,omitempty"`
+	// HalfOpenRequests is how many probes may run at once when half-open;
+	// that many successes in a row close the breaker. Default 1.
+	HalfOpenRequests uint32 `json:"half_open_requests,omitempty"`
+}
+
+// Breaker defaults.
+const (
+	DefaultConsecutiveFailures = 5
+	DefaultMinRequests         = 10
+	DefaultBreakerWindow       = 60 * time.Second
+	DefaultOpenTimeout         = 10 * time.Second
+	DefaultHalfOpenRequests    = 1
+)
+
+// WithDefaults fills the zero fields.
+func (s BreakerSettings) WithDefaults() BreakerSettings {
+	if s.ConsecutiveFailures == 0 && s.FailureRatio == 0 {
+		s.ConsecutiveFailures = DefaultConsecutiveFailures
+	}
+	if s.MinRequests == 0 {
+		s.MinRequests = DefaultMinRequests
+	}
+	if s.Window <= 0 {
+		s.Window = DefaultBreakerWindow
+	}
+	if s.OpenTimeout <= 0 {
+		s.OpenTimeout = DefaultOpenTimeout
+	}
+	if s.HalfOpenRequests == 0 {
+		s.HalfOpenRequests = DefaultHalfOpenRequests
+	}
+	return s
+}
+
+// Validate reports settings that cannot work.
+func (s BreakerSettings) Validate() error {
+	if s.FailureRatio < 0 || s.FailureRatio > 1 || math.IsNaN(s.FailureRatio) {
+		return errors.New("breaker failure_ratio must be between 0 and 1")
+	}
+	return nil
+}
+
+// key identifies settings, so a changed configuration gets a new breaker.
+func (s BreakerSettings) key() string {
+	s = s.WithDefaults()
+	return strconv.FormatBool(s.Disabled) + "/" + strconv.FormatUint(uint64(s.ConsecutiveFailures), 10) + "/" +
+		strconv.FormatFloat(s.FailureRatio, 'g', -1, 64) + "/" + strconv.FormatUint(uint64(s.MinRequests), 10) + "/" +
+		s.Window.String() + "/" + s.OpenTimeout.String() + "/" + strconv.FormatUint(uint64(s.HalfOpenRequests), 10)
+}
+
+// Outcome is how a request on a replica ended, for its breaker.
+type Outcome int
+
+const (
+	// Success: the replica answered (a 4xx about the request included).
+	Success Outcome = iota
+	// Failure: connection error, timeout, 5xx, broken stream.
+	Failure
+	// Excluded: says nothing about the replica (the client went away,
+	// the replica was merely overloaded).
+	Excluded
+)
+
+// Sentinel errors carry an Outcome through gobreaker's done(err).
+var (
+	errOutcomeFailure  = errors.New("replica failure")
+	errOutcomeExcluded = errors.New("outcome excluded")
+)
+
+func (o Outcome) err() error {
+	switch o {
+	case Failure:
+		return errOutcomeFailure
+	case Excluded:
+		return errOutcomeExcluded
+	}
+	return nil
+}
+
+// BreakerState is a replica's breaker state.
+type BreakerState = gobreaker.State
+
+// Breaker states.
+const (
+	StateClosed   = gobreaker.StateClosed
+	StateHalfOpen = gobreaker.StateHalfOpen
+	StateOpen     = gobreaker.StateOpen
+)
+
+// breaker is the circuit breaker of one replica; several Replica objects
+// (before and after a config reload or a discovery update) may share it.
+type breaker struct {
+	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// onChange is the newest pool's listener, so that after a reload state
+	// changes are reported through the live configuration's logger.
+	onChange atomic.Pointer[func(from, to BreakerState)]
+}
+
+func newBreaker(name string, s BreakerSettings) *breaker {
+	if s.Disabled {
+		return nil
+	}
+	s = s.WithDefaults()
+	b := new(breaker)
+	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        name,
+		MaxRequests: s.HalfOpenRequests,
+		Interval:    s.Window,
+		Timeout:     s.OpenTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool {
+			if s.ConsecutiveFailures > 0 && c.ConsecutiveFailures >= s.ConsecutiveFailures {
+				return true
+			}
+			n := c.TotalFailures + c.TotalSuccesses
+			return s.FailureRatio > 0 && n >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRatio*float64(n)
+		},
+		OnStateChange: func(_ string, from, to BreakerState) {
+			if f := b.onChange.Load(); f != nil {
+				(*f)(from, to)
+			}
+		},
+		IsExcluded: func(err error) bool { return err == errOutcomeExcluded },
+	})
+	return b
+}
+
+// registry shares breakers by key (model, replica URL, settings) between
+// the pools of successive configurations, with reference counts, so a
+// reload keeps what the breakers learned.
+type registry struct {
+	mu sync.Mutex
+	m  map[string]*regEntry
+}
+
+type regEntry struct {
+	b    *breaker
+	refs int
+}
+
+var breakers = &registry{m: map[string]*regEntry{}}
+
+func (r *registry) acquire(key string, mk func() *breaker) *breaker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.m[key]
+	if e == nil {
+		e = &regEntry{b: mk()}
+		r.m[key] = e
+	}
+	e.refs++
+	return e.b
+}
+
+func (r *registry) release(key string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.m[key]; e != nil {
+		if e.refs--; e.refs <= 0 {
+			delete(r.m, key)
+		}
+	}
+}
+
+func (r *registry) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.m)
+}
