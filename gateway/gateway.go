@@ -142,7 +142,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, req 
 		Messages:    m.upstreamMessages(req),
 		Temperature: req.Temperature,
 		MaxTokens:   m.MaxTokens,
-		APIKey:      m.APIKey,
+		APIKey:      m.apiKey(rep),
 	}
 	res, err := m.backendFor(rep).Chat(actx, g.Client, breq, onDelta)
 	ex.Upstream += time.Since(start)
@@ -180,6 +180,10 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, r
 		Usage:         ex.Usage,
 		InferenceTime: seconds(done.Sub(res.Sent)),
 		MessageCount:  len(ex.Request.Messages),
+	}
+	if !res.UsageKnown {
+		// Never invent numbers: the zeros are flagged as unknown.
+		resp.UsageReported = api.UsageNotReported()
 	}
 	total := time.Since(ex.Start)
 	resp.ProcessingTime = seconds(total)

@@ -62,7 +62,7 @@ func (p *Pool) Acquire(exclude []*Replica) (*Replica, error) {
 	sawFull := false
 	for _, r := range all {
 		switch {
-		case excluded(exclude, r):
+		case excluded(exclude, r), !r.Healthy():
 		case r.full():
 			sawFull = true
 		default:

@@ -23,9 +23,14 @@ type Replica struct {
 	Weight int
 	// MaxConcurrency caps outstanding requests; 0 means no cap.
 	MaxConcurrency int
+	// APIKey, when set, overrides the model's key for this replica (e.g.
+	// from discovery metadata).
+	APIKey string
 
 	outstanding atomic.Int64
 	served      atomic.Uint64
+	// unhealthy is set by active health probing (see health.go).
+	unhealthy atomic.Bool
 }
 
 // NewReplica parses a base URL ("http://host:port[/prefix]").
@@ -87,5 +92,5 @@ func (r *Replica) Release() { r.outstanding.Add(-1) }
 // sameConfig reports whether a and b describe the same replica settings.
 func sameConfig(a, b *Replica) bool {
 	return a.URL == b.URL && a.Model == b.Model && a.Protocol == b.Protocol &&
-		a.Weight == b.Weight && a.MaxConcurrency == b.MaxConcurrency
+		a.Weight == b.Weight && a.MaxConcurrency == b.MaxConcurrency && a.APIKey == b.APIKey
 }
