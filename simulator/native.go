@@ -1,0 +1,106 @@
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// nativeRequest is the public inference request (DESIGN.md §1).
+type nativeRequest struct {
+	Messages    []api.Message `json:"messages"`
+	ModelType   string        `json:"model_type"`
+	Temperature *float64      `json:"temperature"`
+	Stream      bool          `json:"stream"`
+}
+
+// decodeNative reads a POST /tasks/assistant_inference body.
+func decodeNative(r *http.Request, w http.ResponseWriter) (*chat, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	var req nativeRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("invalid JSON body: %w", err)
+	}
+	c := &chat{Model: req.ModelType, Messages: req.Messages, Temperature: req.Temperature,
+		Stream: req.Stream, MessagesMissing: req.Messages == nil}
+	if c.Messages == nil {
+		c.Messages = []api.Message{}
+	}
+	return c, nil
+}
+
+// nativeReply answers in llmedge's public format: streamed, one
+// `data: {"content"}` event per token then `event: done` with the whole
+// answer; not streamed, that answer as JSON. NoUsage sends zero counts
+// with "usage_reported": false. DropAfter and ErrorAfter (`event: error`)
+// work as in streamReply.
+func nativeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan, c *chat) outcome {
+	start := time.Now()
+	answer := func() api.InferenceResponse {
+		d := time.Since(start).Seconds()
+		resp := api.InferenceResponse{Content: strings.Join(p.Tokens, ""), ModelType: c.Model,
+			ProcessingTime: d, InferenceTime: d, MessageCount: len(c.Messages)}
+		if cfg.NoUsage {
+			resp.UsageReported = api.UsageNotReported()
+		} else {
+			u := newUsage(p.PromptTokens, len(p.Tokens))
+			resp.Usage = api.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, TotalTokens: u.TotalTokens}
+		}
+		return resp
+	}
+	if !c.Stream {
+		if d := cfg.DropAfter; d > 0 && d <= len(p.Tokens) {
+			if !sleep(ctx, generationTime(cfg, d)) {
+				return outcomeCancelled
+			}
+			return outcomeDropped
+		}
+		if !sleep(ctx, generationTime(cfg, len(p.Tokens))) {
+			return outcomeCancelled
+		}
+		writeJSON(w, http.StatusOK, answer())
+		return outcomeCompleted
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", eventStreamType)
+	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil || !sleep(ctx, cfg.TTFT.D()) {
+		return outcomeCancelled
+	}
+	send := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil && ctx.Err() == nil
+	}
+	for i, tok := range p.Tokens {
+		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
+			return outcomeCancelled
+		}
+		if !send(sseLine("data: ", api.StreamDelta{Content: tok})) {
+			return outcomeCancelled
+		}
+		if cfg.DropAfter > 0 && i+1 == cfg.DropAfter {
+			return outcomeDropped
+		}
+		if cfg.ErrorAfter > 0 && i+1 == cfg.ErrorAfter {
+			if !send(dialects[DialectNative].streamError("The replicas failed to answer (simulated, error_after)")) {
+				return outcomeCancelled
+			}
+			return outcomeError
+		}
+	}
+	if !send(append([]byte("event: done\n"), sseLine("data: ", answer())...)) && ctx.Err() == nil {
+		return outcomeCancelled
+	}
+	return outcomeCompleted
+}
