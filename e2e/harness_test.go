@@ -145,6 +145,7 @@ type SimStats struct {
 	Completed   int `json:"completed"`
 	Cancelled   int `json:"cancelled"`
 	Errors      int `json:"errors"`
+	Rejected    int `json:"rejected"`
 	InFlight    int `json:"in_flight"`
 	LastRequest struct {
 		Model        string `json:"model"`

@@ -168,12 +168,18 @@ func TestDialectMaxConcurrent(t *testing.T) {
 
 // Loading set through /sim/config starts a new loading period; it ends by itself.
 func TestDialectLoadingViaConfig(t *testing.T) {
-	ts, _ := start(t, Config{Dialect: DialectLlamaCpp})
-	if resp, b := do(t, "POST", ts.URL+"/sim/config", `{"loading":"300ms"}`); resp.StatusCode != 200 {
+	ts, sim := start(t, Config{Dialect: DialectLlamaCpp})
+	if resp, b := do(t, "POST", ts.URL+"/sim/config", `{"loading":"1s"}`); resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 	if resp, _ := do(t, "GET", ts.URL+"/health", ""); resp.StatusCode != 503 {
 		t.Fatalf("health while loading: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, "POST", ts.URL+"/v1/chat/completions", hello); resp.StatusCode != 503 {
+		t.Fatalf("chat while loading: %d", resp.StatusCode)
+	}
+	if st := sim.Stats(); st.Requests != 1 || st.Rejected != 1 {
+		t.Errorf("a chat request while loading is not counted as rejected: %+v", st)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {

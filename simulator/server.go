@@ -87,6 +87,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	loading, d, _ := s.loading()
 	if loading {
+		if r.Method == http.MethodPost { // a chat request: counted as rejected
+			s.begin()
+			defer s.end(outcomeRejected)
+		}
 		writeJSON(w, http.StatusServiceUnavailable, d.loadingBody)
 		return
 	}

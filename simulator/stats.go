@@ -19,8 +19,8 @@ type Stats struct {
 	Cancelled int64 `json:"cancelled"`
 	// Errors counts injected errors (ErrorRate).
 	Errors int64 `json:"errors"`
-	// Rejected counts chat requests refused as invalid: 400 (malformed,
-	// context length) and 401 (API key).
+	// Rejected counts chat requests refused: as invalid (400 malformed,
+	// context length; 401 API key), over MaxConcurrent, or while Loading.
 	Rejected int64 `json:"rejected"`
 	// Dropped counts connections closed on purpose (DropAfter).
 	Dropped int64 `json:"dropped"`
