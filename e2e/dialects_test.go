@@ -272,7 +272,9 @@ func TestHealthProbingSkipsLoadingReplica(t *testing.T) {
 	tok := g.Token(t, "demo", "demo", "")
 
 	llamaLoading.Configure(t, map[string]any{"loading": "4s"})
-	time.Sleep(500 * time.Millisecond) // a few probe rounds
+	// Two probes after loading began: the gateway has seen at least one.
+	probes := llamaLoading.Stats(t).HealthChecks
+	waitFor(t, 10*time.Second, func() bool { return llamaLoading.Stats(t).HealthChecks >= probes+2 })
 	for i := range 6 {
 		if status, _, _, _, detail := ask(t, g, tok, "qwen", i%2 == 1); status != 200 {
 			t.Fatalf("request %d while a replica loads: %d %q", i, status, detail)

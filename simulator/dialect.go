@@ -252,3 +252,16 @@ func dialectNames() string {
 func (e *apiError) writeAs(w http.ResponseWriter, d *dialect) {
 	writeJSON(w, e.Status, d.errorBody(e.Status, e.Message))
 }
+
+// isHealthPath reports whether path is one of d's health endpoints.
+func (d *dialect) isHealthPath(path string) bool {
+	switch d.name {
+	case DialectOllama:
+		return path == "/"
+	case DialectNative:
+		return path == "/healthz"
+	case DialectSGLang:
+		return path == "/health" || path == "/health_generate"
+	}
+	return path == "/health"
+}

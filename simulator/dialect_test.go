@@ -178,7 +178,7 @@ func TestDialectLoadingViaConfig(t *testing.T) {
 	if resp, _ := do(t, "POST", ts.URL+"/v1/chat/completions", hello); resp.StatusCode != 503 {
 		t.Fatalf("chat while loading: %d", resp.StatusCode)
 	}
-	if st := sim.Stats(); st.Requests != 1 || st.Rejected != 1 {
+	if st := sim.Stats(); st.Requests != 1 || st.Rejected != 1 || st.HealthChecks != 1 {
 		t.Errorf("a chat request while loading is not counted as rejected: %+v", st)
 	}
 	deadline := time.Now().Add(5 * time.Second)

@@ -86,6 +86,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	loading, d, _ := s.loading()
+	if r.Method == http.MethodGet && d.isHealthPath(path) {
+		s.mu.Lock()
+		s.stats.HealthChecks++
+		s.mu.Unlock()
+	}
 	if loading {
 		if r.Method == http.MethodPost { // a chat request: counted as rejected
 			s.begin()

@@ -24,6 +24,9 @@ type Stats struct {
 	Rejected int64 `json:"rejected"`
 	// Dropped counts connections closed on purpose (DropAfter).
 	Dropped int64 `json:"dropped"`
+	// HealthChecks counts GETs of the dialect's health path(s), answered
+	// while loading or not.
+	HealthChecks int64 `json:"health_checks"`
 	// InFlight is the number of chat requests being handled now; a reset
 	// keeps it.
 	InFlight int64 `json:"in_flight"`
