@@ -2,9 +2,6 @@ package simulator
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -22,13 +19,9 @@ type nativeRequest struct {
 
 // decodeNative reads a POST /tasks/assistant_inference body.
 func decodeNative(r *http.Request, w http.ResponseWriter) (*chat, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		return nil, fmt.Errorf("reading the request body: %w", err)
-	}
 	var req nativeRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("invalid JSON body: %w", err)
+	if err := readBody(r, w, &req); err != nil {
+		return nil, err
 	}
 	c := &chat{Model: req.ModelType, Messages: req.Messages, Temperature: req.Temperature,
 		Stream: req.Stream, MessagesMissing: req.Messages == nil}

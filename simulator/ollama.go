@@ -2,9 +2,6 @@ package simulator
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -29,13 +26,9 @@ type ollamaRequest struct {
 
 // decodeOllama reads an /api/chat body; num_predict is the reply cap.
 func decodeOllama(r *http.Request, w http.ResponseWriter) (*chat, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		return nil, fmt.Errorf("reading the request body: %w", err)
-	}
 	var req ollamaRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("invalid JSON body: %w", err)
+	if err := readBody(r, w, &req); err != nil {
+		return nil, err
 	}
 	c := &chat{
 		Model: req.Model, Messages: req.Messages, Temperature: req.Options.Temperature,

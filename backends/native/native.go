@@ -65,23 +65,9 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 		body.Messages = []api.Message{}
 	}
 	url := strings.TrimRight(req.BaseURL, "/") + inferencePath
-	resp, cancel, sent, err := backends.Post(ctx, client, url, body, req.APIKey, "text/event-stream")
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	defer resp.Body.Close()
-
-	res, err := parseStream(ctx, resp.Body, b.maxLineBytes(), onDelta)
-	if err != nil {
-		var be *backends.Error
-		if errors.As(err, &be) && be.Status == 0 {
-			be.Status = resp.StatusCode
-		}
-		return nil, err
-	}
-	res.Sent = sent
-	return res, nil
+	return backends.Exchange(ctx, client, url, body, req.APIKey, "text/event-stream", func(r io.Reader) (*backends.Result, error) {
+		return parseStream(ctx, r, b.maxLineBytes(), onDelta)
+	})
 }
 
 func (b *Backend) maxLineBytes() int {
@@ -111,12 +97,7 @@ type doneEvent struct {
 // had been called. When ctx ends first the error wraps ctx.Err(); an error
 // from onDelta is returned as is.
 func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends.DeltaFunc) (*backends.Result, error) {
-	res := &backends.Result{}
-	var content strings.Builder
-	deltas := 0
-	fail := func(kind backends.Kind, msg string, err error) error {
-		return &backends.Error{Kind: kind, Message: msg, Started: deltas > 0, Err: err}
-	}
+	out := backends.Collector{OnDelta: onDelta}
 	events := sse.NewReader(r, maxLine)
 	for {
 		if ctx.Err() != nil {
@@ -128,32 +109,18 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 		case ctx.Err() != nil:
 			return nil, backends.Canceled(ctx)
 		case errors.Is(err, sse.ErrLineTooLong):
-			return nil, fail(backends.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
+			return nil, out.Fail(backends.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
 		case errors.Is(err, io.EOF):
-			return nil, fail(backends.KindProtocol, "stream ended before event: done", nil)
+			return nil, out.Fail(backends.KindProtocol, "stream ended before event: done", nil)
 		default:
-			return nil, backends.BodyError(ctx, err, "stream broken before event: done", deltas > 0)
+			return nil, backends.BodyError(ctx, err, "stream broken before event: done", out.Deltas > 0)
 		}
 		data := bytes.TrimSpace(ev.Data)
 		switch ev.Name {
 		case "error":
-			return nil, fail(backends.KindServer, backends.PayloadMessage(data, "replica reported an error in the stream"), nil)
+			return nil, out.Fail(backends.KindServer, backends.PayloadMessage(data, "replica reported an error in the stream"), nil)
 		case "done":
-			var d doneEvent
-			if err := json.Unmarshal(data, &d); err != nil {
-				return nil, fail(backends.KindProtocol, "malformed JSON in event: done", err)
-			}
-			res.Done = time.Now()
-			if res.FirstByte.IsZero() {
-				res.FirstByte = res.Done
-			}
-			res.Content = content.String()
-			res.FinishReason = "stop" // the public API does not say
-			if d.Usage != nil && (d.UsageReported == nil || *d.UsageReported) {
-				res.Usage = api.Usage{PromptTokens: d.Usage.PromptTokens, CompletionTokens: d.Usage.CompletionTokens, TotalTokens: d.Usage.TotalTokens}
-				res.UsageKnown = true
-			}
-			return res, nil
+			return finish(&out, data)
 		case "", "message":
 		default:
 			continue
@@ -163,23 +130,28 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 		}
 		var delta api.StreamDelta
 		if err := json.Unmarshal(data, &delta); err != nil {
-			return nil, fail(backends.KindProtocol, "malformed JSON in a stream delta", err)
+			return nil, out.Fail(backends.KindProtocol, "malformed JSON in a stream delta", err)
 		}
-		if delta.Content == "" {
-			continue
+		if err := out.Add(ctx, delta.Content); err != nil {
+			return nil, err
 		}
-		if deltas == 0 {
-			res.FirstByte = time.Now()
-		}
-		if onDelta != nil {
-			if ctx.Err() != nil {
-				return nil, backends.Canceled(ctx)
-			}
-			if err := onDelta(delta.Content); err != nil {
-				return nil, err
-			}
-		}
-		deltas++
-		content.WriteString(delta.Content)
 	}
+}
+
+// finish builds the result from the `event: done` payload data.
+func finish(out *backends.Collector, data []byte) (*backends.Result, error) {
+	var d doneEvent
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, out.Fail(backends.KindProtocol, "malformed JSON in event: done", err)
+	}
+	res := &backends.Result{Content: out.Content.String(), FinishReason: "stop", // the public API does not say
+		FirstByte: out.First, Done: time.Now()}
+	if res.FirstByte.IsZero() {
+		res.FirstByte = res.Done
+	}
+	if d.Usage != nil && (d.UsageReported == nil || *d.UsageReported) {
+		res.Usage = api.Usage{PromptTokens: d.Usage.PromptTokens, CompletionTokens: d.Usage.CompletionTokens, TotalTokens: d.Usage.TotalTokens}
+		res.UsageKnown = true
+	}
+	return res, nil
 }

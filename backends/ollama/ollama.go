@@ -72,23 +72,9 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 		body.Messages = []api.Message{}
 	}
 	url := strings.TrimRight(req.BaseURL, "/") + chatPath
-	resp, cancel, sent, err := backends.Post(ctx, client, url, body, req.APIKey, "application/x-ndjson")
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	defer resp.Body.Close()
-
-	res, err := parseStream(ctx, resp.Body, b.maxLineBytes(), onDelta)
-	if err != nil {
-		var be *backends.Error
-		if errors.As(err, &be) && be.Status == 0 {
-			be.Status = resp.StatusCode
-		}
-		return nil, err
-	}
-	res.Sent = sent
-	return res, nil
+	return backends.Exchange(ctx, client, url, body, req.APIKey, "application/x-ndjson", func(r io.Reader) (*backends.Result, error) {
+		return parseStream(ctx, r, b.maxLineBytes(), onDelta)
+	})
 }
 
 func (b *Backend) maxLineBytes() int {
@@ -120,12 +106,7 @@ type wireLine struct {
 // had been called. When ctx ends first the error wraps ctx.Err(); an error
 // from onDelta is returned as is.
 func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends.DeltaFunc) (*backends.Result, error) {
-	res := &backends.Result{}
-	var content strings.Builder
-	deltas := 0
-	fail := func(kind backends.Kind, msg string, err error) error {
-		return &backends.Error{Kind: kind, Message: msg, Started: deltas > 0, Err: err}
-	}
+	out := backends.Collector{OnDelta: onDelta}
 	lines := sse.NewLineReader(r, maxLine)
 	for {
 		if ctx.Err() != nil {
@@ -133,41 +114,28 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 		}
 		line, rerr := lines.Next()
 		if errors.Is(rerr, sse.ErrLineTooLong) {
-			return nil, fail(backends.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
+			return nil, out.Fail(backends.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
 		}
 		if rerr != nil && !errors.Is(rerr, io.EOF) {
-			return nil, backends.BodyError(ctx, rerr, "stream broken before done", deltas > 0)
+			return nil, backends.BodyError(ctx, rerr, "stream broken before done", out.Deltas > 0)
 		}
 		if line = bytes.TrimSpace(line); len(line) > 0 {
 			var l wireLine
 			if err := json.Unmarshal(line, &l); err != nil {
-				return nil, fail(backends.KindProtocol, "malformed JSON in a stream line", err)
+				return nil, out.Fail(backends.KindProtocol, "malformed JSON in a stream line", err)
 			}
 			if e := bytes.TrimSpace(l.Error); len(e) > 0 && !bytes.Equal(e, []byte("null")) {
-				return nil, fail(backends.KindServer, backends.PayloadMessage(line, "replica reported an error in the stream"), nil)
+				return nil, out.Fail(backends.KindServer, backends.PayloadMessage(line, "replica reported an error in the stream"), nil)
 			}
-			if text := l.Message.Content; text != "" {
-				if deltas == 0 {
-					res.FirstByte = time.Now()
-				}
-				if onDelta != nil {
-					if ctx.Err() != nil {
-						return nil, backends.Canceled(ctx)
-					}
-					if err := onDelta(text); err != nil {
-						return nil, err
-					}
-				}
-				deltas++
-				content.WriteString(text)
+			if err := out.Add(ctx, l.Message.Content); err != nil {
+				return nil, err
 			}
 			if l.Done {
-				res.Done = time.Now()
+				res := &backends.Result{Content: out.Content.String(), FinishReason: l.DoneReason,
+					FirstByte: out.First, Done: time.Now()}
 				if res.FirstByte.IsZero() {
 					res.FirstByte = res.Done
 				}
-				res.Content = content.String()
-				res.FinishReason = l.DoneReason
 				res.Usage, res.UsageKnown = usage(l.PromptEvalCount, l.EvalCount)
 				return res, nil
 			}
@@ -176,7 +144,7 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 			if ctx.Err() != nil {
 				return nil, backends.Canceled(ctx)
 			}
-			return nil, fail(backends.KindProtocol, "stream ended before done", nil)
+			return nil, out.Fail(backends.KindProtocol, "stream ended before done", nil)
 		}
 	}
 }

@@ -100,11 +100,11 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	if err != nil {
 		return nil, withStatus(err, resp.StatusCode)
 	}
-	res.Content = out.content.String()
+	res.Content = out.Content.String()
 	res.FinishReason = out.finishReason
 	res.Usage, res.UsageKnown = out.usage, out.usageKnown
 	res.Done = out.done
-	res.FirstByte = out.firstDelta
+	res.FirstByte = out.First
 	if res.FirstByte.IsZero() {
 		res.FirstByte = res.Done
 	}

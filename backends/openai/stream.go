@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
@@ -17,18 +16,16 @@ import (
 
 // streamOutcome is what a completed stream produced.
 type streamOutcome struct {
-	content      strings.Builder
+	// Collector holds the text and passes deltas on.
+	backends.Collector
 	finishReason string
 	usage        api.Usage
 	usageKnown   bool
-	// firstDelta is when the first content delta arrived (zero if none).
-	firstDelta time.Time
 	// done is when the stream ended.
 	done time.Time
 	// sawDone is true when the stream ended with [DONE] (rather than at
 	// the end of input after a finish_reason).
 	sawDone bool
-	deltas  int
 }
 
 // parseStream reads an OpenAI-compatible stream of chat.completion.chunk
@@ -47,11 +44,9 @@ type streamOutcome struct {
 // whether onDelta had been called. When ctx ends first the result wraps
 // ctx.Err(). An error from onDelta stops reading and is returned as is.
 func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends.DeltaFunc) (*streamOutcome, error) {
-	out := &streamOutcome{}
+	out := &streamOutcome{Collector: backends.Collector{OnDelta: onDelta}}
 	events := sse.NewReader(r, maxLine)
-	fail := func(kind backends.Kind, msg string, err error) error {
-		return &backends.Error{Kind: kind, Message: msg, Started: out.deltas > 0, Err: err}
-	}
+	fail := func(kind backends.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
 	for {
 		if ctx.Err() != nil {
 			return nil, backends.Canceled(ctx)
@@ -70,7 +65,7 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 			case errors.Is(err, io.EOF):
 				return nil, fail(backends.KindProtocol, "stream ended before [DONE]", nil)
 			}
-			return nil, backends.BodyError(ctx, err, "stream broken before [DONE]", out.deltas > 0)
+			return nil, backends.BodyError(ctx, err, "stream broken before [DONE]", out.Deltas > 0)
 		}
 
 		switch ev.Name {
@@ -104,20 +99,8 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 			continue // e.g. vLLM's separate usage chunk
 		}
 		choice := c.Choices[0]
-		if text := choice.Delta.Content; text != "" {
-			if out.deltas == 0 {
-				out.firstDelta = time.Now()
-			}
-			if onDelta != nil {
-				if ctx.Err() != nil {
-					return nil, backends.Canceled(ctx)
-				}
-				if err := onDelta(text); err != nil {
-					return nil, err
-				}
-			}
-			out.deltas++
-			out.content.WriteString(text)
+		if err := out.Add(ctx, choice.Delta.Content); err != nil {
+			return nil, err
 		}
 		if fr := choice.finishReason(); fr != "" {
 			out.finishReason = fr
