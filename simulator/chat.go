@@ -108,15 +108,8 @@ func generationTime(cfg Config, k int) time.Duration {
 // once the first DropAfter tokens' time has passed.
 func completeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan) outcome {
 	// (All OpenAI dialects answer alike when not streaming.)
-	n := len(p.Tokens)
-	if d := cfg.DropAfter; d > 0 && d <= n {
-		if !sleep(ctx, generationTime(cfg, d)) {
-			return outcomeCancelled
-		}
-		return outcomeDropped
-	}
-	if !sleep(ctx, generationTime(cfg, n)) {
-		return outcomeCancelled
+	if o, ok := waitWhole(ctx, cfg, p); !ok {
+		return o
 	}
 	writeJSON(w, http.StatusOK, completion{
 		ID:      completionID(),

@@ -51,22 +51,14 @@ func nativeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		return resp
 	}
 	if !c.Stream {
-		if d := cfg.DropAfter; d > 0 && d <= len(p.Tokens) {
-			if !sleep(ctx, generationTime(cfg, d)) {
-				return outcomeCancelled
-			}
-			return outcomeDropped
-		}
-		if !sleep(ctx, generationTime(cfg, len(p.Tokens))) {
-			return outcomeCancelled
+		if o, ok := waitWhole(ctx, cfg, p); !ok {
+			return o
 		}
 		writeJSON(w, http.StatusOK, answer())
 		return outcomeCompleted
 	}
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", eventStreamType)
-	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil || !sleep(ctx, cfg.TTFT.D()) {
+	rc, ok := startStream(ctx, w, cfg, eventStreamType)
+	if !ok {
 		return outcomeCancelled
 	}
 	send := func(b []byte) bool {
@@ -75,22 +67,13 @@ func nativeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		}
 		return rc.Flush() == nil && ctx.Err() == nil
 	}
-	for i, tok := range p.Tokens {
-		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
-			return outcomeCancelled
-		}
-		if !send(sseLine("data: ", api.StreamDelta{Content: tok})) {
-			return outcomeCancelled
-		}
-		if cfg.DropAfter > 0 && i+1 == cfg.DropAfter {
-			return outcomeDropped
-		}
-		if cfg.ErrorAfter > 0 && i+1 == cfg.ErrorAfter {
-			if !send(dialects[DialectNative].streamError("The replicas failed to answer (simulated, error_after)")) {
-				return outcomeCancelled
-			}
-			return outcomeError
-		}
+	o, ok := emitTokens(ctx, cfg, p,
+		func(tok string) bool { return send(sseLine("data: ", api.StreamDelta{Content: tok})) },
+		func() bool {
+			return send(dialects[DialectNative].streamError("The replicas failed to answer (simulated, error_after)"))
+		})
+	if !ok {
+		return o
 	}
 	if !send(append([]byte("event: done\n"), sseLine("data: ", answer())...)) && ctx.Err() == nil {
 		return outcomeCancelled

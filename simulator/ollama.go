@@ -86,14 +86,8 @@ func ollamaReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		return l
 	}
 	if !stream {
-		if d := cfg.DropAfter; d > 0 && d <= len(p.Tokens) {
-			if !sleep(ctx, generationTime(cfg, d)) {
-				return outcomeCancelled
-			}
-			return outcomeDropped
-		}
-		if !sleep(ctx, generationTime(cfg, len(p.Tokens))) {
-			return outcomeCancelled
+		if o, ok := waitWhole(ctx, cfg, p); !ok {
+			return o
 		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		w.WriteHeader(http.StatusOK)
@@ -101,10 +95,8 @@ func ollamaReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		return outcomeCompleted
 	}
 
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", ndjsonType)
-	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil || !sleep(ctx, cfg.TTFT.D()) {
+	rc, ok := startStream(ctx, w, cfg, ndjsonType)
+	if !ok {
 		return outcomeCancelled
 	}
 	send := func(b []byte) bool {
@@ -113,22 +105,13 @@ func ollamaReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		}
 		return rc.Flush() == nil && ctx.Err() == nil
 	}
-	for i, tok := range p.Tokens {
-		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
-			return outcomeCancelled
-		}
-		if !send(encodeJSON(line(tok))) {
-			return outcomeCancelled
-		}
-		if cfg.DropAfter > 0 && i+1 == cfg.DropAfter {
-			return outcomeDropped
-		}
-		if cfg.ErrorAfter > 0 && i+1 == cfg.ErrorAfter {
-			if !send(encodeJSON(ollamaError{"an error was encountered while running the model: Simulated replica failure (error_after)."})) {
-				return outcomeCancelled
-			}
-			return outcomeError
-		}
+	o, ok := emitTokens(ctx, cfg, p,
+		func(tok string) bool { return send(encodeJSON(line(tok))) },
+		func() bool {
+			return send(encodeJSON(ollamaError{"an error was encountered while running the model: Simulated replica failure (error_after)."}))
+		})
+	if !ok {
+		return o
 	}
 	if !send(encodeJSON(final(""))) && ctx.Err() == nil {
 		return outcomeCancelled

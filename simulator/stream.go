@@ -18,10 +18,8 @@ const eventStreamType = "text/event-stream; charset=utf-8"
 // that many tokens; with ErrorAfter it sends d's in-band error instead of
 // the rest and returns outcomeError.
 func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dialect, p plan, includeUsage bool) outcome {
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", eventStreamType)
-	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil || !sleep(ctx, cfg.TTFT.D()) {
+	rc, ok := startStream(ctx, w, cfg, eventStreamType)
+	if !ok {
 		return outcomeCancelled
 	}
 
@@ -62,22 +60,11 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dial
 	if d.keepAlive && !writeRaw([]byte(":\n\n")) {
 		return outcomeCancelled
 	}
-	for i, tok := range p.Tokens {
-		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
-			return outcomeCancelled
-		}
-		if !send(encodeJSON(newChunk(one(delta{Content: &tok}, nil), nil))) {
-			return outcomeCancelled
-		}
-		if cfg.DropAfter > 0 && i+1 == cfg.DropAfter {
-			return outcomeDropped
-		}
-		if cfg.ErrorAfter > 0 && i+1 == cfg.ErrorAfter {
-			if !writeRaw(d.streamError("Simulated replica failure (error_after).")) {
-				return outcomeCancelled
-			}
-			return outcomeError
-		}
+	o, ok := emitTokens(ctx, cfg, p,
+		func(tok string) bool { return send(encodeJSON(newChunk(one(delta{Content: &tok}, nil), nil))) },
+		func() bool { return writeRaw(d.streamError("Simulated replica failure (error_after).")) })
+	if !ok {
+		return o
 	}
 	var u *usage
 	if !cfg.NoUsage && (includeUsage || d.usageInFinish) {
