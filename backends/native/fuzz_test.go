@@ -1,16 +1,12 @@
 package native
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
-	"strings"
 	"testing"
-	"testing/iotest"
 
-	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/backends/backendtest"
 )
 
 // FuzzParseStream checks that any input ends in a result or a classified
@@ -28,39 +24,8 @@ func FuzzParseStream(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		run := func(oneByte bool) string {
-			var deltas []string
-			var rd io.Reader = bytes.NewReader(data)
-			if oneByte {
-				rd = iotest.OneByteReader(rd)
-			}
-			res, err := parseStream(context.Background(), rd, 256, func(s string) error {
-				if s == "" {
-					t.Fatal("empty delta")
-				}
-				deltas = append(deltas, s)
-				return nil
-			})
-			if err != nil {
-				var be *backends.Error
-				if !errors.As(err, &be) || res != nil {
-					t.Fatalf("error %v (%T) with result %v", err, err, res)
-				}
-				if be.Started != (len(deltas) > 0) {
-					t.Fatalf("Started = %v after %d deltas", be.Started, len(deltas))
-				}
-				return "error " + be.Kind.String() + ": " + be.Message
-			}
-			if res.Content != strings.Join(deltas, "") {
-				t.Fatalf("content %q, deltas %q", res.Content, deltas)
-			}
-			if !res.UsageKnown && res.Usage != (api.Usage{}) {
-				t.Fatalf("usage %+v reported as unknown", res.Usage)
-			}
-			return res.Content
-		}
-		if a, b := run(false), run(true); a != b {
-			t.Fatalf("whole read %q, one byte at a time %q", a, b)
-		}
+		backendtest.CheckStream(t, data, func(ctx context.Context, r io.Reader, onDelta backends.DeltaFunc) (*backends.Result, error) {
+			return parseStream(ctx, r, 256, onDelta)
+		})
 	})
 }
