@@ -3,7 +3,9 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -316,4 +318,49 @@ func statsOf(s *Sim) (SimStats, error) {
 		return st, fmt.Errorf("stats: %s", resp.Status)
 	}
 	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// TestHealthProbingStopsOnReload: a configuration reload stops the old
+// configuration's prober (no goroutine keeps probing), and the new one
+// probes as configured.
+func TestHealthProbingStopsOnReload(t *testing.T) {
+	needBinaries(t)
+	sim := startSim(t)
+	g := startGateway(t, GatewayConfig{Models: map[string]string{
+		"qwen":  staticModel(sim) + "\n\t\t\thealth_interval 50ms",
+		"gemma": staticModel(sim) + "\n\t\t\thealth_interval off",
+	}})
+	probes := func() int { return sim.Stats(t).HealthChecks }
+	start := probes()
+	waitFor(t, 10*time.Second, func() bool { return probes() >= start+3 })
+
+	conf, err := os.ReadFile(g.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := strings.Replace(string(conf), "health_interval 50ms", "health_interval off", 1)
+	resp, err := http.Post(g.Admin+"/load", "text/caddyfile", strings.NewReader(off))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readJSONOrText(resp)
+	if resp.StatusCode != 200 {
+		t.Fatalf("reload: %s %s", resp.Status, body)
+	}
+	time.Sleep(300 * time.Millisecond) // a probe in flight may still land
+	before := probes()
+	time.Sleep(time.Second)
+	if after := probes(); after != before {
+		t.Fatalf("%d probes after the reload turned probing off: the old prober still runs", after-before)
+	}
+	if status, _, _, _, detail := ask(t, g, g.Token(t, "demo", "demo", ""), "qwen", false); status != 200 {
+		t.Fatalf("after reload: %d %q", status, detail)
+	}
+}
+
+// readJSONOrText reads and closes a response body.
+func readJSONOrText(resp *http.Response) string {
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
