@@ -2,7 +2,10 @@
 // each replica's engine-specific health path and marks the replica
 // unusable (pool.Replica.SetHealthy) on a connection failure, a timeout or
 // a non-2xx answer — vLLM refuses connections while it loads a model,
-// llama.cpp and SGLang answer 503 — and usable again on a 2xx.
+// llama.cpp and SGLang answer 503 — and usable again on a 2xx. A 404 or
+// 405 counts as usable: the server is up but has no such health endpoint
+// (e.g. Ollama's /v1 behind protocol openai), and taking it out of
+// rotation forever would be worse than not knowing.
 //
 // The package imports nothing from Caddy.
 package health
@@ -132,7 +135,8 @@ func (p *Prober) round(ctx context.Context, t Target) {
 	wg.Wait()
 }
 
-// probe reports whether GET url answers 2xx within timeout.
+// probe reports whether GET url answers 2xx (or 404/405, no health
+// endpoint) within timeout.
 func (p *Prober) probe(ctx context.Context, url string, timeout time.Duration) bool {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -150,5 +154,9 @@ func (p *Prober) probe(ctx context.Context, url string, timeout time.Duration) b
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	_ = resp.Body.Close()
-	return resp.StatusCode >= 200 && resp.StatusCode <= 299
+	switch c := resp.StatusCode; {
+	case c >= 200 && c <= 299, c == http.StatusNotFound, c == http.StatusMethodNotAllowed:
+		return true
+	}
+	return false
 }

@@ -112,3 +112,37 @@ func TestProberStopLeavesNothingBehind(t *testing.T) {
 	srv.Client().CloseIdleConnections()
 	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+1 })
 }
+
+// What a probe answer means: 2xx and "no such endpoint" are usable; 5xx,
+// other 4xx, timeouts and refused connections are not.
+func TestProbeOutcomes(t *testing.T) {
+	slow := make(chan struct{})
+	defer close(slow)
+	for _, tc := range []struct {
+		name string
+		h    http.HandlerFunc
+		want bool
+	}{
+		{"200", func(w http.ResponseWriter, r *http.Request) {}, true},
+		{"204", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }, true},
+		{"404 no health endpoint", http.NotFound, true},
+		{"405", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(405) }, true},
+		{"503 loading", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, false},
+		{"500", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }, false},
+		{"401", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) }, false},
+		{"timeout", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-slow:
+			case <-r.Context().Done():
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.h)
+			defer srv.Close()
+			if got := (&Prober{}).probe(t.Context(), srv.URL+"/health", 200*time.Millisecond); got != tc.want {
+				t.Errorf("probe = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
