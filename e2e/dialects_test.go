@@ -364,3 +364,38 @@ func readJSONOrText(resp *http.Response) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// TestReplicaAPIKeyAndMixedProtocols: the API key reaches a vLLM started
+// with --api-key from api_key_env or an {env.*} placeholder, a wrong key is
+// the gateway's fault (502), and one model may mix engines with a
+// per-replica protocol prefix.
+func TestReplicaAPIKeyAndMixedProtocols(t *testing.T) {
+	needBinaries(t)
+	t.Setenv("LLMEDGE_E2E_VLLM_KEY", "s3cret")
+	locked := startSim(t, "-api-key", "s3cret", "-tokens", "3")
+	vllm := startSim(t, "-tokens", "3")
+	ollama := startSim(t, "-dialect", "ollama", "-tokens", "3")
+	g := startGateway(t, GatewayConfig{Models: map[string]string{
+		"qwen":     staticModel(locked) + "\n\t\t\tapi_key_env LLMEDGE_E2E_VLLM_KEY",
+		"gemma":    staticModel(locked) + "\n\t\t\tapi_key {env.LLMEDGE_E2E_VLLM_KEY}",
+		"wrongkey": staticModel(locked) + "\n\t\t\tapi_key nope",
+		"mixed":    "\t\t\tstatic " + vllm.URL + " ollama+" + ollama.URL + "\n\t\t\tprotocol vllm\n\t\t\tlb_policy round_robin",
+	}})
+	tok := g.Token(t, "demo", "demo", "")
+	for _, model := range []string{"qwen", "gemma"} {
+		if status, ans, _, _, detail := ask(t, g, tok, model, false); status != 200 || len(strings.Fields(ans.Content)) != 3 {
+			t.Errorf("%s: %d %q %+v", model, status, detail, ans)
+		}
+	}
+	if status, _, _, _, detail := ask(t, g, tok, "wrongkey", false); status != 502 {
+		t.Errorf("wrong key: %d %q, want 502", status, detail)
+	}
+	for i := range 4 {
+		if status, ans, _, _, detail := ask(t, g, tok, "mixed", i%2 == 0); status != 200 || len(strings.Fields(ans.Content)) != 3 {
+			t.Fatalf("mixed %d: %d %q %+v", i, status, detail, ans)
+		}
+	}
+	if a, b := vllm.Stats(t).Completed, ollama.Stats(t).Completed; a != 2 || b != 2 {
+		t.Errorf("mixed model: vLLM completed %d, Ollama %d; want 2 each", a, b)
+	}
+}
