@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -59,5 +60,20 @@ func CheckStream(t *testing.T, data []byte, parse ParseFunc) {
 	}
 	if a, b := run(false), run(true); a != b {
 		t.Fatalf("whole read %q, one byte at a time %q", a, b)
+	}
+}
+
+// Handler answers every request with status and contentType, then writes
+// parts exactly as given, flushing after each (a replica's bytes on the
+// wire).
+func Handler(status int, contentType string, parts ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(status)
+		for _, p := range parts {
+			_, _ = io.WriteString(w, p)
+			w.(http.Flusher).Flush()
+		}
 	}
 }

@@ -3,7 +3,6 @@ package native
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/backends/backendtest"
 )
 
 // Events as llmedge (or a FastAPI twin) writes them.
@@ -23,18 +23,6 @@ const (
 	evDoneUnknown = "event: done\ndata: {\"content\":\"Hello\",\"model_type\":\"qwen\",\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0,\"total_tokens\":0},\"usage_reported\":false,\"processing_time\":0.5,\"inference_time\":0.4,\"message_count\":1}\n\n"
 	evError       = "event: error\ndata: {\"detail\":\"The replicas of model 'qwen' failed to answer (protocol error)\"}\n\n"
 )
-
-func handler(status int, contentType string, parts ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", contentType)
-		w.WriteHeader(status)
-		for _, p := range parts {
-			_, _ = io.WriteString(w, p)
-			w.(http.Flusher).Flush()
-		}
-	}
-}
 
 func testRequest(base string) *backends.Request {
 	return &backends.Request{
@@ -79,7 +67,7 @@ func TestChat(t *testing.T) {
 					path, auth string
 					body       map[string]any
 				}
-				h := handler(tc.status, tc.contentType, tc.parts...)
+				h := backendtest.Handler(tc.status, tc.contentType, tc.parts...)
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					got.path, got.auth = r.URL.Path, r.Header.Get("Authorization")
 					_ = json.NewDecoder(r.Body).Decode(&got.body)
@@ -119,7 +107,7 @@ func TestChat(t *testing.T) {
 }
 
 func TestChatLineTooLong(t *testing.T) {
-	srv := httptest.NewServer(handler(200, "text/event-stream", evHel, "data: {\"content\":\""+strings.Repeat("x", 200)+"\"}\n\n"))
+	srv := httptest.NewServer(backendtest.Handler(200, "text/event-stream", evHel, "data: {\"content\":\""+strings.Repeat("x", 200)+"\"}\n\n"))
 	defer srv.Close()
 	_, err := (&Backend{MaxLineBytes: 128}).Chat(t.Context(), srv.Client(), testRequest(srv.URL), nil)
 	var be *backends.Error

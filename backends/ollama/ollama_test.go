@@ -3,7 +3,6 @@ package ollama
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/backends/backendtest"
 )
 
 // Lines as Ollama 0.x writes them.
@@ -25,15 +25,7 @@ const (
 )
 
 func ndjsonHandler(status int, parts ...string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		w.WriteHeader(status)
-		for _, p := range parts {
-			_, _ = io.WriteString(w, p)
-			w.(http.Flusher).Flush()
-		}
-	}
+	return backendtest.Handler(status, "application/x-ndjson", parts...)
 }
 
 func testRequest(base string) *backends.Request {
