@@ -273,7 +273,7 @@ func TestHealthProbingSkipsLoadingReplica(t *testing.T) {
 	}})
 	tok := g.Token(t, "demo", "demo", "")
 
-	llamaLoading.Configure(t, map[string]any{"loading": "4s"})
+	llamaLoading.Configure(t, map[string]any{"loading": "10s"}) // long enough for a loaded machine
 	// Two probes after loading began: the gateway has seen at least one.
 	probes := llamaLoading.Stats(t).HealthChecks
 	waitFor(t, 10*time.Second, func() bool { return llamaLoading.Stats(t).HealthChecks >= probes+2 })
