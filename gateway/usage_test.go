@@ -32,3 +32,18 @@ func TestServeUsageReported(t *testing.T) {
 		}
 	}
 }
+
+// A replica's own API key (e.g. from discovery metadata) wins over the
+// model's.
+func TestServeReplicaAPIKey(t *testing.T) {
+	g, fb := newTestGateway(t, map[string]script{"http://a": {deltas: []string{"x"}}}, "http://a")
+	m := g.Models["qwen"]
+	m.APIKey = "model-key"
+	if w := serve(g, request(false)); w.Code != 200 || fb.last.APIKey != "model-key" {
+		t.Fatalf("%d, key %q; want the model's", w.Code, fb.last.APIKey)
+	}
+	m.Pool.Replicas()[0].APIKey = "replica-key"
+	if w := serve(g, request(false)); w.Code != 200 || fb.last.APIKey != "replica-key" {
+		t.Fatalf("%d, key %q; want the replica's", w.Code, fb.last.APIKey)
+	}
+}

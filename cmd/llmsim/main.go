@@ -1,5 +1,10 @@
-// Command llmsim runs a simulated vLLM replica (package simulator) so that
-// the gateway's local runs, integration tests and benchmarks need no GPU.
+// Command llmsim runs a simulated vLLM replica (package simulator), or with
+// -dialect an SGLang, TGI, llama.cpp, Ollama or native one, so that the
+// gateway's local runs, integration tests and benchmarks need no GPU.
+//
+// With -loading and the vLLM dialect it refuses connections for that long
+// (vLLM opens its port only once the model is loaded): it prints its
+// address, closes the port, and listens on it again afterwards.
 //
 // It listens first, then prints exactly one line to stdout,
 // "llmsim listening on http://HOST:PORT", so that -addr 127.0.0.1:0 works
