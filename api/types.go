@@ -36,12 +36,23 @@ type InferenceRequest struct {
 // InferenceResponse is the non-streamed answer, and the payload of the
 // final `event: done` of a stream.
 type InferenceResponse struct {
-	Content        string  `json:"content"`
-	ModelType      string  `json:"model_type"`
-	Usage          Usage   `json:"usage"`
+	Content   string `json:"content"`
+	ModelType string `json:"model_type"`
+	Usage     Usage  `json:"usage"`
+	// UsageReported is absent in the usual answer. It is present, and
+	// false, only when the replica reported no token counts at all: usage
+	// is then all zeros, which means "unknown", never a count.
+	UsageReported  *bool   `json:"usage_reported,omitempty"`
 	ProcessingTime float64 `json:"processing_time"`
 	InferenceTime  float64 `json:"inference_time"`
 	MessageCount   int     `json:"message_count"`
+}
+
+// UsageNotReported is the value of InferenceResponse.UsageReported when
+// the replica reported no usage.
+func UsageNotReported() *bool {
+	f := false
+	return &f
 }
 
 // StreamDelta is the payload of each `data:` event of a stream.

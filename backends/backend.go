@@ -1,6 +1,10 @@
 // Package backends translates the gateway's chat requests into the wire
 // protocols that inference replicas speak, and their answers back.
-// Each protocol lives in a subpackage (openai, ...) implementing Backend.
+// Each protocol lives in a subpackage implementing Backend: openai
+// (vLLM, SGLang, TGI, llama.cpp server), ollama (/api/chat) and native
+// (llmedge's own API). They share the SSE and line readers of package sse,
+// and the failure classification (classify.go) and request plumbing
+// (post.go) of this package.
 package backends
 
 import (

@@ -142,12 +142,15 @@ func (s *Sim) Configure(t *testing.T, cfg map[string]any) {
 }
 
 type SimStats struct {
-	Requests    int `json:"requests"`
-	Completed   int `json:"completed"`
-	Cancelled   int `json:"cancelled"`
-	Errors      int `json:"errors"`
-	InFlight    int `json:"in_flight"`
-	LastRequest struct {
+	Requests  int `json:"requests"`
+	Completed int `json:"completed"`
+	Cancelled int `json:"cancelled"`
+	Errors    int `json:"errors"`
+	Rejected  int `json:"rejected"`
+	// HealthChecks counts GETs of the health path.
+	HealthChecks int `json:"health_checks"`
+	InFlight     int `json:"in_flight"`
+	LastRequest  struct {
 		Model        string `json:"model"`
 		Messages     []struct{ Role, Content string }
 		Temperature  float64 `json:"temperature"`

@@ -174,7 +174,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, req 
 		Messages:    m.upstreamMessages(req),
 		Temperature: req.Temperature,
 		MaxTokens:   m.MaxTokens,
-		APIKey:      m.APIKey,
+		APIKey:      m.apiKey(rep),
 	}
 	client := m.Client
 	if client == nil {
@@ -216,6 +216,10 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, r
 		Usage:         ex.Usage,
 		InferenceTime: seconds(done.Sub(res.Sent)),
 		MessageCount:  len(ex.Request.Messages),
+	}
+	if !res.UsageKnown {
+		// Never invent numbers: the zeros are flagged as unknown.
+		resp.UsageReported = api.UsageNotReported()
 	}
 	total := time.Since(ex.Start)
 	resp.ProcessingTime = seconds(total)

@@ -20,6 +20,8 @@ type script struct {
 	deltas []string
 	delay  time.Duration // before each delta
 	err    error         // returned after the deltas
+	// noUsage: the replica reports no usage.
+	noUsage bool
 }
 
 // fakeBackend plays one script per replica URL and records the requests.
@@ -62,8 +64,10 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *backends.Re
 		}
 		return nil, s.err
 	}
-	res.Usage = api.Usage{PromptTokens: 3, CompletionTokens: len(s.deltas), TotalTokens: 3 + len(s.deltas)}
-	res.UsageKnown = true
+	if !s.noUsage {
+		res.Usage = api.Usage{PromptTokens: 3, CompletionTokens: len(s.deltas), TotalTokens: 3 + len(s.deltas)}
+		res.UsageKnown = true
+	}
 	res.Done = time.Now()
 	return res, nil
 }

@@ -104,3 +104,12 @@ func (m *Model) upstreamModel(r *pool.Replica) string {
 	}
 	return m.UpstreamModel
 }
+
+// apiKey is the key sent to r: its own (e.g. from discovery metadata) or
+// the model's.
+func (m *Model) apiKey(r *pool.Replica) string {
+	if r.APIKey != "" {
+		return r.APIKey
+	}
+	return m.APIKey
+}

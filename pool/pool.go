@@ -176,7 +176,7 @@ func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
 	sawFull, sawOpen := false, false
 	for _, r := range all {
 		switch {
-		case excluded(exclude, r):
+		case excluded(exclude, r), !r.Healthy():
 		case r.breakerOpen():
 			sawOpen = true
 		case r.full():

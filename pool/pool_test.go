@@ -197,3 +197,34 @@ func acquire(p *Pool, exclude []*Replica) (*Replica, error) {
 	l, err := p.Acquire(exclude)
 	return l.Replica, err
 }
+
+// Acquire skips a replica that health probing marked unhealthy, and uses it
+// again once it is healthy; with none healthy it answers ErrNoReplicas.
+func TestAcquireSkipsUnhealthy(t *testing.T) {
+	a, _ := NewReplica("http://a:1")
+	b, _ := NewReplica("http://b:1")
+	p := New("m", &RoundRobin{})
+	p.Set([]*Replica{a, b})
+	b.SetHealthy(false)
+	for range 4 {
+		r, err := acquire(p, nil)
+		if err != nil || r != a {
+			t.Fatalf("Acquire = %v, %v; want a", r, err)
+		}
+		r.Release()
+	}
+	a.SetHealthy(false)
+	if _, err := acquire(p, nil); err != ErrNoReplicas {
+		t.Fatalf("all unhealthy: err = %v, want ErrNoReplicas", err)
+	}
+	b.SetHealthy(true)
+	if r, err := acquire(p, nil); err != nil || r != b {
+		t.Fatalf("Acquire = %v, %v; want b", r, err)
+	}
+	// The health state survives a Set with the same configuration.
+	b2, _ := NewReplica("http://b:1")
+	p.Set([]*Replica{a, b2})
+	if p.Replicas()[0].Healthy() {
+		t.Error("a became healthy again through Set")
+	}
+}

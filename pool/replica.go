@@ -23,9 +23,15 @@ type Replica struct {
 	Weight int
 	// MaxConcurrency caps outstanding requests; 0 means no cap.
 	MaxConcurrency int
+	// APIKey, when set, overrides the model's key for this replica (e.g.
+	// from discovery metadata).
+	APIKey string
 
 	outstanding atomic.Int64
 	served      atomic.Uint64
+
+	// unhealthy is set by active health probing (see health.go).
+	unhealthy atomic.Bool
 
 	// breaker is shared by every Replica object of the same model, URL and
 	// breaker settings (see registry); nil when breakers are disabled. Set
@@ -119,5 +125,5 @@ func (r *Replica) Release() { r.outstanding.Add(-1) }
 // sameConfig reports whether a and b describe the same replica settings.
 func sameConfig(a, b *Replica) bool {
 	return a.URL == b.URL && a.Model == b.Model && a.Protocol == b.Protocol &&
-		a.Weight == b.Weight && a.MaxConcurrency == b.MaxConcurrency
+		a.Weight == b.Weight && a.MaxConcurrency == b.MaxConcurrency && a.APIKey == b.APIKey
 }

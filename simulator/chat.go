@@ -7,11 +7,15 @@ import (
 	"time"
 )
 
-// handleChat answers POST /v1/chat/completions. Checks come in vLLM's
-// order (API key, body, context length); then, in order, an injected
-// error, a hang, or the answer (streamed or not), possibly dropped.
-func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
-	cfg, n := s.begin()
+// decodeFunc reads a chat request body in one dialect's request format.
+type decodeFunc func(r *http.Request, w http.ResponseWriter) (*chat, error)
+
+// handleChat answers a chat request of dialect d, read with decode.
+// Checks come in vLLM's order (API key, body, context length); then, in
+// order, the concurrency cap, an injected error, a hang, or the answer
+// (streamed or not), possibly dropped or failed in-band.
+func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, d *dialect, decode decodeFunc) {
+	cfg, n, inFlight := s.begin()
 	o := outcomeRejected
 	defer func() { s.end(o) }() // also runs when abortConnection panics
 
@@ -19,31 +23,48 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeUnauthorized(w)
 		return
 	}
-	c, err := decodeChat(r, w)
+	c, err := decode(r, w)
 	if err != nil {
-		badRequest(err.Error()).write(w)
+		badRequest(err.Error()).writeAs(w, d)
 		return
 	}
 	s.recordRequest(lastRequest(c, len(r.Header.Values("Authorization")) > 0))
 	if e := c.validate(); e != nil {
-		e.write(w)
+		e.writeAs(w, d)
 		return
 	}
 	p, e := planReply(cfg, c)
 	if e != nil {
-		e.write(w)
+		e.writeAs(w, d)
 		return
 	}
 	ctx := r.Context()
 	switch {
+	case cfg.MaxConcurrent > 0 && inFlight > int64(cfg.MaxConcurrent):
+		(&apiError{Status: d.overloadStatus, Message: d.overloadMessage}).writeAs(w, d)
 	case injectError(cfg.Seed, n, cfg.ErrorRate):
 		o = outcomeError
-		(&apiError{Status: cfg.ErrorStatus, Message: "Simulated replica failure (error_rate)."}).write(w)
+		msg := "Simulated replica failure (error_rate)."
+		if cfg.ErrorStatus == d.overloadStatus {
+			msg = d.overloadMessage
+		}
+		(&apiError{Status: cfg.ErrorStatus, Message: msg}).writeAs(w, d)
 	case cfg.Hang:
 		<-ctx.Done()
 		o = outcomeCancelled
+	case cfg.ErrorAfter > 0 && cfg.ErrorAfter <= len(p.Tokens) && !c.Stream:
+		o = outcomeError
+		if !sleep(ctx, generationTime(cfg, cfg.ErrorAfter)) {
+			o = outcomeCancelled
+			break
+		}
+		(&apiError{Status: http.StatusInternalServerError, Message: "Simulated replica failure (error_after)."}).writeAs(w, d)
+	case d.name == DialectOllama:
+		o = ollamaReply(ctx, w, cfg, p, c.Stream)
+	case d.name == DialectNative:
+		o = nativeReply(ctx, w, cfg, p, c)
 	case c.Stream:
-		o = streamReply(ctx, w, cfg, p, c.IncludeUsage)
+		o = streamReply(ctx, w, cfg, d, p, c.IncludeUsage)
 	default:
 		o = completeReply(ctx, w, cfg, p)
 	}
@@ -52,15 +73,15 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// begin counts a new chat request and returns the Config it will use and
-// its sequence number.
-func (s *Server) begin() (Config, uint64) {
+// begin counts a new chat request and returns the Config it will use, its
+// sequence number and the number of chat requests in flight with it.
+func (s *Server) begin() (Config, uint64, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.Requests++
 	s.stats.InFlight++
 	s.seq++
-	return s.cfg, s.seq
+	return s.cfg, s.seq, s.stats.InFlight
 }
 
 // end counts how a chat request ended.
@@ -86,15 +107,9 @@ func generationTime(cfg Config, k int) time.Duration {
 // tokens take. With DropAfter it returns outcomeDropped without answering
 // once the first DropAfter tokens' time has passed.
 func completeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan) outcome {
-	n := len(p.Tokens)
-	if d := cfg.DropAfter; d > 0 && d <= n {
-		if !sleep(ctx, generationTime(cfg, d)) {
-			return outcomeCancelled
-		}
-		return outcomeDropped
-	}
-	if !sleep(ctx, generationTime(cfg, n)) {
-		return outcomeCancelled
+	// (All OpenAI dialects answer alike when not streaming.)
+	if o, ok := waitWhole(ctx, cfg, p); !ok {
+		return o
 	}
 	writeJSON(w, http.StatusOK, completion{
 		ID:      completionID(),
@@ -112,7 +127,15 @@ func completeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p pla
 			FinishReason: p.FinishReason,
 			StopReason:   jsonNull,
 		}},
-		Usage: fullUsage{usage: newUsage(p.PromptTokens, n), PromptTokensDetails: jsonNull},
+		Usage: completionUsage(cfg, p),
 	})
 	return outcomeCompleted
+}
+
+// completionUsage is the usage of a non-streamed answer, nil with NoUsage.
+func completionUsage(cfg Config, p plan) *fullUsage {
+	if cfg.NoUsage {
+		return nil
+	}
+	return &fullUsage{usage: newUsage(p.PromptTokens, len(p.Tokens)), PromptTokensDetails: jsonNull}
 }

@@ -49,6 +49,29 @@ type Config struct {
 	MaxModelLen int `json:"max_model_len"`
 	// APIKey, when set, makes /v1/* require "Authorization: Bearer <key>".
 	APIKey string `json:"api_key"`
+
+	// Dialect is the engine imitated: vllm (default), sglang, tgi,
+	// llamacpp, ollama or native (see dialect.go).
+	Dialect string `json:"dialect"`
+	// Loading is a startup period (from the start, or from when it is set
+	// through /sim/config) during which health and chat answer as the
+	// engine does while it loads a model: 503 with the engine's body.
+	// (vLLM refuses connections instead; cmd/llmsim does that by not
+	// listening yet.)
+	Loading Duration `json:"loading"`
+	// NoUsage omits token usage from every answer.
+	NoUsage bool `json:"no_usage"`
+	// UsageInFinish puts a stream's usage on its finishing chunk instead of
+	// a separate last chunk (OpenAI dialects only).
+	UsageInFinish bool `json:"usage_in_finish"`
+	// ErrorAfter fails a stream in-band, in the dialect's way, after that
+	// many content tokens (status 200 already sent); a non-streamed
+	// request gets a 500. It applies only when the reply has at least
+	// ErrorAfter tokens. 0 turns it off.
+	ErrorAfter int `json:"error_after"`
+	// MaxConcurrent caps chat requests in flight; more are refused as the
+	// engine does when overloaded (TGI: 429, others: 503). 0 means no cap.
+	MaxConcurrent int `json:"max_concurrent"`
 }
 
 // Validate reports every out-of-range field of c.
@@ -75,6 +98,18 @@ func (c Config) Validate() error {
 	}
 	if c.MaxModelLen < 0 {
 		bad("max_model_len must not be negative, got %d", c.MaxModelLen)
+	}
+	if _, ok := dialects[c.Dialect]; !ok && c.Dialect != "" {
+		bad("dialect must be one of %s, got %q", dialectNames(), c.Dialect)
+	}
+	if c.Loading < 0 {
+		bad("loading must not be negative, got %s", c.Loading)
+	}
+	if c.ErrorAfter < 0 {
+		bad("error_after must not be negative, got %d", c.ErrorAfter)
+	}
+	if c.MaxConcurrent < 0 {
+		bad("max_concurrent must not be negative, got %d", c.MaxConcurrent)
 	}
 	return errors.Join(errs...)
 }
@@ -108,5 +143,11 @@ func (c Config) clamped() Config {
 	}
 	c.DropAfter = max(c.DropAfter, 0)
 	c.MaxModelLen = max(c.MaxModelLen, 0)
+	if _, ok := dialects[c.Dialect]; !ok {
+		c.Dialect = ""
+	}
+	c.Loading = max(c.Loading, 0)
+	c.ErrorAfter = max(c.ErrorAfter, 0)
+	c.MaxConcurrent = max(c.MaxConcurrent, 0)
 	return c
 }

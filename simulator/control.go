@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"time"
 )
 
 // maxConfigBytes bounds a POST /sim/config body.
@@ -55,6 +56,11 @@ func (s *Server) mergeConfig(w http.ResponseWriter, r *http.Request) {
 	cfg, err := mergeJSON(s.cfg, body)
 	if err == nil {
 		s.cfg = cfg
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(body, &fields) == nil && fields["loading"] != nil {
+			// A new loading period starts now.
+			s.readyAt = time.Now().Add(cfg.Loading.D())
+		}
 	}
 	s.mu.Unlock()
 	if err != nil {

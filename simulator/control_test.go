@@ -14,7 +14,7 @@ func TestSimConfigGet(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	want := `{"model":"sim-model","ttft":"0s","itl":"0s","tokens":16,"seed":0,"error_rate":0,"error_status":500,"hang":false,"drop_after":0,"max_model_len":0,"api_key":""}`
+	want := `{"model":"sim-model","ttft":"0s","itl":"0s","tokens":16,"seed":0,"error_rate":0,"error_status":500,"hang":false,"drop_after":0,"max_model_len":0,"api_key":"","dialect":"","loading":"0s","no_usage":false,"usage_in_finish":false,"error_after":0,"max_concurrent":0}`
 	if string(b) != want {
 		t.Errorf("GET /sim/config\n got %s\nwant %s", b, want)
 	}
@@ -76,7 +76,7 @@ func TestSimStatsAndReset(t *testing.T) {
 	}
 
 	_, b := do(t, http.MethodGet, ts.URL+"/sim/stats", "")
-	want := `{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"in_flight":0,"last_request":` +
+	want := `{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"health_checks":0,"in_flight":0,"last_request":` +
 		`{"model":"x","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],` +
 		`"temperature":0.25,"stream":true,"max_tokens":5,"max_completion_tokens":null,"include_usage":true,"has_authorization":true}}`
 	if string(b) != want {
@@ -91,7 +91,7 @@ func TestSimStatsAndReset(t *testing.T) {
 	}
 
 	resp, b = do(t, http.MethodPost, ts.URL+"/sim/reset", "")
-	zero := `{"requests":0,"completed":0,"cancelled":0,"errors":0,"rejected":0,"dropped":0,"in_flight":0,"last_request":null}`
+	zero := `{"requests":0,"completed":0,"cancelled":0,"errors":0,"rejected":0,"dropped":0,"health_checks":0,"in_flight":0,"last_request":null}`
 	if resp.StatusCode != 200 || string(b) != zero {
 		t.Errorf("POST /sim/reset: %d %s", resp.StatusCode, b)
 	}

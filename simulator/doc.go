@@ -17,6 +17,14 @@
 //	GET  /sim/stats            request counters and the last chat request
 //	POST /sim/reset            zero the counters
 //
+// Config.Dialect makes it imitate another engine instead (dialect.go):
+// sglang, tgi and llamacpp keep the paths above with their own framing and
+// error shapes (llama.cpp's /health answers {"status":"ok"}, SGLang also
+// has /health_generate); ollama serves GET / and POST /api/chat (NDJSON);
+// native serves GET /healthz and POST /tasks/assistant_inference (llmedge's
+// public API). Loading, NoUsage, UsageInFinish, ErrorAfter and
+// MaxConcurrent reproduce the engines' startup, usage and failure modes.
+//
 // A Server never lets a goroutine outlive a request: every wait ends as
 // soon as the client goes away.
 package simulator

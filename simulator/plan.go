@@ -1,7 +1,5 @@
 package simulator
 
-import "fmt"
-
 // Finish reasons of a reply.
 const (
 	finishStop   = "stop"
@@ -16,21 +14,12 @@ type plan struct {
 }
 
 // planReply applies the reply length, max_tokens and the context length
-// of cfg to c, with vLLM's context-length errors.
+// of cfg to c, with the dialect's context-length errors.
 func planReply(cfg Config, c *chat) (plan, *apiError) {
 	p := plan{PromptTokens: promptTokens(c.Messages), FinishReason: finishStop}
 	limit := c.maxTokens()
-	if ml := cfg.MaxModelLen; ml > 0 {
-		if p.PromptTokens >= ml {
-			return plan{}, badRequest(fmt.Sprintf(
-				"This model's maximum context length is %d tokens. However, your request has %d input tokens. Please reduce the length of the input messages.",
-				ml, p.PromptTokens))
-		}
-		if limit != nil && p.PromptTokens+*limit > ml {
-			return plan{}, badRequest(fmt.Sprintf(
-				"'max_tokens' or 'max_completion_tokens' is too large: %d. This model's maximum context length is %d tokens and your request has %d input tokens (%d > %d - %d).",
-				*limit, ml, p.PromptTokens, *limit, ml, p.PromptTokens))
-		}
+	if ml := cfg.MaxModelLen; ml > 0 && (p.PromptTokens >= ml || limit != nil && p.PromptTokens+*limit > ml) {
+		return plan{}, dialectOf(cfg).contextError(ml, p.PromptTokens, limit)
 	}
 	n := cfg.Tokens
 	if limit != nil && *limit < n {

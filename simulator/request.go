@@ -60,13 +60,9 @@ type chat struct {
 // decodeChat reads a chat request body. It fails only on malformed JSON or
 // fields of the wrong type; semantic checks are left to validate.
 func decodeChat(r *http.Request, w http.ResponseWriter) (*chat, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
-	if err != nil {
-		return nil, fmt.Errorf("reading the request body: %w", err)
-	}
 	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("invalid JSON body: %w", err)
+	if err := readBody(r, w, &req); err != nil {
+		return nil, err
 	}
 	c := &chat{
 		Model:               req.Model,
@@ -97,6 +93,18 @@ func decodeChat(r *http.Request, w http.ResponseWriter) (*chat, error) {
 		c.Messages = append(c.Messages, api.Message{Role: m.Role, Content: text})
 	}
 	return c, nil
+}
+
+// readBody decodes a JSON request body of at most maxBodyBytes into v.
+func readBody(r *http.Request, w http.ResponseWriter, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		return fmt.Errorf("reading the request body: %w", err)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("invalid JSON body: %w", err)
+	}
+	return nil
 }
 
 // flattenContent turns a message content (a string, null, or a list of

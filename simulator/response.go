@@ -13,7 +13,7 @@ type completion struct {
 	Created int64              `json:"created"`
 	Model   string             `json:"model"`
 	Choices []completionChoice `json:"choices"`
-	Usage   fullUsage          `json:"usage"`
+	Usage   *fullUsage         `json:"usage,omitempty"`
 }
 
 type completionChoice struct {

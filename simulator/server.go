@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"crypto/subtle"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -19,12 +20,16 @@ type Server struct {
 	stats Stats
 	// seq numbers chat requests since start or reset (for injectError).
 	seq uint64
+	// readyAt ends the Loading period.
+	readyAt time.Time
 }
 
 // New returns a Server behaving as cfg says. Defaults fill zero fields and
 // out-of-range values are clamped; call cfg.Validate first to report them.
 func New(cfg Config) *Server {
-	return &Server{started: time.Now(), cfg: cfg.clamped().withDefaults()}
+	now := time.Now()
+	cfg = cfg.clamped().withDefaults()
+	return &Server{started: now, cfg: cfg, readyAt: now.Add(cfg.Loading.D())}
 }
 
 // Config returns the current configuration.
@@ -43,7 +48,16 @@ func (s *Server) SetConfig(cfg Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg = cfg.withDefaults()
+	s.readyAt = time.Now().Add(cfg.Loading.D())
 	return nil
+}
+
+// loading reports whether the Loading period is still running, and the
+// dialect and Config of the moment.
+func (s *Server) loading() (bool, *dialect, Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Now().Before(s.readyAt), dialectOf(s.cfg), s.cfg
 }
 
 // Stats returns a snapshot of the counters.
@@ -62,19 +76,56 @@ func (s *Server) Reset() {
 	s.seq = 0
 }
 
-// ServeHTTP routes a request. Paths under /v1 require the API key when one
-// is configured; /health and /sim/* never do.
+// ServeHTTP routes a request by dialect. Paths under /v1 require the API
+// key when one is configured; health paths and /sim/* never do. While
+// loading, everything but /sim/* answers 503 with the engine's body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
+	if strings.HasPrefix(path, "/sim/") {
+		s.handleControl(w, r)
+		return
+	}
+	loading, d, _ := s.loading()
+	if r.Method == http.MethodGet && d.isHealthPath(path) {
+		s.mu.Lock()
+		s.stats.HealthChecks++
+		s.mu.Unlock()
+	}
+	if loading {
+		if r.Method == http.MethodPost { // a chat request: counted as rejected
+			s.begin()
+			defer s.end(outcomeRejected)
+		}
+		writeJSON(w, http.StatusServiceUnavailable, d.loadingBody)
+		return
+	}
+	switch d.name {
+	case DialectOllama:
+		s.serveOllama(w, r, d)
+	case DialectNative:
+		s.serveNative(w, r, d)
+	default:
+		s.serveOpenAI(w, r, d)
+	}
+}
+
+// serveOpenAI serves the OpenAI-compatible engines: vLLM, SGLang, TGI and
+// llama.cpp.
+func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect) {
+	path := r.URL.Path
 	switch {
-	case path == "/health":
+	case path == "/health" || (path == "/health_generate" && d.name == DialectSGLang):
 		if r.Method != http.MethodGet {
 			writeMethodNotAllowed(w, http.MethodGet)
 			return
 		}
+		if d.name == DialectLlamaCpp {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
-		s.handleChat(w, r) // checks the API key itself, to count rejections
+		s.handleChat(w, r, d, decodeChat) // checks the API key itself, to count rejections
 	case strings.HasPrefix(path, "/v1"):
 		if !authorized(s.Config().APIKey, r) {
 			writeUnauthorized(w)
@@ -92,8 +143,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			writeNotFound(w)
 		}
-	case strings.HasPrefix(path, "/sim/"):
-		s.handleControl(w, r)
+	default:
+		writeNotFound(w)
+	}
+}
+
+// serveOllama serves GET / ("Ollama is running") and POST /api/chat.
+func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request, d *dialect) {
+	switch {
+	case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "Ollama is running")
+	case r.URL.Path == "/api/chat" && r.Method == http.MethodPost:
+		s.handleChat(w, r, d, decodeOllama)
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		io.WriteString(w, "404 page not found")
+	}
+}
+
+// serveNative serves GET /healthz and POST /tasks/assistant_inference.
+func (s *Server) serveNative(w http.ResponseWriter, r *http.Request, d *dialect) {
+	switch {
+	case r.URL.Path == "/healthz" && r.Method == http.MethodGet:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	case r.URL.Path == "/tasks/assistant_inference" && r.Method == http.MethodPost:
+		s.handleChat(w, r, d, decodeNative)
 	default:
 		writeNotFound(w)
 	}

@@ -19,11 +19,14 @@ type Stats struct {
 	Cancelled int64 `json:"cancelled"`
 	// Errors counts injected errors (ErrorRate).
 	Errors int64 `json:"errors"`
-	// Rejected counts chat requests refused as invalid: 400 (malformed,
-	// context length) and 401 (API key).
+	// Rejected counts chat requests refused: as invalid (400 malformed,
+	// context length; 401 API key), over MaxConcurrent, or while Loading.
 	Rejected int64 `json:"rejected"`
 	// Dropped counts connections closed on purpose (DropAfter).
 	Dropped int64 `json:"dropped"`
+	// HealthChecks counts GETs of the dialect's health path(s), answered
+	// while loading or not.
+	HealthChecks int64 `json:"health_checks"`
 	// InFlight is the number of chat requests being handled now; a reset
 	// keeps it.
 	InFlight int64 `json:"in_flight"`

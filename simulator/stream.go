@@ -9,37 +9,46 @@ import (
 // eventStreamType is the Content-Type vLLM (Starlette) gives its streams.
 const eventStreamType = "text/event-stream; charset=utf-8"
 
-// streamReply sends p as server-sent events, flushing each one: after TTFT
-// the role chunk and the first token, then one token chunk per ITL, the
-// finishing chunk, the usage chunk when includeUsage, and "[DONE]". With
-// DropAfter it returns outcomeDropped right after that many tokens.
-func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan, includeUsage bool) outcome {
-	rc := http.NewResponseController(w)
-	w.Header().Set("Content-Type", eventStreamType)
-	w.WriteHeader(http.StatusOK)
-	if rc.Flush() != nil || !sleep(ctx, cfg.TTFT.D()) {
+// streamReply sends p as server-sent events in d's framing, flushing each
+// one: after TTFT the role chunk and the first token, then one token chunk
+// per ITL, the finishing chunk, the usage chunk when includeUsage, and
+// "[DONE]". Usage goes on the finishing chunk instead with UsageInFinish
+// (or llama.cpp), and nowhere with NoUsage. TGI adds ":" keep-alive comments
+// and sends empty ids. With DropAfter it returns outcomeDropped right after
+// that many tokens; with ErrorAfter it sends d's in-band error instead of
+// the rest and returns outcomeError.
+func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dialect, p plan, includeUsage bool) outcome {
+	rc, ok := startStream(ctx, w, cfg, eventStreamType)
+	if !ok {
 		return outcomeCancelled
 	}
 
 	id, created := completionID(), time.Now().Unix()
+	if d.emptyID {
+		id = ""
+	}
 	newChunk := func(choices []chunkChoice, u *usage) chunk {
 		return chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: cfg.Model, Choices: choices, Usage: u}
 	}
-	one := func(d delta, finish *string) []chunkChoice {
-		c := chunkChoice{Index: 0, Delta: d, Logprobs: jsonNull, FinishReason: finish}
+	one := func(dl delta, finish *string) []chunkChoice {
+		c := chunkChoice{Index: 0, Delta: dl, Logprobs: jsonNull, FinishReason: finish}
 		if finish != nil {
 			c.StopReason = jsonNull
 		}
 		return []chunkChoice{c}
 	}
-	// write sends one event; it reports whether the write and flush worked.
-	write := func(data []byte) bool {
-		ev := make([]byte, 0, len(data)+8)
-		ev = append(append(append(ev, "data: "...), data...), "\n\n"...)
-		if _, err := w.Write(ev); err != nil {
+	// writeRaw sends bytes as they are; it reports whether the write and
+	// flush worked.
+	writeRaw := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
+	}
+	write := func(data []byte) bool {
+		ev := make([]byte, 0, len(data)+len(d.dataPrefix)+2)
+		ev = append(append(append(ev, d.dataPrefix...), data...), "\n\n"...)
+		return writeRaw(ev)
 	}
 	// send is write that also notices a client already gone.
 	send := func(data []byte) bool { return write(data) && ctx.Err() == nil }
@@ -48,24 +57,31 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 	if !send(encodeJSON(newChunk(one(delta{Role: "assistant", Content: &empty}, nil), nil))) {
 		return outcomeCancelled
 	}
-	for i, tok := range p.Tokens {
-		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
-			return outcomeCancelled
-		}
-		if !send(encodeJSON(newChunk(one(delta{Content: &tok}, nil), nil))) {
-			return outcomeCancelled
-		}
-		if cfg.DropAfter > 0 && i+1 == cfg.DropAfter {
-			return outcomeDropped
-		}
-	}
-	finish := p.FinishReason
-	if !send(encodeJSON(newChunk(one(delta{}, &finish), nil))) {
+	if d.keepAlive && !writeRaw([]byte(":\n\n")) {
 		return outcomeCancelled
 	}
-	if includeUsage {
-		u := newUsage(p.PromptTokens, len(p.Tokens))
-		if !send(encodeJSON(newChunk([]chunkChoice{}, &u))) {
+	o, ok := emitTokens(ctx, cfg, p,
+		func(tok string) bool { return send(encodeJSON(newChunk(one(delta{Content: &tok}, nil), nil))) },
+		func() bool { return writeRaw(d.streamError("Simulated replica failure (error_after).")) })
+	if !ok {
+		return o
+	}
+	var u *usage
+	if !cfg.NoUsage && (includeUsage || d.usageInFinish) {
+		v := newUsage(p.PromptTokens, len(p.Tokens))
+		u = &v
+	}
+	inFinish := cfg.UsageInFinish || d.usageInFinish
+	finish := p.FinishReason
+	var finishUsage *usage
+	if inFinish {
+		finishUsage = u
+	}
+	if !send(encodeJSON(newChunk(one(delta{}, &finish), finishUsage))) {
+		return outcomeCancelled
+	}
+	if u != nil && !inFinish {
+		if !send(encodeJSON(newChunk([]chunkChoice{}, u))) {
 			return outcomeCancelled
 		}
 	}

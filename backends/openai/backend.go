@@ -63,7 +63,7 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	resp, err := client.Do(httpReq)
 	if err != nil {
 		cancel()
-		return nil, transportError(ctx, err)
+		return nil, backends.TransportError(ctx, err)
 	}
 	res.FirstByte = time.Now()
 
@@ -76,7 +76,7 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	}()
 
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, statusError(ctx, resp)
+		return nil, backends.StatusError(ctx, resp)
 	}
 
 	if !stream || isJSON(resp.Header) {
@@ -87,7 +87,7 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 		}
 		if stream && res.Content != "" {
 			if ctx.Err() != nil {
-				return nil, canceled(ctx)
+				return nil, backends.Canceled(ctx)
 			}
 			if err := onDelta(res.Content); err != nil {
 				return nil, err
@@ -100,11 +100,11 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	if err != nil {
 		return nil, withStatus(err, resp.StatusCode)
 	}
-	res.Content = out.content.String()
+	res.Content = out.Content.String()
 	res.FinishReason = out.finishReason
 	res.Usage, res.UsageKnown = out.usage, out.usageKnown
 	res.Done = out.done
-	res.FirstByte = out.firstDelta
+	res.FirstByte = out.First
 	if res.FirstByte.IsZero() {
 		res.FirstByte = res.Done
 	}

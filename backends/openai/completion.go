@@ -17,7 +17,7 @@ import (
 func readCompletion(ctx context.Context, body io.Reader, limit int64, res *backends.Result) error {
 	data, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
-		return bodyError(ctx, err, "response body broken", false)
+		return backends.BodyError(ctx, err, "response body broken", false)
 	}
 	if int64(len(data)) > limit {
 		return &backends.Error{Kind: backends.KindProtocol, Message: "response body larger than " + strconv.FormatInt(limit, 10) + " bytes"}
@@ -29,7 +29,7 @@ func readCompletion(ctx context.Context, body io.Reader, limit int64, res *backe
 		return &backends.Error{Kind: backends.KindProtocol, Message: "malformed JSON in the response", Err: err}
 	}
 	if w.isError() {
-		return &backends.Error{Kind: backends.KindServer, Message: payloadMessage(data, "replica reported an error")}
+		return &backends.Error{Kind: backends.KindServer, Message: backends.PayloadMessage(data, "replica reported an error")}
 	}
 	if len(w.Choices) == 0 {
 		return &backends.Error{Kind: backends.KindProtocol, Message: "response has no choices"}

@@ -4,10 +4,11 @@
 //
 // A chat is one POST {BaseURL}/v1/chat/completions. Non-streamed answers
 // are decoded from a bounded body (completion.go); streamed answers are read
-// with a bounded-memory server-sent events reader (sse.go) that tolerates the
+// with a bounded-memory server-sent events reader (package backends/sse) that tolerates the
 // engines' dialects, and decoded chunk by chunk (stream.go). Every failure
 // is classified as a *backends.Error, except the caller's own cancellation,
-// which is returned as a wrapped ctx.Err() (errors.go).
+// which is returned as a wrapped ctx.Err() (the shared classification in
+// package backends).
 //
 // The package imports nothing from Caddy and uses only the standard library.
 package openai

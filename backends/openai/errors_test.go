@@ -69,54 +69,13 @@ func TestChatHTTPStatusErrors(t *testing.T) {
 					t.Errorf("got result %v and deltas %q with an error", res, rec.deltas)
 				}
 				be := asBackendError(t, err)
-				if len(be.Message) > jsonMessageLimit {
+				if len(be.Message) > backends.MaxMessageBytes {
 					t.Errorf("Message is %d bytes", len(be.Message))
 				}
-				if tc.body == longHTML && len(be.Message) > rawMessageLimit {
-					t.Errorf("raw Message is %d bytes, want <= %d", len(be.Message), rawMessageLimit)
+				if tc.body == longHTML && len(be.Message) > backends.MaxRawMessageBytes {
+					t.Errorf("raw Message is %d bytes, want <= %d", len(be.Message), backends.MaxRawMessageBytes)
 				}
 			})
 		}
-	}
-}
-
-func TestKindForStatus(t *testing.T) {
-	want := map[int]backends.Kind{
-		400: backends.KindBadRequest, 401: backends.KindServer, 403: backends.KindServer,
-		404: backends.KindServer, 408: backends.KindBadRequest, 413: backends.KindBadRequest,
-		422: backends.KindBadRequest, 429: backends.KindOverloaded, 500: backends.KindServer,
-		502: backends.KindServer, 503: backends.KindOverloaded, 504: backends.KindServer,
-		304: backends.KindProtocol,
-	}
-	for code, k := range want {
-		if got := kindForStatus(code); got != k {
-			t.Errorf("kindForStatus(%d) = %v, want %v", code, got, k)
-		}
-	}
-}
-
-func TestPayloadMessage(t *testing.T) {
-	cases := []struct{ in, want string }{
-		{`{"error":{"message":"a","type":"t"}}`, "a"},
-		{`{"object":"error","message":"b"}`, "b"},
-		{`{"error":"c","error_type":"x"}`, "c"},
-		{`{"detail":"d"}`, "d"},
-		{`{"detail":[{"msg":"e"}]}`, "e"},
-		{`{"code":500,"message":"f","type":"server_error"}`, "f"},
-		{`"g"`, "g"},
-		{`plain h`, "plain h"},
-		{"  \n", "fallback"},
-		{"", "fallback"},
-		{"\xff\xfe bad utf8", "\uFFFD bad utf8"},
-		{`{"error":{"message":""},"message":""}`, `{"error":{"message":""},"message":""}`},
-	}
-	for _, tc := range cases {
-		if got := payloadMessage([]byte(tc.in), "fallback"); got != tc.want {
-			t.Errorf("payloadMessage(%q) = %q, want %q", tc.in, got, tc.want)
-		}
-	}
-	long := strings.Repeat("é", 2000)
-	if got := payloadMessage([]byte(long), ""); len(got) > rawMessageLimit || !strings.HasPrefix(long, got) {
-		t.Errorf("raw message not cut cleanly to %d bytes: %d bytes", rawMessageLimit, len(got))
 	}
 }

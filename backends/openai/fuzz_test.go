@@ -49,14 +49,14 @@ func fuzzRun(t *testing.T, data []byte, oneByte bool) (string, []string) {
 	if out == nil {
 		t.Fatal("nil outcome without error")
 	}
-	if got := out.content.String(); got != strings.Join(deltas, "") {
+	if got := out.Content.String(); got != strings.Join(deltas, "") {
 		t.Fatalf("content %q is not the deltas %q", got, deltas)
 	}
 	if !out.sawDone && out.finishReason == "" {
 		t.Fatal("success without [DONE] or finish_reason")
 	}
-	if out.done.IsZero() || (len(deltas) > 0) == out.firstDelta.IsZero() {
-		t.Fatalf("times: done %v first %v after %d deltas", out.done, out.firstDelta, len(deltas))
+	if out.done.IsZero() || (len(deltas) > 0) == out.First.IsZero() {
+		t.Fatalf("times: done %v first %v after %d deltas", out.done, out.First, len(deltas))
 	}
 	return "ok " + out.finishReason, deltas
 }

@@ -7,27 +7,25 @@ import (
 	"errors"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/backends/sse"
 )
 
 // streamOutcome is what a completed stream produced.
 type streamOutcome struct {
-	content      strings.Builder
+	// Collector holds the text and passes deltas on.
+	backends.Collector
 	finishReason string
 	usage        api.Usage
 	usageKnown   bool
-	// firstDelta is when the first content delta arrived (zero if none).
-	firstDelta time.Time
 	// done is when the stream ended.
 	done time.Time
 	// sawDone is true when the stream ended with [DONE] (rather than at
 	// the end of input after a finish_reason).
 	sawDone bool
-	deltas  int
 }
 
 // parseStream reads an OpenAI-compatible stream of chat.completion.chunk
@@ -46,21 +44,19 @@ type streamOutcome struct {
 // whether onDelta had been called. When ctx ends first the result wraps
 // ctx.Err(). An error from onDelta stops reading and is returned as is.
 func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends.DeltaFunc) (*streamOutcome, error) {
-	out := &streamOutcome{}
-	sse := newSSEReader(r, maxLine)
-	fail := func(kind backends.Kind, msg string, err error) error {
-		return &backends.Error{Kind: kind, Message: msg, Started: out.deltas > 0, Err: err}
-	}
+	out := &streamOutcome{Collector: backends.Collector{OnDelta: onDelta}}
+	events := sse.NewReader(r, maxLine)
+	fail := func(kind backends.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
 	for {
 		if ctx.Err() != nil {
-			return nil, canceled(ctx)
+			return nil, backends.Canceled(ctx)
 		}
-		ev, err := sse.next()
+		ev, err := events.Next()
 		if err != nil {
 			switch {
 			case ctx.Err() != nil:
-				return nil, canceled(ctx)
-			case errors.Is(err, errLineTooLong):
+				return nil, backends.Canceled(ctx)
+			case errors.Is(err, sse.ErrLineTooLong):
 				return nil, fail(backends.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
 			case out.finishReason != "":
 				// Complete answer, no [DONE]: accepted.
@@ -69,17 +65,17 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 			case errors.Is(err, io.EOF):
 				return nil, fail(backends.KindProtocol, "stream ended before [DONE]", nil)
 			}
-			return nil, bodyError(ctx, err, "stream broken before [DONE]", out.deltas > 0)
+			return nil, backends.BodyError(ctx, err, "stream broken before [DONE]", out.Deltas > 0)
 		}
 
-		switch ev.name {
+		switch ev.Name {
 		case "", "message":
 		case "error":
-			return nil, fail(backends.KindServer, payloadMessage(ev.data, "replica reported an error in the stream"), nil)
+			return nil, fail(backends.KindServer, backends.PayloadMessage(ev.Data, "replica reported an error in the stream"), nil)
 		default:
 			continue // an event type that is not part of the chat stream
 		}
-		data := bytes.TrimSpace(ev.data)
+		data := bytes.TrimSpace(ev.Data)
 		if len(data) == 0 {
 			continue
 		}
@@ -94,7 +90,7 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 			return nil, fail(backends.KindProtocol, "malformed JSON in a stream chunk", err)
 		}
 		if c.isError() {
-			return nil, fail(backends.KindServer, payloadMessage(data, "replica reported an error in the stream"), nil)
+			return nil, fail(backends.KindServer, backends.PayloadMessage(data, "replica reported an error in the stream"), nil)
 		}
 		if u, ok := c.Usage.toAPI(); ok {
 			out.usage, out.usageKnown = u, true
@@ -103,20 +99,8 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 			continue // e.g. vLLM's separate usage chunk
 		}
 		choice := c.Choices[0]
-		if text := choice.Delta.Content; text != "" {
-			if out.deltas == 0 {
-				out.firstDelta = time.Now()
-			}
-			if onDelta != nil {
-				if ctx.Err() != nil {
-					return nil, canceled(ctx)
-				}
-				if err := onDelta(text); err != nil {
-					return nil, err
-				}
-			}
-			out.deltas++
-			out.content.WriteString(text)
+		if err := out.Add(ctx, choice.Delta.Content); err != nil {
+			return nil, err
 		}
 		if fr := choice.finishReason(); fr != "" {
 			out.finishReason = fr

@@ -1,5 +1,10 @@
-// Command llmsim runs a simulated vLLM replica (package simulator) so that
-// the gateway's local runs, integration tests and benchmarks need no GPU.
+// Command llmsim runs a simulated vLLM replica (package simulator), or with
+// -dialect an SGLang, TGI, llama.cpp, Ollama or native one, so that the
+// gateway's local runs, integration tests and benchmarks need no GPU.
+//
+// With -loading and the vLLM dialect it refuses connections for that long
+// (vLLM opens its port only once the model is loaded): it prints its
+// address, closes the port, and listens on it again afterwards.
 //
 // It listens first, then prints exactly one line to stdout,
 // "llmsim listening on http://HOST:PORT", so that -addr 127.0.0.1:0 works
@@ -47,6 +52,12 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.IntVar(&cfg.DropAfter, "drop-after", 0, "close the connection after this many tokens (0 = off)")
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", 0, "context length in tokens (0 = off)")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "require Authorization: Bearer <key> on /v1/*")
+	fs.StringVar(&cfg.Dialect, "dialect", "", "engine to imitate: vllm (default), sglang, tgi, llamacpp, ollama, native")
+	loading := fs.Duration("loading", 0, "startup period answered as the engine does while loading (vllm: connections refused)")
+	fs.BoolVar(&cfg.NoUsage, "no-usage", false, "omit token usage from every answer")
+	fs.BoolVar(&cfg.UsageInFinish, "usage-in-finish", false, "put a stream's usage on its finishing chunk, not a separate one")
+	fs.IntVar(&cfg.ErrorAfter, "error-after", 0, "fail streams in-band after this many tokens (0 = off)")
+	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "refuse chat requests beyond this many in flight as overloaded (0 = no cap)")
 	if err := fs.Parse(args); err != nil {
 		return "", cfg, err
 	}
@@ -54,6 +65,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 		return "", cfg, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
 	cfg.TTFT, cfg.ITL = simulator.Duration(*ttft), simulator.Duration(*itl)
+	cfg.Loading = simulator.Duration(*loading)
 	if err := cfg.Validate(); err != nil {
 		return "", cfg, err
 	}
@@ -85,13 +97,31 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
 
 	fmt.Fprintf(stdout, "llmsim listening on http://%s\n", ln.Addr())
-	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t",
+	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d",
 		cfg.Model, cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.Seed, cfg.ErrorRate, cfg.ErrorStatus,
-		cfg.Hang, cfg.DropAfter, cfg.MaxModelLen, cfg.APIKey != "")
+		cfg.Hang, cfg.DropAfter, cfg.MaxModelLen, cfg.APIKey != "",
+		cfg.Dialect, cfg.Loading, cfg.NoUsage, cfg.UsageInFinish, cfg.ErrorAfter, cfg.MaxConcurrent)
+
+	if (cfg.Dialect == "" || cfg.Dialect == simulator.DialectVLLM) && cfg.Loading > 0 {
+		// vLLM opens its port only once the model is loaded: refuse
+		// connections for the loading period, then listen on the same address.
+		addr := ln.Addr().String()
+		_ = ln.Close()
+		select {
+		case <-time.After(cfg.Loading.D()):
+		case <-ctx.Done():
+			return 0
+		}
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			logger.Print(err)
+			return 1
+		}
+		logger.Print("loaded; accepting connections")
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
 
 	select {
 	case err := <-served:

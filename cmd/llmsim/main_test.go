@@ -30,11 +30,15 @@ func TestParseFlags(t *testing.T) {
 		{"all flags", []string{
 			"-addr", "127.0.0.1:0", "-model", "m", "-ttft", "250ms", "-itl", "20ms", "-tokens", "5",
 			"-seed", "7", "-error-rate", "0.25", "-error-status", "503", "-hang", "-drop-after", "3",
-			"-max-model-len", "4096", "-api-key", "k",
+			"-max-model-len", "4096", "-api-key", "k", "-dialect", "tgi", "-loading", "2s", "-no-usage",
+			"-usage-in-finish", "-error-after", "2", "-max-concurrent", "4",
 		}, "127.0.0.1:0", simulator.Config{
 			Model: "m", TTFT: simulator.Duration(250 * time.Millisecond), ITL: simulator.Duration(20 * time.Millisecond),
 			Tokens: 5, Seed: 7, ErrorRate: 0.25, ErrorStatus: 503, Hang: true, DropAfter: 3, MaxModelLen: 4096, APIKey: "k",
+			Dialect: "tgi", Loading: simulator.Duration(2 * time.Second), NoUsage: true, UsageInFinish: true,
+			ErrorAfter: 2, MaxConcurrent: 4,
 		}, false},
+		{"unknown dialect", []string{"-dialect", "klingon"}, "", simulator.Config{}, true},
 		{"rate out of range", []string{"-error-rate", "1.5"}, "", simulator.Config{}, true},
 		{"status out of range", []string{"-error-status", "200"}, "", simulator.Config{}, true},
 		{"negative ttft", []string{"-ttft", "-1s"}, "", simulator.Config{}, true},

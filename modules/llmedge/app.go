@@ -10,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"os"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -19,8 +22,11 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/backends/native"
+	"github.com/llmedge/llmedge/backends/ollama"
 	"github.com/llmedge/llmedge/backends/openai"
 	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -80,6 +86,7 @@ type App struct {
 	token    *auth.TokenEndpoint
 	client   *http.Client
 	models   []*gateway.Model
+	prober   *health.Prober
 	logger   *zap.Logger
 	storage  auth.Storage // nil for HS256 keys
 	bg       *background
@@ -118,8 +125,16 @@ type ModelConfig struct {
 	SystemMessage string `json:"system_message,omitempty"`
 	// MaxTokens caps replies.
 	MaxTokens int `json:"max_tokens,omitempty"`
-	// APIKey is sent to replicas as a Bearer token.
+	// APIKey is sent to replicas as a Bearer token ({env.VAR} works).
 	APIKey string `json:"api_key,omitempty"`
+	// APIKeyEnv names an environment variable holding the API key; it
+	// must be set and non-empty. Exclusive with APIKey.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// HealthInterval spaces active health probes of static replicas.
+	// Default: 5s; negative turns probing off.
+	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+	// HealthTimeout bounds one probe. Default: 2s.
+	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
 	// MaxConcurrency caps outstanding requests per replica.
 	MaxConcurrency int `json:"max_concurrency,omitempty"`
 	// Timeouts; zero takes the gateway's defaults (60s, 30s, 10m).
@@ -234,9 +249,42 @@ func clientIP(r *http.Request) string {
 // DefaultModels are served when the configuration names none.
 var DefaultModels = []string{"qwen", "gemma"}
 
-// protocols maps protocol names to adapters.
+// protocols maps protocol names to adapters. The engine names are aliases
+// of openai (their dialects are handled by the one tolerant parser); they
+// also pick the engine's health path.
 var protocols = map[string]backends.Backend{
-	"openai": &openai.Backend{},
+	"openai":   &openai.Backend{},
+	"vllm":     &openai.Backend{},
+	"sglang":   &openai.Backend{},
+	"tgi":      &openai.Backend{},
+	"llamacpp": &openai.Backend{},
+	"ollama":   &ollama.Backend{},
+	"native":   &native.Backend{},
+}
+
+// protocolNames lists the protocols, for error messages.
+func protocolNames() string {
+	names := make([]string, 0, len(protocols))
+	for n := range protocols {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// splitProtocol splits a static replica address "<protocol>+http://..."
+// into its protocol and URL; a plain URL has no protocol.
+func splitProtocol(addr string) (string, string, error) {
+	i := strings.Index(addr, "://")
+	j := strings.IndexByte(addr, '+')
+	if i < 0 || j < 0 || j > i {
+		return "", addr, nil
+	}
+	proto := addr[:j]
+	if _, ok := protocols[proto]; !ok {
+		return "", "", fmt.Errorf("replica %q: unknown protocol %q (want one of %s)", addr, proto, protocolNames())
+	}
+	return proto, addr[j+1:], nil
 }
 
 // CaddyModule returns the Caddy module information.
@@ -286,6 +334,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.client = newReplicaClient(time.Duration(a.DialTimeout))
 
 	models := make(map[string]*gateway.Model, len(a.Models))
+	a.prober = &health.Prober{Client: a.client, Logger: a.logger}
 	for _, mc := range a.Models {
 		m, err := mc.build(repl, a.logger)
 		if err != nil {
@@ -293,6 +342,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		models[mc.Name] = m
 		a.models = append(a.models, m)
+		if len(mc.Static) > 0 && mc.HealthInterval >= 0 {
+			a.prober.Targets = append(a.prober.Targets, health.Target{
+				Pool: m.Pool, Protocol: m.Protocol,
+				Interval: time.Duration(mc.HealthInterval), Timeout: time.Duration(mc.HealthTimeout),
+			})
+		}
 	}
 	a.pipeline = &gateway.Pipeline{
 		Verifier: &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
@@ -373,7 +428,16 @@ func (mc *ModelConfig) build(repl *caddy.Replacer, logger *zap.Logger) (*gateway
 		proto = "openai"
 	}
 	if _, ok := protocols[proto]; !ok {
-		return nil, fmt.Errorf("unknown protocol %q (want openai)", proto)
+		return nil, fmt.Errorf("unknown protocol %q (want one of %s)", proto, protocolNames())
+	}
+	apiKey := repl.ReplaceAll(mc.APIKey, "")
+	if mc.APIKeyEnv != "" {
+		if mc.APIKey != "" {
+			return nil, fmt.Errorf("api_key and api_key_env are exclusive")
+		}
+		if apiKey = os.Getenv(mc.APIKeyEnv); apiKey == "" {
+			return nil, fmt.Errorf("api_key_env: environment variable %s is not set", mc.APIKeyEnv)
+		}
 	}
 	policy, err := pool.NewPolicy(mc.LBPolicy)
 	if err != nil {
@@ -385,11 +449,16 @@ func (mc *ModelConfig) build(repl *caddy.Replacer, logger *zap.Logger) (*gateway
 	}
 	qlen, qtimeout := mc.Queue.options()
 	var replicas []*pool.Replica
-	for _, u := range mc.Static {
+	for _, addr := range mc.Static {
+		rproto, u, err := splitProtocol(addr)
+		if err != nil {
+			return nil, err
+		}
 		r, err := pool.NewReplica(u)
 		if err != nil {
 			return nil, err
 		}
+		r.Protocol = rproto
 		r.MaxConcurrency = mc.MaxConcurrency
 		r.Weight = mc.Weights[u]
 		replicas = append(replicas, r)
@@ -431,7 +500,7 @@ func (mc *ModelConfig) build(repl *caddy.Replacer, logger *zap.Logger) (*gateway
 		UpstreamModel: mc.UpstreamModel,
 		SystemMessage: mc.SystemMessage,
 		MaxTokens:     mc.MaxTokens,
-		APIKey:        repl.ReplaceAll(mc.APIKey, ""),
+		APIKey:        apiKey,
 		Timeouts: gateway.Timeouts{
 			FirstToken: time.Duration(mc.FirstTokenTimeout),
 			Idle:       time.Duration(mc.IdleTimeout),
@@ -460,13 +529,16 @@ func (a *App) allUsers(fileUsers []auth.User) []auth.User {
 	return users
 }
 
-// Start begins the periodic work: key refresh and rotation, and
-// reloading the users file.
+// Start begins the periodic work: key refresh and rotation, reloading
+// the users file, and health probing of static replicas.
 func (a *App) Start() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	a.bg = &background{cancel: cancel}
 	if a.storedKeys() {
 		a.bg.run(ctx, a.keyLoop)
+	}
+	if a.prober != nil {
+		a.prober.Start()
 	}
 	if a.usersFile != "" {
 		interval := time.Duration(a.UsersFileRefresh)
@@ -490,8 +562,12 @@ func (a *App) Start() error {
 	return nil
 }
 
-// Stop ends the periodic work.
+// Stop ends the periodic work and waits for it, so nothing of this
+// configuration outlives a reload.
 func (a *App) Stop() error {
+	if a.prober != nil {
+		a.prober.Stop()
+	}
 	if a.bg != nil {
 		a.bg.stop()
 	}

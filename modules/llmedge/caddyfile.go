@@ -47,14 +47,17 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		users_file_refresh <duration>
 //		client            <client_id> <bcrypt-hash-of-secret>
 //		model <name> {
-//			static              <url>...
+//			static              [<protocol>+]<url>...
 //			weight              <url> <n>
-//			protocol            openai
+//			protocol            openai|vllm|sglang|tgi|llamacpp|ollama|native
 //			upstream_model      <name>
 //			lb_policy           p2c|round_robin|random|least_requests
 //			system_message      <text>
 //			max_tokens          <n>
 //			api_key             <key>
+//			api_key_env         <VAR>
+//			health_interval     <duration>|off
+//			health_timeout      <duration>
 //			max_concurrency     <n>
 //			first_token_timeout <duration>
 //			idle_timeout        <duration>
@@ -197,6 +200,21 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneInt(d, d.Val(), &m.MaxTokens)
 		case "api_key":
 			err = oneString(d, &m.APIKey)
+		case "api_key_env":
+			err = oneString(d, &m.APIKeyEnv)
+		case "health_interval":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				if s == "off" {
+					m.HealthInterval = -1
+				} else if v, perr := caddy.ParseDuration(s); perr != nil || v <= 0 {
+					err = d.Errf("health_interval %q: want a positive duration or off", s)
+				} else {
+					m.HealthInterval = caddy.Duration(v)
+				}
+			}
+		case "health_timeout":
+			err = oneDuration(d, d.Val(), &m.HealthTimeout)
 		case "max_concurrency":
 			err = oneInt(d, d.Val(), &m.MaxConcurrency)
 		case "first_token_timeout":

@@ -1,4 +1,7 @@
-package openai
+// Package sse reads server-sent events (text/event-stream) and newline-delimited
+// lines from replicas with bounded memory; the OpenAI-compatible and native
+// adapters share it, and the Ollama adapter uses its line reader for NDJSON.
+package sse
 
 import (
 	"bufio"
@@ -7,27 +10,33 @@ import (
 	"io"
 )
 
-// errLineTooLong reports an SSE line, or the data of one event, over the
+// ErrLineTooLong reports an SSE line, or the data of one event, over the
 // reader's limit.
-var errLineTooLong = errors.New("SSE line too long")
+var ErrLineTooLong = errors.New("SSE line too long")
 
 // readBufferSize is the bufio buffer of a stream; lines up to this size are
 // not copied, longer ones grow a separate buffer up to the limit.
 const readBufferSize = 8 << 10
 
-// lineReader splits a byte stream into lines ended by "\n" or "\r\n",
-// using memory bounded by max.
-type lineReader struct {
+// LineReader splits a byte stream into lines ended by "\n" or "\r\n",
+// using memory bounded by max. It also serves newline-delimited JSON
+// (Ollama's NDJSON streams).
+type LineReader struct {
 	br  *bufio.Reader
 	max int
 	buf []byte
 }
 
-// next returns the next line without its terminator. The slice is valid
+// NewLineReader returns a reader of the lines of r, each at most max bytes.
+func NewLineReader(r io.Reader, max int) *LineReader {
+	return &LineReader{br: bufio.NewReaderSize(r, readBufferSize), max: max}
+}
+
+// Next returns the next line without its terminator. The slice is valid
 // until the next call. At the end of input, an unterminated last line is
 // returned together with the reader's error (io.EOF or another); a line
-// longer than max fails with errLineTooLong.
-func (l *lineReader) next() ([]byte, error) {
+// longer than max fails with ErrLineTooLong.
+func (l *LineReader) Next() ([]byte, error) {
 	l.buf = l.buf[:0]
 	for {
 		frag, err := l.br.ReadSlice('\n')
@@ -40,18 +49,18 @@ func (l *lineReader) next() ([]byte, error) {
 			}
 			line = trimEOL(line)
 			if len(line) > l.max {
-				return nil, errLineTooLong
+				return nil, ErrLineTooLong
 			}
 			return line, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			// +1: the fragment may end with the "\r" of a "\r\n".
 			if len(l.buf)+len(frag) > l.max+1 {
-				return nil, errLineTooLong
+				return nil, ErrLineTooLong
 			}
 			l.buf = append(l.buf, frag...)
 		default:
 			if len(l.buf)+len(frag) > l.max+1 {
-				return nil, errLineTooLong
+				return nil, ErrLineTooLong
 			}
 			l.buf = append(l.buf, frag...)
 			return bytes.TrimSuffix(l.buf, []byte("\r")), err
@@ -65,23 +74,23 @@ func trimEOL(b []byte) []byte {
 	return bytes.TrimSuffix(b, []byte("\r"))
 }
 
-// sseEvent is one server-sent event.
-type sseEvent struct {
-	// name is the event: field ("" when absent). llama.cpp's non-standard
+// Event is one server-sent event.
+type Event struct {
+	// Name is the event: field ("" when absent). llama.cpp's non-standard
 	// "error: {json}" line is reported as an event named "error".
-	name string
-	// data is the event's data: lines joined by "\n"; valid until the next
-	// call to sseReader.next.
-	data []byte
+	Name string
+	// Data is the event's data: lines joined by "\n"; valid until the next
+	// call to Reader.Next.
+	Data []byte
 }
 
-// sseReader reads server-sent events (text/event-stream) with bounded
+// Reader reads server-sent events (text/event-stream) with bounded
 // memory. It follows the WHATWG framing, tolerantly: "data:" with or
 // without a space, ":" comment lines, "event:", "id:" and "retry:" fields,
 // blank lines between events, "\n" or "\r\n" line ends, a leading BOM, and
 // an event left pending by the end of input is still delivered.
-type sseReader struct {
-	lines   lineReader
+type Reader struct {
+	lines   LineReader
 	max     int
 	first   bool // no line read yet (BOM check)
 	name    string
@@ -90,33 +99,33 @@ type sseReader struct {
 	err     error // sticky end of input
 }
 
-// newSSEReader returns a reader of events from r whose lines and event data
+// NewReader returns a reader of events from r whose lines and event data
 // are at most max bytes.
-func newSSEReader(r io.Reader, max int) *sseReader {
-	return &sseReader{
-		lines: lineReader{br: bufio.NewReaderSize(r, readBufferSize), max: max},
+func NewReader(r io.Reader, max int) *Reader {
+	return &Reader{
+		lines: *NewLineReader(r, max),
 		max:   max,
 		first: true,
 	}
 }
 
-// next returns the next event, or the error that ended the input: io.EOF,
-// errLineTooLong, or the underlying reader's error. After a read error
+// Next returns the next event, or the error that ended the input: io.EOF,
+// ErrLineTooLong, or the underlying reader's error. After a read error
 // other than io.EOF, a pending event and a partial line are dropped: they
 // may be cut short.
-func (s *sseReader) next() (sseEvent, error) {
+func (s *Reader) Next() (Event, error) {
 	for {
 		if s.err != nil {
-			return sseEvent{}, s.err
+			return Event{}, s.err
 		}
-		line, err := s.lines.next()
+		line, err := s.lines.Next()
 		if s.first {
 			s.first = false
 			line = bytes.TrimPrefix(line, []byte("\xEF\xBB\xBF"))
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
 			s.err = err
-			return sseEvent{}, err
+			return Event{}, err
 		}
 		if err != nil { // io.EOF, maybe after an unterminated last line
 			s.err = io.EOF
@@ -124,7 +133,7 @@ func (s *sseReader) next() (sseEvent, error) {
 				ev, ok, ferr := s.field(line)
 				if ferr != nil {
 					s.err = ferr
-					return sseEvent{}, ferr
+					return Event{}, ferr
 				}
 				if ok {
 					return ev, nil
@@ -133,7 +142,7 @@ func (s *sseReader) next() (sseEvent, error) {
 			if s.hasData {
 				return s.dispatch(), nil
 			}
-			return sseEvent{}, io.EOF
+			return Event{}, io.EOF
 		}
 		if len(line) == 0 {
 			if s.hasData {
@@ -145,7 +154,7 @@ func (s *sseReader) next() (sseEvent, error) {
 		ev, ok, ferr := s.field(line)
 		if ferr != nil {
 			s.err = ferr
-			return sseEvent{}, ferr
+			return Event{}, ferr
 		}
 		if ok {
 			return ev, nil
@@ -155,9 +164,9 @@ func (s *sseReader) next() (sseEvent, error) {
 
 // field applies one non-blank line. It returns an event only for the
 // non-standard "error:" field, which is reported at once.
-func (s *sseReader) field(line []byte) (sseEvent, bool, error) {
+func (s *Reader) field(line []byte) (Event, bool, error) {
 	if line[0] == ':' {
-		return sseEvent{}, false, nil // comment, e.g. a keep-alive
+		return Event{}, false, nil // comment, e.g. a keep-alive
 	}
 	name, value := line, []byte(nil)
 	if i := bytes.IndexByte(line, ':'); i >= 0 {
@@ -173,7 +182,7 @@ func (s *sseReader) field(line []byte) (sseEvent, bool, error) {
 			extra++
 		}
 		if len(s.data)+extra > s.max {
-			return sseEvent{}, false, errLineTooLong
+			return Event{}, false, ErrLineTooLong
 		}
 		if s.hasData {
 			s.data = append(s.data, '\n')
@@ -183,15 +192,15 @@ func (s *sseReader) field(line []byte) (sseEvent, bool, error) {
 	case "event":
 		s.name = string(value)
 	case "error":
-		return sseEvent{name: "error", data: bytes.Clone(value)}, true, nil
+		return Event{Name: "error", Data: bytes.Clone(value)}, true, nil
 	}
 	// id, retry and unknown fields carry nothing for us.
-	return sseEvent{}, false, nil
+	return Event{}, false, nil
 }
 
 // dispatch returns the pending event and starts a new one.
-func (s *sseReader) dispatch() sseEvent {
-	ev := sseEvent{name: s.name, data: s.data}
+func (s *Reader) dispatch() Event {
+	ev := Event{Name: s.name, Data: s.data}
 	s.name, s.data, s.hasData = "", s.data[:0], false
 	return ev
 }

@@ -1,4 +1,4 @@
-package openai
+package backends
 
 import (
 	"bytes"
@@ -12,59 +12,60 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/llmedge/llmedge/backends"
 )
+
+// This file holds the failure classification that every adapter shares:
+// HTTP statuses, replica error payloads, transport and body errors.
 
 // Bounds on replica error texts.
 const (
 	// errorBodyLimit is how much of an error response is read.
 	errorBodyLimit = 64 << 10
-	// rawMessageLimit is how much of a non-JSON error body becomes Message.
-	rawMessageLimit = 512
-	// jsonMessageLimit bounds a message extracted from a JSON error.
-	jsonMessageLimit = 2048
+	// MaxRawMessageBytes is how much of a non-JSON error body becomes Message.
+	MaxRawMessageBytes = 512
+	// MaxMessageBytes bounds a message extracted from a JSON error.
+	MaxMessageBytes = 2048
 )
 
-// kindForStatus classifies a non-2xx replica status.
+// KindForStatus classifies a non-2xx replica status.
 //
 // 401 and 403 mean the gateway's API key for the replica is wrong, and 404
 // that the path or upstream_model is (vLLM: "model does not exist"): the
 // client's request is fine and the replica is misconfigured relative to us,
 // so they count as KindServer rather than KindBadRequest.
-func kindForStatus(code int) backends.Kind {
+func KindForStatus(code int) Kind {
 	switch {
 	case code == http.StatusTooManyRequests, code == http.StatusServiceUnavailable:
-		return backends.KindOverloaded
+		return KindOverloaded
 	case code == http.StatusUnauthorized, code == http.StatusForbidden, code == http.StatusNotFound:
-		return backends.KindServer
+		return KindServer
 	case code >= 500:
-		return backends.KindServer
+		return KindServer
 	case code >= 400:
-		return backends.KindBadRequest
+		return KindBadRequest
 	}
 	// 1xx or an unfollowed 3xx: nothing usable.
-	return backends.KindProtocol
+	return KindProtocol
 }
 
-// statusError reads (a bounded part of) a non-2xx response and classifies it.
-func statusError(ctx context.Context, resp *http.Response) error {
+// StatusError reads (a bounded part of) a non-2xx response and classifies it.
+func StatusError(ctx context.Context, resp *http.Response) error {
 	data, err := io.ReadAll(io.LimitReader(resp.Body, errorBodyLimit))
 	if err != nil && ctx.Err() != nil {
-		return canceled(ctx)
+		return Canceled(ctx)
 	}
 	fallback := "replica answered HTTP " + strconv.Itoa(resp.StatusCode)
 	if t := http.StatusText(resp.StatusCode); t != "" {
 		fallback += " " + t
 	}
-	return &backends.Error{
-		Kind:    kindForStatus(resp.StatusCode),
+	return &Error{
+		Kind:    KindForStatus(resp.StatusCode),
 		Status:  resp.StatusCode,
-		Message: payloadMessage(data, fallback),
+		Message: PayloadMessage(data, fallback),
 	}
 }
 
-// payloadMessage extracts the replica's error text from an error body or
+// PayloadMessage extracts the replica's error text from an error body or
 // payload. It understands
 //
 //	{"error":{"message":"..."}}            vLLM >= 0.10.1, llama.cpp
@@ -73,19 +74,19 @@ func statusError(ctx context.Context, resp *http.Response) error {
 //	{"detail":"..."} / {"detail":[{"msg":"..."}]}   FastAPI
 //	{"code":500,"message":"..."}           llama.cpp's bare stream error
 //
-// and otherwise uses the first rawMessageLimit bytes of data as text. It
+// and otherwise uses the first MaxRawMessageBytes bytes of data as text. It
 // returns fallback when data is empty.
-func payloadMessage(data []byte, fallback string) string {
+func PayloadMessage(data []byte, fallback string) string {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 {
 		return fallback
 	}
 	if json.Valid(data) {
 		if m := strings.TrimSpace(jsonMessage(data, 0)); m != "" {
-			return truncate(m, jsonMessageLimit)
+			return truncate(m, MaxMessageBytes)
 		}
 	}
-	if m := strings.TrimSpace(truncate(strings.ToValidUTF8(string(data), "\uFFFD"), rawMessageLimit)); m != "" {
+	if m := strings.TrimSpace(truncate(strings.ToValidUTF8(string(data), "\uFFFD"), MaxRawMessageBytes)); m != "" {
 		return m
 	}
 	return fallback
@@ -140,45 +141,45 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// canceled is the error returned when the caller's ctx ended first: it
+// Canceled is the error returned when the caller's ctx ended first: it
 // wraps ctx.Err() (and the cancellation cause when one was given), and is
-// deliberately not a *backends.Error.
-func canceled(ctx context.Context) error {
+// deliberately not a *Error.
+func Canceled(ctx context.Context) error {
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != nil && cause != err {
-		return fmt.Errorf("openai: replica request abandoned: %w (%w)", err, cause)
+		return fmt.Errorf("replica request abandoned: %w (%w)", err, cause)
 	}
-	return fmt.Errorf("openai: replica request abandoned: %w", err)
+	return fmt.Errorf("replica request abandoned: %w", err)
 }
 
-// transportError classifies a failure of client.Do, before any response
+// TransportError classifies a failure of client.Do, before any response
 // headers: the caller's cancellation, a dial failure (KindConnect, even
 // when the dial timed out: the replica was never reached), a timeout
 // (KindTimeout), or any other connection failure (KindConnect).
-func transportError(ctx context.Context, err error) error {
+func TransportError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return canceled(ctx)
+		return Canceled(ctx)
 	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
-		return &backends.Error{Kind: backends.KindConnect, Message: "cannot connect to the replica", Err: err}
+		return &Error{Kind: KindConnect, Message: "cannot connect to the replica", Err: err}
 	}
 	if isTimeout(err) {
-		return &backends.Error{Kind: backends.KindTimeout, Message: "replica did not answer in time", Err: err}
+		return &Error{Kind: KindTimeout, Message: "replica did not answer in time", Err: err}
 	}
-	return &backends.Error{Kind: backends.KindConnect, Message: "connection to the replica failed before a response", Err: err}
+	return &Error{Kind: KindConnect, Message: "connection to the replica failed before a response", Err: err}
 }
 
-// bodyError classifies a failure to read a response body: the caller's
+// BodyError classifies a failure to read a response body: the caller's
 // cancellation, a timeout (KindTimeout), or else KindProtocol with msg.
-func bodyError(ctx context.Context, err error, msg string, started bool) error {
+func BodyError(ctx context.Context, err error, msg string, started bool) error {
 	if ctx.Err() != nil {
-		return canceled(ctx)
+		return Canceled(ctx)
 	}
 	if isTimeout(err) {
-		return &backends.Error{Kind: backends.KindTimeout, Message: "replica stopped sending in time", Started: started, Err: err}
+		return &Error{Kind: KindTimeout, Message: "replica stopped sending in time", Started: started, Err: err}
 	}
-	return &backends.Error{Kind: backends.KindProtocol, Message: msg, Started: started, Err: err}
+	return &Error{Kind: KindProtocol, Message: msg, Started: started, Err: err}
 }
 
 // isTimeout reports whether err is a network timeout.

@@ -1,4 +1,4 @@
-package openai
+package sse
 
 import (
 	"errors"
@@ -11,17 +11,17 @@ import (
 // readEvents reads all events of in (fed one byte at a time, to exercise
 // line reassembly), as "name|data" strings.
 func readEvents(in string, max int) ([]string, error) {
-	r := newSSEReader(iotest.OneByteReader(strings.NewReader(in)), max)
+	r := NewReader(iotest.OneByteReader(strings.NewReader(in)), max)
 	var out []string
 	for {
-		ev, err := r.next()
+		ev, err := r.Next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
 			return out, err
 		}
-		out = append(out, ev.name+"|"+string(ev.data))
+		out = append(out, ev.Name+"|"+string(ev.Data))
 	}
 }
 
@@ -45,9 +45,9 @@ func TestSSEReader(t *testing.T) {
 		{"pending event at EOF after newline", "data: a\n", []string{"|a"}, nil},
 		{"empty data", "data:\n\n", []string{"|"}, nil},
 		{"line at the limit", "data: " + strings.Repeat("x", 10) + "\n\n", []string{"|" + strings.Repeat("x", 10)}, nil},
-		{"line over the limit", "data: " + strings.Repeat("x", 11) + "\n\n", nil, errLineTooLong},
-		{"unterminated line over the limit", "data: " + strings.Repeat("x", 20), nil, errLineTooLong},
-		{"event over the limit", "data: 123456789\ndata: 123456789\n\n", nil, errLineTooLong},
+		{"line over the limit", "data: " + strings.Repeat("x", 11) + "\n\n", nil, ErrLineTooLong},
+		{"unterminated line over the limit", "data: " + strings.Repeat("x", 20), nil, ErrLineTooLong},
+		{"event over the limit", "data: 123456789\ndata: 123456789\n\n", nil, ErrLineTooLong},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,15 +65,15 @@ func TestSSEReader(t *testing.T) {
 // A read error other than EOF drops the partial line and pending event.
 func TestSSEReaderReadError(t *testing.T) {
 	boom := errors.New("connection reset")
-	r := newSSEReader(io.MultiReader(strings.NewReader("data: a\n\ndata: b"), iotest.ErrReader(boom)), 64)
-	ev, err := r.next()
-	if err != nil || string(ev.data) != "a" {
-		t.Fatalf("first event %q, %v", ev.data, err)
+	r := NewReader(io.MultiReader(strings.NewReader("data: a\n\ndata: b"), iotest.ErrReader(boom)), 64)
+	ev, err := r.Next()
+	if err != nil || string(ev.Data) != "a" {
+		t.Fatalf("first event %q, %v", ev.Data, err)
 	}
-	if _, err := r.next(); !errors.Is(err, boom) {
+	if _, err := r.Next(); !errors.Is(err, boom) {
 		t.Fatalf("error = %v, want %v", err, boom)
 	}
-	if _, err := r.next(); !errors.Is(err, boom) {
+	if _, err := r.Next(); !errors.Is(err, boom) {
 		t.Fatalf("error is not sticky: %v", err)
 	}
 }
@@ -81,8 +81,8 @@ func TestSSEReaderReadError(t *testing.T) {
 // Memory stays bounded by the limit whatever the input.
 func TestLineReaderBoundedMemory(t *testing.T) {
 	const max = 1 << 10
-	r := newSSEReader(strings.NewReader(strings.Repeat("z", 1<<20)), max)
-	if _, err := r.next(); !errors.Is(err, errLineTooLong) {
+	r := NewReader(strings.NewReader(strings.Repeat("z", 1<<20)), max)
+	if _, err := r.Next(); !errors.Is(err, ErrLineTooLong) {
 		t.Fatalf("error = %v", err)
 	}
 	if c := cap(r.lines.buf); c > max+readBufferSize {

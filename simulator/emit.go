@@ -1,0 +1,58 @@
+package simulator
+
+import (
+	"context"
+	"net/http"
+)
+
+// waitWhole waits the time a whole reply of p takes before a non-streamed
+// answer. It reports true when the answer is to be written now; otherwise
+// the outcome says why not: the client left, or DropAfter applies (the
+// first DropAfter tokens' time has passed and the connection is to be
+// dropped).
+func waitWhole(ctx context.Context, cfg Config, p plan) (outcome, bool) {
+	if d := cfg.DropAfter; d > 0 && d <= len(p.Tokens) {
+		if !sleep(ctx, generationTime(cfg, d)) {
+			return outcomeCancelled, false
+		}
+		return outcomeDropped, false
+	}
+	if !sleep(ctx, generationTime(cfg, len(p.Tokens))) {
+		return outcomeCancelled, false
+	}
+	return outcomeCompleted, true
+}
+
+// startStream sends the 200 and headers of a stream of contentType, then
+// waits TTFT. It reports false when the client left.
+func startStream(ctx context.Context, w http.ResponseWriter, cfg Config, contentType string) (*http.ResponseController, bool) {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", contentType)
+	w.WriteHeader(http.StatusOK)
+	return rc, rc.Flush() == nil && sleep(ctx, cfg.TTFT.D())
+}
+
+// emitTokens sends the tokens of p one by one with send, ITL apart. After
+// DropAfter tokens it stops with outcomeDropped; after ErrorAfter tokens it
+// sends failure and stops with outcomeError. It reports true when every
+// token was sent; send and failure report false when the client left.
+func emitTokens(ctx context.Context, cfg Config, p plan, send func(tok string) bool, failure func() bool) (outcome, bool) {
+	for i, tok := range p.Tokens {
+		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
+			return outcomeCancelled, false
+		}
+		if !send(tok) {
+			return outcomeCancelled, false
+		}
+		if cfg.DropAfter > 0 && i+1 == cfg.DropAfter {
+			return outcomeDropped, false
+		}
+		if cfg.ErrorAfter > 0 && i+1 == cfg.ErrorAfter {
+			if !failure() {
+				return outcomeCancelled, false
+			}
+			return outcomeError, false
+		}
+	}
+	return outcomeCompleted, true
+}
