@@ -77,6 +77,11 @@ type TokenEndpoint struct {
 	// Clients, when it has entries, must vouch for the client_id and
 	// client_secret (HTTP Basic or form fields) of every request.
 	Clients *Clients
+	// OnIssued and OnFailure, when set, hear of every token issued and
+	// every refusal (reason: locked_out, invalid_client, invalid_grant,
+	// invalid_scope), for metrics.
+	OnIssued  func()
+	OnFailure func(reason string)
 }
 
 // ServeHTTP implements http.Handler.
@@ -86,8 +91,14 @@ func (e *TokenEndpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Pragma", "no-cache")
 	resp, apiErr := e.serve(w, r)
 	if apiErr != nil {
+		if reason := failureReason(apiErr); reason != "" && e.OnFailure != nil {
+			e.OnFailure(reason)
+		}
 		apiErr.Write(w)
 		return
+	}
+	if e.OnIssued != nil {
+		e.OnIssued()
 	}
 	api.WriteJSON(w, http.StatusOK, resp)
 }
@@ -153,6 +164,17 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 		ExpiresIn:   int64(ttl / time.Second),
 		Scope:       strings.Join(granted, " "),
 	}, nil
+}
+
+// failureReason names a refusal for OnFailure; "" for malformed requests.
+func failureReason(e *api.Error) string {
+	if e.Status == http.StatusTooManyRequests {
+		return "locked_out"
+	}
+	if code := e.Extra["error"]; code == "invalid_client" || code == "invalid_grant" || code == "invalid_scope" {
+		return code
+	}
+	return ""
 }
 
 // tokenForm is a validated token request.

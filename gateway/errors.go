@@ -15,13 +15,15 @@ import (
 
 // fail answers with the error that ended the request: an HTTP error while
 // nothing was sent, an `event: error` once the stream has started.
-func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, err error) {
+func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exchange, err error) {
 	var open time.Duration
 	if m.Pool != nil {
 		open = m.Pool.Breaker().OpenTimeout
 	}
 	e := publicError(m.Name, open, err)
+	ex.Status = e.Status
 	if sse != nil && sse.isStarted() {
+		ex.Status, ex.StreamError = http.StatusOK, true
 		_ = sse.write(appendEvent(nil, "error", marshal(map[string]any{"detail": e.Detail})))
 		return
 	}

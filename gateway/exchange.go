@@ -31,6 +31,12 @@ type Exchange struct {
 	Attempts int
 	Usage    api.Usage
 	TTFT     time.Duration
+	// Status is the HTTP status the client got (499: it left first). A
+	// stream that failed after its start has 200 and StreamError set.
+	Status      int
+	StreamError bool
+
+	observed bool // metrics recorded
 }
 
 type exchangeKey struct{}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -27,6 +28,8 @@ type Gateway struct {
 	// MaxAttempts bounds tries on distinct replicas; 0 means 3.
 	MaxAttempts int
 	Logger      *zap.Logger
+	// Metrics, when set, records every request.
+	Metrics *metrics.Metrics
 }
 
 // DefaultPingInterval is the keep-alive period of DESIGN.md §1.
@@ -43,9 +46,11 @@ var (
 // replica that dies mid-answer can be retried elsewhere while the client
 // has seen nothing.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
+	defer g.observe(ex)
 	req := ex.Request
 	m := g.Models[req.ModelType]
 	if m == nil {
+		ex.Status = http.StatusServiceUnavailable
 		api.NewError(http.StatusServiceUnavailable, "model '"+req.ModelType+"' is not served here").
 			WithHeader("Retry-After", "5").Write(w)
 		return
@@ -74,6 +79,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		ex.Queue += time.Since(queued)
 		if err != nil {
 			if r.Context().Err() != nil {
+				ex.Status = statusClientGone
 				return // the client left while queued
 			}
 			if lastErr == nil {
@@ -94,6 +100,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		}
 		lastErr = err
 		if clientGone {
+			ex.Status = statusClientGone
 			return // nobody to answer; the replica request is already cancelled
 		}
 		g.logger().Warn("replica attempt failed",
@@ -106,7 +113,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	if ctx.Err() != nil && r.Context().Err() == nil {
 		lastErr = &backends.Error{Kind: backends.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
 	}
-	g.fail(w, sse, m, lastErr)
+	g.fail(w, sse, m, ex, lastErr)
 }
 
 // outcome classifies an attempt for the replica's breaker (DESIGN.md §3):
@@ -223,12 +230,37 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, r
 	}
 	total := time.Since(ex.Start)
 	resp.ProcessingTime = seconds(total)
+	ex.Status = http.StatusOK
 	if sse != nil {
 		_ = sse.write(appendEvent(nil, "done", marshal(resp)))
 		return
 	}
 	w.Header().Set("Server-Timing", serverTiming(ex, total))
 	api.WriteJSON(w, http.StatusOK, resp)
+}
+
+// statusClientGone is what logs and metrics call a request whose client
+// left before the answer (nginx's convention).
+const statusClientGone = 499
+
+// Observe records ex in the metrics, once: the stage that ends the
+// request calls it.
+func (g *Gateway) Observe(ex *Exchange) { g.observe(ex) }
+
+func (g *Gateway) observe(ex *Exchange) {
+	if g.Metrics == nil || ex.observed {
+		return
+	}
+	ex.observed = true
+	model := "none"
+	if ex.Request != nil {
+		model = ex.Request.ModelType
+	}
+	g.Metrics.ObserveRequest(metrics.Request{
+		ModelType: model, Status: ex.Status,
+		Total: time.Since(ex.Start), Upstream: ex.Upstream, TTFT: ex.TTFT, Attempts: ex.Attempts,
+		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
+	})
 }
 
 func (g *Gateway) pingInterval() time.Duration {

@@ -26,7 +26,7 @@ func (p *Pipeline) Authenticate(w http.ResponseWriter, r *http.Request) (*http.R
 	principal, err := auth.Bearer(r, p.Verifier, p.Realm)
 	ex.Auth = time.Since(start)
 	if err != nil {
-		err.Write(w)
+		p.reject(w, ex, err, authFailureReason(err))
 		return r, false
 	}
 	ex.Principal = principal
@@ -42,12 +42,13 @@ func (p *Pipeline) Validate(w http.ResponseWriter, r *http.Request) (*http.Reque
 	req, err := p.Validator.ReadRequest(r)
 	ex.Validate = time.Since(start)
 	if err != nil {
-		err.Write(w)
+		p.reject(w, ex, err, "")
 		return r, false
 	}
 	if ex.Principal != nil {
 		if scope := auth.ModelScope(req.ModelType); !ex.Principal.HasScope(scope) {
-			auth.Forbidden(p.Realm, scope).Write(w)
+			ex.Request = req // the model is known: label the metrics with it
+			p.reject(w, ex, auth.Forbidden(p.Realm, scope), "insufficient_scope")
 			return r, false
 		}
 	}
@@ -66,6 +67,24 @@ func (p *Pipeline) Route(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Gateway.Serve(w, r, ex)
+}
+
+// reject answers err, ending the request before it reaches a replica.
+func (p *Pipeline) reject(w http.ResponseWriter, ex *Exchange, err *api.Error, authReason string) {
+	ex.Status = err.Status
+	err.Write(w)
+	if authReason != "" && p.Gateway.Metrics != nil {
+		p.Gateway.Metrics.AuthFailure(authReason)
+	}
+	p.Gateway.Observe(ex)
+}
+
+// authFailureReason names a Bearer failure for the metrics.
+func authFailureReason(err *api.Error) string {
+	if d, _ := err.Detail.(string); d == auth.DetailNotAuthenticated {
+		return "missing_token"
+	}
+	return "invalid_token"
 }
 
 // ServeHTTP runs every stage in order.

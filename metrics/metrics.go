@@ -29,6 +29,9 @@ type Source interface {
 	// ReplicaStates returns, per model type, the number of replicas per
 	// state ("usable", "open", "half_open", "unhealthy", ...).
 	ReplicaStates() map[string]map[string]int
+	// BreakerStates returns, per model type, each replica's breaker state:
+	// 0 closed, 1 half-open, 2 open.
+	BreakerStates() map[string]map[string]int
 }
 
 // Buckets for latencies: the gateway's own overhead lives in
@@ -162,14 +165,25 @@ func (m *Metrics) AuthFailure(reason string) {
 // stateCollector turns Source's state into gauges at scrape time.
 type stateCollector struct{ src Source }
 
-var replicasDesc = prometheus.NewDesc("llmedge_replicas", "Replicas per model type and state.", []string{"model_type", "state"}, nil)
+var (
+	replicasDesc = prometheus.NewDesc("llmedge_replicas", "Replicas per model type and state.", []string{"model_type", "state"}, nil)
+	breakerDesc  = prometheus.NewDesc("llmedge_breaker_state", "Circuit breaker state per replica: 0 closed, 1 half-open, 2 open.", []string{"model_type", "replica"}, nil)
+)
 
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- replicasDesc }
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- replicasDesc
+	ch <- breakerDesc
+}
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for model, states := range c.src.ReplicaStates() {
 		for state, n := range states {
 			ch <- prometheus.MustNewConstMetric(replicasDesc, prometheus.GaugeValue, float64(n), model, state)
+		}
+	}
+	for model, replicas := range c.src.BreakerStates() {
+		for replica, state := range replicas {
+			ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(state), model, replica)
 		}
 	}
 }

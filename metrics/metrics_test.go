@@ -12,6 +12,9 @@ import (
 type fakeSource map[string]map[string]int
 
 func (f fakeSource) ReplicaStates() map[string]map[string]int { return f }
+func (f fakeSource) BreakerStates() map[string]map[string]int {
+	return map[string]map[string]int{"qwen": {"http://a:1": 2}}
+}
 
 func TestObserveAndScrape(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -51,8 +54,11 @@ func TestObserveAndScrape(t *testing.T) {
 # TYPE llmedge_replicas gauge
 llmedge_replicas{model_type="qwen",state="open"} 1
 llmedge_replicas{model_type="qwen",state="usable"} 2
+# HELP llmedge_breaker_state Circuit breaker state per replica: 0 closed, 1 half-open, 2 open.
+# TYPE llmedge_breaker_state gauge
+llmedge_breaker_state{model_type="qwen",replica="http://a:1"} 2
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "llmedge_replicas"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "llmedge_replicas", "llmedge_breaker_state"); err != nil {
 		t.Fatal(err)
 	}
 	// A reload registering again in the same registry adopts the collectors.

@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"slices"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +27,7 @@ import (
 	"github.com/llmedge/llmedge/backends/openai"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
+	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -362,6 +363,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 			Logger:       a.logger,
 		},
 	}
+	m, err := metrics.New(ctx.GetMetricsRegistry(), a)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	a.pipeline.Gateway.Metrics = m
+	a.token.OnIssued = m.TokenIssued
+	a.token.OnFailure = m.AuthFailure
 	if a.openapi, err = api.OpenAPI(a.pipeline.Validator); err != nil {
 		return err
 	}

@@ -50,6 +50,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if r.URL.Path == gateway.PathInference {
+		var logFields func()
+		r, logFields = llmedge.Exchange(w, r)
+		defer logFields()
+	}
 	var nextErr error
 	h.api.ServeHTTP(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		nextErr = next.ServeHTTP(w, r)

@@ -41,6 +41,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	r, logFields := llmedge.Exchange(w, r)
+	defer logFields()
 	h.pipeline.Route(w, r)
 	return nil
 }

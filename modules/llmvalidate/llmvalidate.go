@@ -40,6 +40,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, logFields := llmedge.Exchange(w, r)
+	defer logFields()
 	r, ok := h.pipeline.Validate(w, r)
 	if !ok {
 		return nil
