@@ -5,6 +5,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -27,6 +28,9 @@ type Model struct {
 	// APIKey is sent to replicas as a Bearer token.
 	APIKey   string
 	Timeouts Timeouts
+	// Discovery reports the state of the replica source for /readyz; nil
+	// is a static list, always synced.
+	Discovery func() discovery.Status
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

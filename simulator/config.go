@@ -49,6 +49,9 @@ type Config struct {
 	MaxModelLen int `json:"max_model_len"`
 	// APIKey, when set, makes /v1/* require "Authorization: Bearer <key>".
 	APIKey string `json:"api_key"`
+	// HealthStatus is the status GET /health answers (default 200), e.g.
+	// 503 to fail a Consul check while chat keeps working.
+	HealthStatus int `json:"health_status,omitempty"`
 }
 
 // Validate reports every out-of-range field of c.
@@ -75,6 +78,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxModelLen < 0 {
 		bad("max_model_len must not be negative, got %d", c.MaxModelLen)
+	}
+	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
+		bad("health_status must be between 200 and 599, got %d", c.HealthStatus)
 	}
 	return errors.Join(errs...)
 }
@@ -108,5 +114,8 @@ func (c Config) clamped() Config {
 	}
 	c.DropAfter = max(c.DropAfter, 0)
 	c.MaxModelLen = max(c.MaxModelLen, 0)
+	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
+		c.HealthStatus = 0
+	}
 	return c
 }

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"net/http"
 	"strings"
@@ -72,7 +73,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeMethodNotAllowed(w, http.MethodGet)
 			return
 		}
-		w.WriteHeader(http.StatusOK)
+		w.WriteHeader(cmp.Or(s.Config().HealthStatus, http.StatusOK))
 	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
 		s.handleChat(w, r) // checks the API key itself, to count rejections
 	case strings.HasPrefix(path, "/v1"):

@@ -47,6 +47,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.IntVar(&cfg.DropAfter, "drop-after", 0, "close the connection after this many tokens (0 = off)")
 	fs.IntVar(&cfg.MaxModelLen, "max-model-len", 0, "context length in tokens (0 = off)")
 	fs.StringVar(&cfg.APIKey, "api-key", "", "require Authorization: Bearer <key> on /v1/*")
+	consulOpts.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", cfg, err
 	}
@@ -92,14 +93,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t",
 		cfg.Model, cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.Seed, cfg.ErrorRate, cfg.ErrorStatus,
 		cfg.Hang, cfg.DropAfter, cfg.MaxModelLen, cfg.APIKey != "")
+	deregister, err := consulOpts.start(ln.Addr(), logger)
+	if err != nil {
+		logger.Print(err)
+		srv.Close()
+		return 1
+	}
 
 	select {
 	case err := <-served:
 		logger.Printf("serving: %v", err)
+		deregister()
 		return 1
 	case <-ctx.Done():
 	}
 	stop() // a second signal kills the process at once
+	deregister() // first, so the gateways stop sending new requests
 	logger.Print("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

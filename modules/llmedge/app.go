@@ -18,6 +18,7 @@ import (
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/backends/openai"
+	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/pool"
 )
@@ -53,7 +54,12 @@ type App struct {
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// DialTimeout bounds connecting to a replica. Default: 5s.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// Consul says how to reach Consul for models with a consul_service
+	// and for the `consul` upstream source.
+	Consul *ConsulOptions `json:"consul,omitempty"`
 
+	// cleanups release this config's Consul watchers.
+	cleanups []func()
 	users    *auth.Users
 	keys     *auth.KeyRing
 	jwks     []byte
@@ -69,6 +75,16 @@ type ModelConfig struct {
 	Name string `json:"name"`
 	// Static lists replica base URLs.
 	Static []string `json:"static,omitempty"`
+	// ConsulService is the Consul service whose passing instances are the
+	// replicas (instead of Static). Instance Meta protocol, model, weight,
+	// max_concurrency and scheme override the model's settings.
+	ConsulService string `json:"consul_service,omitempty"`
+	// ConsulTag keeps the instances with this tag.
+	ConsulTag string `json:"consul_tag,omitempty"`
+	// ConsulFilter is a Consul filter expression on the health entries.
+	ConsulFilter string `json:"consul_filter,omitempty"`
+	// ConsulDatacenter overrides the datacenter of the `consul` option.
+	ConsulDatacenter string `json:"consul_datacenter,omitempty"`
 	// Protocol spoken by the replicas. Default: "openai".
 	Protocol string `json:"protocol,omitempty"`
 	// UpstreamModel is the model name sent to replicas.
@@ -185,13 +201,28 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}}
 
 	models := make(map[string]*gateway.Model, len(a.Models))
+	var consul discovery.ConsulConfig
+	var watching []*discovery.Watcher
 	for _, mc := range a.Models {
 		m, err := mc.build(repl)
 		if err != nil {
 			return fmt.Errorf("model %q: %w", mc.Name, err)
 		}
+		if mc.ConsulService != "" {
+			if len(watching) == 0 {
+				consul = a.Consul.resolved()
+			}
+			w, cleanup, err := mc.watchConsul(consul, m.Pool, a.logger)
+			if err != nil {
+				return fmt.Errorf("model %q: %w", mc.Name, err)
+			}
+			a.cleanups = append(a.cleanups, cleanup)
+			m.Discovery = w.Status
+			watching = append(watching, w)
+		}
 		models[mc.Name] = m
 	}
+	WaitSynced(ctx, watching, a.Consul.syncTimeout(), a.logger)
 	a.pipeline = &gateway.Pipeline{
 		Verifier:  &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: 30 * time.Second},
 		Realm:     Realm,
@@ -262,6 +293,12 @@ func (a *App) Validate() error {
 
 // build turns the configuration into a gateway.Model.
 func (mc *ModelConfig) build(repl *caddy.Replacer) (*gateway.Model, error) {
+	if mc.ConsulService != "" && len(mc.Static) > 0 {
+		return nil, fmt.Errorf("static and consul_service exclude each other")
+	}
+	if mc.ConsulService == "" && (mc.ConsulTag != "" || mc.ConsulFilter != "" || mc.ConsulDatacenter != "") {
+		return nil, fmt.Errorf("consul_tag, consul_filter and consul_datacenter need consul_service")
+	}
 	proto := mc.Protocol
 	if proto == "" {
 		proto = "openai"
@@ -315,8 +352,13 @@ func (a *App) Start() error { return nil }
 // Stop implements caddy.App.
 func (a *App) Stop() error { return nil }
 
-// Cleanup releases the replica connections of this configuration.
+// Cleanup releases the Consul watchers and the replica connections of
+// this configuration. A watcher the next configuration uses keeps running.
 func (a *App) Cleanup() error {
+	for _, release := range a.cleanups {
+		release()
+	}
+	a.cleanups = nil
 	if a.client != nil {
 		a.client.CloseIdleConnections()
 	}

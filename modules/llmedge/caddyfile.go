@@ -39,8 +39,15 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		ping_interval     <duration>
 //		max_attempts      <n>
 //		dial_timeout      <duration>
+//		consul [<address>] {
+//			... (see ConsulOptions)
+//		}
 //		model <name> {
 //			static              <url>...
+//			consul_service      <service>
+//			consul_tag          <tag>
+//			consul_filter       <expression>
+//			consul_datacenter   <dc>
 //			protocol            openai
 //			upstream_model      <name>
 //			lb_policy           p2c|round_robin|random|least_requests
@@ -96,6 +103,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneInt(d, d.Val(), &a.MaxAttempts)
 		case "dial_timeout":
 			err = oneDuration(d, d.Val(), &a.DialTimeout)
+		case "consul":
+			if a.Consul != nil {
+				return d.Err("consul: given twice")
+			}
+			a.Consul = new(ConsulOptions)
+			err = a.Consul.unmarshalCaddyfile(d)
 		case "model":
 			m := new(ModelConfig)
 			if err = m.unmarshalCaddyfile(d); err == nil {
@@ -128,6 +141,14 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("static: want at least one replica URL")
 			}
 			m.Static = append(m.Static, args...)
+		case "consul_service":
+			err = oneString(d, &m.ConsulService)
+		case "consul_tag":
+			err = oneString(d, &m.ConsulTag)
+		case "consul_filter":
+			err = oneString(d, &m.ConsulFilter)
+		case "consul_datacenter":
+			err = oneString(d, &m.ConsulDatacenter)
 		case "protocol":
 			err = oneString(d, &m.Protocol)
 		case "upstream_model":
