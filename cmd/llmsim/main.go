@@ -107,7 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	case <-ctx.Done():
 	}
-	stop() // a second signal kills the process at once
+	stop()       // a second signal kills the process at once
 	deregister() // first, so the gateways stop sending new requests
 	logger.Print("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
