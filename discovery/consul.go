@@ -179,8 +179,8 @@ func (wc WatchConfig) withDefaults() WatchConfig {
 // Watcher follows the passing instances of one Consul service with
 // blocking queries on the health API and hands complete sets to its
 // subscribers. The rules it keeps (see notes/replicas.md): every call has a
-// deadline; the index is reset when it goes backwards and a zero index is
-// never sent; a token bucket bounds the query rate; identical answers are
+// deadline; the index is reset when it goes backwards (and after an error)
+// and a zero index is never sent; a token bucket bounds the query rate; identical answers are
 // not passed on; after an error it backs off exponentially and keeps the
 // last-known-good set.
 type Watcher struct {
@@ -266,7 +266,8 @@ func (w *Watcher) Stop() {
 	})
 }
 
-// Synced is closed when the first answer has been delivered.
+// Synced is closed once the first answer has been delivered to the
+// subscribers.
 func (w *Watcher) Synced() <-chan struct{} { return w.syncedCh }
 
 // WaitSynced waits for the first answer until ctx ends, and reports
@@ -328,6 +329,11 @@ func (w *Watcher) run() {
 			return
 		}
 		if err != nil {
+			// The next answer may come from another agent or a restarted
+			// one, whose index can be lower than ours: a query waiting on
+			// our index would then block until its wait runs out. Start
+			// over with a query that answers at once.
+			index = 0
 			backoff = min(max(2*backoff, w.cfg.MinBackoff), w.cfg.MaxBackoff)
 			w.failed(err, backoff)
 			// Full jitter in [backoff/2, backoff): watchers of many
@@ -424,12 +430,12 @@ func (w *Watcher) update(list []Instance) {
 	}
 	first := !w.synced
 	w.current, w.synced = list, true
-	if first {
-		close(w.syncedCh)
-	}
 	w.logger.Info("consul replicas updated", zap.Int("replicas", len(list)), zap.Strings("urls", urls(list)))
 	for _, fn := range w.subs {
 		fn(list)
+	}
+	if first {
+		close(w.syncedCh) // after the deliveries: a synced watcher's subscribers have the set
 	}
 }
 

@@ -273,6 +273,11 @@ func TestConsulKeepsLastKnownGoodAndBacksOff(t *testing.T) {
 	// Backoff: the gaps between failed queries grow (50, 100, 200, 400 ms
 	// with jitter in [b/2, b)); with rate 1000/s they would be ~1 ms.
 	qs := f.Queries()
+	// After an error the index starts over: the agent that answers next
+	// may be a restarted one with a lower index.
+	if qs[1].Index != "10" || qs[2].Index != "1" {
+		t.Errorf("indexes around the first failure = %q, %q; want 10, 1", qs[1].Index, qs[2].Index)
+	}
 	if gap := qs[6].At.Sub(qs[5].At); gap < 100*time.Millisecond {
 		t.Errorf("gap after the 5th failure = %s, want >= 100ms (backoff)", gap)
 	}
