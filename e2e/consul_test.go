@@ -548,3 +548,34 @@ func TestConsulUpstreamSource(t *testing.T) {
 	agent.Register(t, consultest.Instance("llm-raw", "raw2", s2.Port(t), nil))
 	waitFor(t, 2*time.Second, func() bool { status, id := models(); return status == 200 && id == "second" })
 }
+
+// A gateway that starts while Consul is down serves (after sync_timeout),
+// reports the model as not synced and answers 503 for it; once Consul
+// answers, the model becomes ready.
+func TestConsulNotSyncedAtStart(t *testing.T) {
+	agent := startConsul(t)
+	agent.Kill()
+	start := time.Now()
+	g := startGateway(t, GatewayConfig{
+		Options: "\t\tconsul " + agent.Addr + " {\n\t\t\tsync_timeout 1s\n\t\t}",
+		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-qwen"},
+	})
+	t.Logf("gateway serving %s after start, with Consul down", time.Since(start).Round(time.Millisecond))
+	token := g.Token(t, "demo", "demo", "")
+	status, ready := g.Ready(t)
+	qs := ready.Models["qwen"]
+	if status != 503 || qs.Ready || qs.Synced || qs.Source != "consul" || qs.DiscoveryError == "" ||
+		!strings.HasPrefix(qs.Reason, "discovery has not synced") {
+		t.Fatalf("readyz with Consul down from the start: %d %+v", status, ready)
+	}
+	expect503(t, g, token, "qwen")
+
+	agent.Restart(t)
+	s := startSim(t)
+	agent.Register(t, consultest.Instance("llm-qwen", "s", s.Port(t), nil))
+	waitFor(t, 20*time.Second, func() bool {
+		status, r := g.Ready(t)
+		return status == 200 && r.Models["qwen"].Synced && r.Models["qwen"].Replicas == 1
+	})
+	expectOK(t, g, token, "qwen", 3)
+}
