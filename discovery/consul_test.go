@@ -336,7 +336,7 @@ func TestConsulStopAbortsQuery(t *testing.T) {
 	}
 }
 
-func TestMetaOverrides(t *testing.T) {
+func TestConsulMetaOverrides(t *testing.T) {
 	inst, problems := fromMeta("id1", "10.0.0.5", 8000, map[string]string{
 		"protocol": "ollama", "model": "Qwen/Qwen2.5-7B-Instruct", "weight": "3", "max_concurrency": "8", "scheme": "HTTPS",
 	}, 1)
@@ -375,7 +375,7 @@ func TestStatic(t *testing.T) {
 	}
 }
 
-func TestResolveTakesEnvironment(t *testing.T) {
+func TestConsulResolveTakesEnvironment(t *testing.T) {
 	t.Setenv("CONSUL_HTTP_ADDR", "consul.internal:8501")
 	t.Setenv("CONSUL_HTTP_TOKEN", "env-token")
 	t.Setenv("CONSUL_HTTP_SSL", "true")

@@ -7,7 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
-func TestUnmarshalCaddyfile(t *testing.T) {
+func TestConsulUpstreamsUnmarshalCaddyfile(t *testing.T) {
 	var u Upstreams
 	d := caddyfile.NewTestDispenser("consul llm-qwen {\n tag gpu\n filter `Service.Meta.zone == \"a\"`\n datacenter dc2\n}")
 	if err := u.UnmarshalCaddyfile(d); err != nil {

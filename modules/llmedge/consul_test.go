@@ -13,7 +13,7 @@ import (
 	"github.com/llmedge/llmedge/pool"
 )
 
-func TestReplicasFromInstances(t *testing.T) {
+func TestConsulReplicasFromInstances(t *testing.T) {
 	mc := &ModelConfig{Name: "qwen", MaxConcurrency: 7}
 	got := mc.replicas([]discovery.Instance{
 		{ID: "a", URL: "http://10.0.0.1:8000", Model: "Qwen/Qwen2.5-7B-Instruct", Protocol: "openai", Weight: 3, MaxConcurrency: 2},
@@ -34,7 +34,7 @@ func TestReplicasFromInstances(t *testing.T) {
 // Configs with the same watch settings share one watcher (a reload neither
 // doubles nor interrupts it); other settings get their own; the last
 // release stops it, and with it every goroutine it had.
-func TestWatchersSharedAndReleased(t *testing.T) {
+func TestConsulWatchersSharedAndReleased(t *testing.T) {
 	agent := consultest.Start(t)
 	agent.Register(t, consultest.Instance("llm-q", "q1", 9601, nil))
 	agent.CloseIdleConnections()
