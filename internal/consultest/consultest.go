@@ -155,11 +155,71 @@ func (a *Agent) waitReady(timeout time.Duration) error {
 		}
 		if getJSON(client, "http://"+a.Addr+"/v1/status/leader") != "" &&
 			getJSON(client, "http://"+a.Addr+"/v1/catalog/node/"+a.Node) != "" {
-			return nil
+			return a.waitSyncing(client, deadline)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("consul not ready after %s:\n%s", timeout, lastLines(a.log.String(), 20))
+}
+
+// waitSyncing waits until the agent passes local changes to the catalog at
+// once. Just after start, the agent's anti-entropy syncer may hold every
+// change for up to a few seconds (a staggered full sync after it sees a
+// server join); tests that time discovery must not start in that window.
+// Two probe registrations in a row that reach the health API within
+// 200 ms show the steady state.
+func (a *Agent) waitSyncing(client *http.Client, deadline time.Time) error {
+	fast := 0
+	for i := 0; fast < 2; i++ {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("consul agent does not sync registrations promptly")
+		}
+		id := fmt.Sprintf("consultest-probe-%d", i)
+		body := fmt.Sprintf(`{"ID":%q,"Name":"consultest-probe","Address":"127.0.0.1","Port":1}`, id)
+		start := time.Now()
+		if err := put(client, "http://"+a.Addr+"/v1/agent/service/register", body); err != nil {
+			return err
+		}
+		for !strings.Contains(getBody(client, "http://"+a.Addr+"/v1/health/service/consultest-probe?passing=1"), id) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("probe registration never reached the catalog")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if time.Since(start) < 200*time.Millisecond {
+			fast++
+		} else {
+			fast = 0
+		}
+		if err := put(client, "http://"+a.Addr+"/v1/agent/service/deregister/"+id, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func put(c *http.Client, url, body string) error {
+	req, _ := http.NewRequest("PUT", url, strings.NewReader(body))
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("PUT %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+func getBody(c *http.Client, url string) string {
+	resp, err := c.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	return b.String()
 }
 
 // getJSON returns the body of a 200 answer that is neither empty, "" nor null.
