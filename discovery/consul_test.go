@@ -2,9 +2,12 @@ package discovery
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -387,5 +390,28 @@ func TestConsulResolveTakesEnvironment(t *testing.T) {
 	r = ConsulConfig{Address: "127.0.0.1:8500", Token: "mine", Scheme: "http"}.Resolve()
 	if r.Address != "127.0.0.1:8500" || r.Token != "mine" || r.Scheme != "http" {
 		t.Errorf("explicit settings lost: %+v", r)
+	}
+}
+
+// TLS towards Consul: with the CA file the watcher syncs; without it the
+// certificate is refused and reported.
+func TestConsulTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Consul-Index", "5")
+		_ = json.NewEncoder(w).Encode([]*api.ServiceEntry{entry("a", 9001, nil)})
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.TrimPrefix(srv.URL, "https://")
+	w, _ := startWatcher(t, ConsulConfig{Address: addr, Scheme: "https", CAFile: ca}, WatchConfig{Service: "llm"})
+	waitUntil(t, 5*time.Second, "sync over TLS", func() bool { return w.Status().Synced })
+
+	bad, _ := startWatcher(t, ConsulConfig{Address: addr, Scheme: "https"}, WatchConfig{Service: "llm"})
+	waitUntil(t, 5*time.Second, "a certificate error", func() bool { return strings.Contains(bad.Status().LastError, "certificate") })
+	if bad.Status().Synced {
+		t.Error("synced without trusting the server's certificate")
 	}
 }
