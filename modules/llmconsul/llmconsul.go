@@ -46,6 +46,9 @@ type Upstreams struct {
 	Filter string `json:"filter,omitempty"`
 	// Datacenter overrides the datacenter of the Consul settings.
 	Datacenter string `json:"datacenter,omitempty"`
+	// Token overrides the ACL token of the Consul settings (placeholders
+	// such as {env.CONSUL_TOKEN_EMBED} work).
+	Token string `json:"token,omitempty"`
 
 	current *atomic.Pointer[[]target]
 	release func()
@@ -71,6 +74,9 @@ func (u *Upstreams) Provision(ctx caddy.Context) error {
 	client, syncTimeout, err := llmedge.ConsulClient(ctx)
 	if err != nil {
 		return err
+	}
+	if u.Token != "" {
+		client.Token, client.TokenFile = caddy.NewReplacer().ReplaceAll(u.Token, ""), ""
 	}
 	w, release, err := llmedge.AcquireConsulWatcher(client, discovery.WatchConfig{
 		Service: u.Service, Tag: u.Tag, Filter: u.Filter, Datacenter: u.Datacenter,
@@ -125,6 +131,7 @@ func (u *Upstreams) GetUpstreams(*http.Request) ([]*reverseproxy.Upstream, error
 //		tag        <tag>
 //		filter     <expression>
 //		datacenter <dc>
+//		token      <acl-token>
 //	}
 func (u *Upstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the source's name
@@ -146,6 +153,8 @@ func (u *Upstreams) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			dst = &u.Filter
 		case "datacenter":
 			dst = &u.Datacenter
+		case "token":
+			dst = &u.Token
 		default:
 			return d.Errf("unrecognized consul upstreams option %q", d.Val())
 		}

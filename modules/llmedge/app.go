@@ -85,6 +85,9 @@ type ModelConfig struct {
 	ConsulFilter string `json:"consul_filter,omitempty"`
 	// ConsulDatacenter overrides the datacenter of the `consul` option.
 	ConsulDatacenter string `json:"consul_datacenter,omitempty"`
+	// ConsulToken overrides the ACL token of the `consul` option
+	// (placeholders such as {env.QWEN_CONSUL_TOKEN} work).
+	ConsulToken string `json:"consul_token,omitempty"`
 	// Protocol spoken by the replicas. Default: "openai".
 	Protocol string `json:"protocol,omitempty"`
 	// UpstreamModel is the model name sent to replicas.
@@ -296,8 +299,8 @@ func (mc *ModelConfig) build(repl *caddy.Replacer) (*gateway.Model, error) {
 	if mc.ConsulService != "" && len(mc.Static) > 0 {
 		return nil, fmt.Errorf("static and consul_service exclude each other")
 	}
-	if mc.ConsulService == "" && (mc.ConsulTag != "" || mc.ConsulFilter != "" || mc.ConsulDatacenter != "") {
-		return nil, fmt.Errorf("consul_tag, consul_filter and consul_datacenter need consul_service")
+	if mc.ConsulService == "" && (mc.ConsulTag != "" || mc.ConsulFilter != "" || mc.ConsulDatacenter != "" || mc.ConsulToken != "") {
+		return nil, fmt.Errorf("consul_tag, consul_filter, consul_datacenter and consul_token need consul_service")
 	}
 	proto := mc.Protocol
 	if proto == "" {

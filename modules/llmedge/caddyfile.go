@@ -48,6 +48,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			consul_tag          <tag>
 //			consul_filter       <expression>
 //			consul_datacenter   <dc>
+//			consul_token        <acl-token>
 //			protocol            openai
 //			upstream_model      <name>
 //			lb_policy           p2c|round_robin|random|least_requests
@@ -149,6 +150,8 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneString(d, &m.ConsulFilter)
 		case "consul_datacenter":
 			err = oneString(d, &m.ConsulDatacenter)
+		case "consul_token":
+			err = oneString(d, &m.ConsulToken)
 		case "protocol":
 			err = oneString(d, &m.Protocol)
 		case "upstream_model":

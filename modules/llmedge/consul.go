@@ -126,6 +126,9 @@ func WaitSynced(ctx context.Context, ws []*discovery.Watcher, timeout time.Durat
 // watchConsul feeds p from the model's Consul service; it returns the
 // watcher and the cleanup.
 func (mc *ModelConfig) watchConsul(client discovery.ConsulConfig, p *pool.Pool, logger *zap.Logger) (*discovery.Watcher, func(), error) {
+	if mc.ConsulToken != "" {
+		client.Token, client.TokenFile = caddy.NewReplacer().ReplaceAll(mc.ConsulToken, ""), ""
+	}
 	w, release, err := AcquireConsulWatcher(client, discovery.WatchConfig{
 		Service:    mc.ConsulService,
 		Tag:        mc.ConsulTag,

@@ -2,7 +2,11 @@ package llmedge
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -104,5 +108,47 @@ func waitCond(t *testing.T, d time.Duration, what string, cond func() bool) {
 			t.Fatalf("timed out after %s waiting for %s", d, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A model's consul_token replaces the `consul` option's token for its
+// watcher (and makes it a watcher of its own).
+func TestConsulModelToken(t *testing.T) {
+	var mu sync.Mutex
+	tokens := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		tokens[r.Header.Get("X-Consul-Token")] = true
+		mu.Unlock()
+		if r.URL.Query().Get("index") != "1" {
+			<-r.Context().Done() // block like Consul
+			return
+		}
+		w.Header().Set("X-Consul-Index", "5")
+		_, _ = w.Write([]byte("[]"))
+	}))
+	defer srv.Close()
+	t.Setenv("MODEL_TOKEN", "model-secret")
+	client := discovery.ConsulConfig{Address: strings.TrimPrefix(srv.URL, "http://"), Scheme: "http", Token: "global-secret"}
+	a := &ModelConfig{Name: "a", ConsulService: "svc"}
+	b := &ModelConfig{Name: "b", ConsulService: "svc", ConsulToken: "{env.MODEL_TOKEN}"}
+	wa, ca, err := a.watchConsul(client, pool.New("a", pool.P2C{}), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ca()
+	wb, cb, err := b.watchConsul(client, pool.New("b", pool.P2C{}), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb()
+	if wa == wb {
+		t.Fatal("different tokens share a watcher")
+	}
+	WaitSynced(context.Background(), []*discovery.Watcher{wa, wb}, 5*time.Second, zap.NewNop())
+	mu.Lock()
+	defer mu.Unlock()
+	if !tokens["global-secret"] || !tokens["model-secret"] || len(tokens) != 2 {
+		t.Errorf("tokens sent: %v", tokens)
 	}
 }
