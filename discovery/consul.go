@@ -336,7 +336,7 @@ func (w *Watcher) run() {
 			index = 0
 			backoff = min(max(2*backoff, w.cfg.MinBackoff), w.cfg.MaxBackoff)
 			w.failed(err, backoff)
-			// Full jitter in [backoff/2, backoff): watchers of many
+			// Jitter, a pause in [backoff/2, backoff]: watchers of many
 			// gateways do not come back in step.
 			pause := backoff/2 + rand.N(backoff/2+1)
 			t := time.NewTimer(pause)
