@@ -105,7 +105,7 @@ func Start(t testing.TB) *Agent {
 			bin:  bin,
 		}
 		a.args = []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-			"-node", a.Node, "-log-level", "warn",
+			"-node", a.Node, "-log-level", "info",
 			"-http-port", fmt.Sprint(ports[0]), "-server-port", fmt.Sprint(ports[1]),
 			"-serf-lan-port", fmt.Sprint(ports[2]), "-serf-wan-port", fmt.Sprint(ports[3]),
 			"-dns-port", "-1", "-grpc-port", "-1", "-grpc-tls-port", "-1",
@@ -114,7 +114,7 @@ func Start(t testing.TB) *Agent {
 			t.Cleanup(func() {
 				a.Kill()
 				if t.Failed() {
-					t.Logf("consul agent log (last lines):\n%s", lastLines(a.log.String(), 30))
+					t.Logf("consul agent log (last lines):\n%s", lastLines(a.log.String(), 60))
 				}
 			})
 			return a
@@ -163,12 +163,22 @@ func (a *Agent) waitReady(timeout time.Duration) error {
 }
 
 // waitSyncing waits until the agent passes local changes to the catalog at
-// once. Just after start, the agent's anti-entropy syncer may hold every
-// change for up to a few seconds (a staggered full sync after it sees a
-// server join); tests that time discovery must not start in that window.
-// Two probe registrations in a row that reach the health API within
-// 200 ms show the steady state.
+// once. When the "new leader" event reaches a starting agent, its
+// anti-entropy syncer schedules a full sync after a random pause of up to
+// serverUpInterval (3 s), and holds every change (a check going critical,
+// a registration) until then; tests that time discovery must not start in
+// that window. So: wait for that event in the log, let 3 s pass, then wait
+// for two probe registrations in a row that reach the health API within
+// 200 ms.
 func (a *Agent) waitSyncing(client *http.Client, deadline time.Time) error {
+	const serverUpInterval = 3 * time.Second // consul/agent/ae
+	for leaderSeen := time.Now().Add(10 * time.Second); !strings.Contains(a.log.String(), "New leader elected"); {
+		if time.Now().After(leaderSeen) {
+			break // not logged as expected: the probes below still guard
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(serverUpInterval + 100*time.Millisecond)
 	fast := 0
 	for i := 0; fast < 2; i++ {
 		if time.Now().After(deadline) {
