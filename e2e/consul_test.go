@@ -510,14 +510,15 @@ func TestConsulReload(t *testing.T) {
 }
 
 // The `consul` dynamic upstream source sends a stock reverse_proxy route
-// to a Consul service, sharing the model's watcher.
+// to a Consul service, sharing the model's watcher. Consul is found
+// through CONSUL_HTTP_ADDR, as every Consul tool finds it.
 func TestConsulUpstreamSource(t *testing.T) {
 	agent := startConsul(t)
 	s1 := startSim(t, "-model", "first")
 	agent.Register(t, consultest.Instance("llm-raw", "raw1", s1.Port(t), nil))
+	t.Setenv("CONSUL_HTTP_ADDR", agent.Addr) // inherited by the gateway; no consul option
 	g := startGateway(t, GatewayConfig{
-		Options: "\t\tconsul " + agent.Addr,
-		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-raw"},
+		Models: map[string]string{"qwen": "\t\t\tconsul_service llm-raw"},
 		Site:    "route /raw/* {\n\t\turi strip_prefix /raw\n\t\treverse_proxy {\n\t\t\tdynamic consul llm-raw\n\t\t}\n\t}\n\tllm_gateway",
 	})
 	g.waitReplicas(t, "qwen", 1, 10*time.Second)
