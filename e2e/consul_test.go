@@ -519,7 +519,7 @@ func TestConsulUpstreamSource(t *testing.T) {
 	t.Setenv("CONSUL_HTTP_ADDR", agent.Addr) // inherited by the gateway; no consul option
 	g := startGateway(t, GatewayConfig{
 		Models: map[string]string{"qwen": "\t\t\tconsul_service llm-raw"},
-		Site:    "route /raw/* {\n\t\turi strip_prefix /raw\n\t\treverse_proxy {\n\t\t\tdynamic consul llm-raw\n\t\t}\n\t}\n\tllm_gateway",
+		Site:   "route /raw/* {\n\t\turi strip_prefix /raw\n\t\treverse_proxy {\n\t\t\tdynamic consul llm-raw\n\t\t}\n\t}\n\tllm_gateway",
 	})
 	g.waitReplicas(t, "qwen", 1, 10*time.Second)
 	models := func() (int, string) {
