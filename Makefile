@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1
 
-.PHONY: all build run test unit fuzz vet fmt xcaddy clean
+.PHONY: all build run test unit fuzz vet fmt xcaddy consul clean
 
 all: build
 
@@ -14,7 +14,7 @@ build: ## bin/llmedge (Caddy + llmedge modules) and bin/llmsim (replica simulato
 run: build ## demo: simulated replicas + gateway on https://localhost:8443, user demo/demo
 	./scripts/run.sh
 
-test: vet ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
+test: vet consul ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 5s
 
@@ -30,6 +30,13 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+consul: $(BIN)/consul ## the Consul agent the tests run (v1.20.6, pinned in tools/consul), built once
+
+# About 5 minutes on 2 cores, 180 MB: built only when missing (or when the
+# pin changes), into the git-ignored bin/. The committed go.sum verifies it.
+$(BIN)/consul: tools/consul/go.mod tools/consul/go.sum
+	cd tools/consul && $(GO) build -o ../../$(BIN)/consul github.com/hashicorp/consul
 
 xcaddy: ## the same binary built by xcaddy from xcaddy.json, as bin/llmedge-xcaddy
 	./scripts/xcaddy-build.sh $(BIN)/llmedge-xcaddy

@@ -169,9 +169,12 @@ type Gateway struct {
 	dir    string
 	data   string
 	conf   string
-	cmd    *exec.Cmd
-	done   chan struct{}
-	log    *syncBuffer
+	port   int
+	// adminPort serves Caddy's admin API (config loads, pprof).
+	adminPort int
+	cmd       *exec.Cmd
+	done      chan struct{}
+	log       *syncBuffer
 }
 
 // GatewayConfig fills the test Caddyfile template.
@@ -213,28 +216,37 @@ func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
 	if cfg.Site == "" {
 		cfg.Site = "llm_gateway"
 	}
-	port, adminPort := freePort(t), freePort(t)
+	g.port, g.adminPort = freePort(t), freePort(t)
 	g.data = cfg.Data
 	if g.data == "" {
 		g.data = filepath.Join(g.dir, "data")
 	}
+	g.conf = filepath.Join(g.dir, "Caddyfile")
+	if err := os.WriteFile(g.conf, g.caddyfile(t, cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.Base = fmt.Sprintf("https://localhost:%d", g.port)
+	g.Admin = fmt.Sprintf("http://127.0.0.1:%d", g.adminPort)
+	g.start(t)
+	t.Cleanup(func() { g.Stop(t) })
+	return g
+}
+
+// caddyfile renders the test Caddyfile for cfg on g's ports and storage.
+func (g *Gateway) caddyfile(t *testing.T, cfg GatewayConfig) []byte {
+	t.Helper()
+	if cfg.Site == "" {
+		cfg.Site = "llm_gateway"
+	}
 	var buf bytes.Buffer
 	err := caddyfileTmpl.Execute(&buf, map[string]any{
-		"AdminPort": adminPort, "Port": port, "Data": g.data,
+		"AdminPort": g.adminPort, "Port": g.port, "Data": g.data,
 		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.conf = filepath.Join(g.dir, "Caddyfile")
-	if err := os.WriteFile(g.conf, buf.Bytes(), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	g.Base = fmt.Sprintf("https://localhost:%d", port)
-	g.Admin = fmt.Sprintf("http://127.0.0.1:%d", adminPort)
-	g.start(t)
-	t.Cleanup(func() { g.Stop(t) })
-	return g
+	return buf.Bytes()
 }
 
 func (g *Gateway) start(t *testing.T) {

@@ -7,9 +7,16 @@ import (
 
 // ModelStatus is one model's entry in the /readyz answer.
 type ModelStatus struct {
-	Ready    bool   `json:"ready"`
-	Replicas int    `json:"replicas"`
-	Reason   string `json:"reason,omitempty"`
+	Ready    bool `json:"ready"`
+	Replicas int  `json:"replicas"`
+	// Source is where the replicas come from: "static" or "consul".
+	Source string `json:"source"`
+	// Synced: discovery has answered at least once (always, for static).
+	Synced bool `json:"synced"`
+	// DiscoveryError is discovery's last error; the last-known-good
+	// replicas stay in use meanwhile.
+	DiscoveryError string `json:"discovery_error,omitempty"`
+	Reason         string `json:"reason,omitempty"`
 }
 
 // Readiness reports, per model, whether it can serve requests.
@@ -17,10 +24,22 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 	all := true
 	out := make(map[string]ModelStatus, len(g.Models))
 	for name, m := range g.Models {
-		st := ModelStatus{Replicas: len(m.Pool.Replicas())}
-		st.Ready = st.Replicas > 0
-		if !st.Ready {
+		st := ModelStatus{Replicas: len(m.Pool.Replicas()), Source: "static", Synced: true}
+		if m.Discovery != nil {
+			ds := m.Discovery()
+			st.Source, st.Synced, st.DiscoveryError = ds.Source, ds.Synced, ds.LastError
+		}
+		st.Ready = st.Synced && st.Replicas > 0
+		switch {
+		case !st.Synced:
+			st.Reason = "discovery has not synced"
+			if st.DiscoveryError != "" {
+				st.Reason += ": " + st.DiscoveryError
+			}
+		case st.Replicas == 0:
 			st.Reason = "no replicas"
+		}
+		if !st.Ready {
 			all = false
 		}
 		out[name] = st

@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -37,6 +38,9 @@ type Model struct {
 	// Client, when set, replaces the Gateway's client for this model's
 	// replicas (e.g. for its own dial timeout).
 	Client *http.Client
+	// Discovery reports the state of the replica source for /readyz; nil
+	// is a static list, always synced.
+	Discovery func() discovery.Status
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

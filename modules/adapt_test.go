@@ -71,6 +71,10 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"gateway args", ":80 {\n\tllm_gateway extra\n}\n", "wrong argument count"},
 		{"auth args", ":80 {\n\tllm_auth x\n}\n", "llm_auth takes no arguments"},
 		{"health check", ":80 {\n\tllm_health ready extra\n}\n", "llm_health takes one optional argument"},
+		{"consul option", "{\n\tllmedge {\n\t\tconsul {\n\t\t\tretry 3\n\t\t}\n\t}\n}\n:80\n", `unrecognized consul option "retry"`},
+		{"consul scheme", "{\n\tllmedge {\n\t\tconsul {\n\t\t\tscheme ftp\n\t\t}\n\t}\n}\n:80\n", "want http or https"},
+		{"consul twice", "{\n\tllmedge {\n\t\tconsul a:1\n\t\tconsul b:2\n\t}\n}\n:80\n", "consul: given twice"},
+		{"dynamic consul", ":80 {\n\treverse_proxy {\n\t\tdynamic consul\n\t}\n}\n", "want a service name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

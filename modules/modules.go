@@ -6,6 +6,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	_ "github.com/llmedge/llmedge/modules/llmauth"
+	_ "github.com/llmedge/llmedge/modules/llmconsul"
 	_ "github.com/llmedge/llmedge/modules/llmedge"
 	_ "github.com/llmedge/llmedge/modules/llmgateway"
 	_ "github.com/llmedge/llmedge/modules/llmhealth"

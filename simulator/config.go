@@ -72,6 +72,10 @@ type Config struct {
 	// MaxConcurrent caps chat requests in flight; more are refused as the
 	// engine does when overloaded (TGI: 429, others: 503). 0 means no cap.
 	MaxConcurrent int `json:"max_concurrent"`
+
+	// HealthStatus is the status GET /health answers (default 200), e.g.
+	// 503 to fail a Consul check while chat keeps working.
+	HealthStatus int `json:"health_status,omitempty"`
 }
 
 // Validate reports every out-of-range field of c.
@@ -111,6 +115,9 @@ func (c Config) Validate() error {
 	if c.MaxConcurrent < 0 {
 		bad("max_concurrent must not be negative, got %d", c.MaxConcurrent)
 	}
+	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
+		bad("health_status must be between 200 and 599, got %d", c.HealthStatus)
+	}
 	return errors.Join(errs...)
 }
 
@@ -149,5 +156,8 @@ func (c Config) clamped() Config {
 	c.Loading = max(c.Loading, 0)
 	c.ErrorAfter = max(c.ErrorAfter, 0)
 	c.MaxConcurrent = max(c.MaxConcurrent, 0)
+	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
+		c.HealthStatus = 0
+	}
 	return c
 }

@@ -9,7 +9,7 @@
 // context-length rejections, API-key enforcement) are configurable, and can
 // be changed at run time through the /sim/* control endpoints:
 //
-//	GET  /health               200, empty body
+//	GET  /health               200 (or Config.HealthStatus), empty body
 //	GET  /v1/models            OpenAI model list with the served model
 //	POST /v1/chat/completions  non-streamed and streamed (SSE) answers
 //	GET  /sim/config           the current Config

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"crypto/subtle"
 	"io"
 	"net/http"
@@ -119,11 +120,12 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 			writeMethodNotAllowed(w, http.MethodGet)
 			return
 		}
-		if d.name == DialectLlamaCpp {
+		status := cmp.Or(s.Config().HealthStatus, http.StatusOK)
+		if d.name == DialectLlamaCpp && status == http.StatusOK {
 			writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 			return
 		}
-		w.WriteHeader(http.StatusOK)
+		w.WriteHeader(status)
 	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
 		s.handleChat(w, r, d, decodeChat) // checks the API key itself, to count rejections
 	case strings.HasPrefix(path, "/v1"):

@@ -58,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.BoolVar(&cfg.UsageInFinish, "usage-in-finish", false, "put a stream's usage on its finishing chunk, not a separate one")
 	fs.IntVar(&cfg.ErrorAfter, "error-after", 0, "fail streams in-band after this many tokens (0 = off)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "refuse chat requests beyond this many in flight as overloaded (0 = no cap)")
+	consulOpts.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", cfg, err
 	}
@@ -122,14 +123,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	deregister, err := consulOpts.start(ln.Addr(), logger)
+	if err != nil {
+		logger.Print(err)
+		srv.Close()
+		return 1
+	}
 
 	select {
 	case err := <-served:
 		logger.Printf("serving: %v", err)
+		deregister()
 		return 1
 	case <-ctx.Done():
 	}
-	stop() // a second signal kills the process at once
+	stop()       // a second signal kills the process at once
+	deregister() // first, so the gateways stop sending new requests
 	logger.Print("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()

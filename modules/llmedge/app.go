@@ -25,6 +25,7 @@ import (
 	"github.com/llmedge/llmedge/backends/native"
 	"github.com/llmedge/llmedge/backends/ollama"
 	"github.com/llmedge/llmedge/backends/openai"
+	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/metrics"
@@ -79,7 +80,12 @@ type App struct {
 	// Clients, client_id → bcrypt hash of the secret, are required at the
 	// token endpoint when any are configured.
 	Clients map[string]string `json:"clients,omitempty"`
+	// Consul says how to reach Consul for models with a consul_service
+	// and for the `consul` upstream source.
+	Consul *ConsulOptions `json:"consul,omitempty"`
 
+	// cleanups release this config's Consul watchers.
+	cleanups []func()
 	users    *auth.Users
 	keys     *auth.KeyRing
 	issuer   *auth.Issuer
@@ -116,6 +122,19 @@ type ModelConfig struct {
 	Static []string `json:"static,omitempty"`
 	// Weights scale static replicas' shares of traffic, by URL; default 1.
 	Weights map[string]int `json:"weights,omitempty"`
+	// ConsulService is the Consul service whose passing instances are the
+	// replicas (instead of Static). Instance Meta protocol, model, weight,
+	// max_concurrency and scheme override the model's settings.
+	ConsulService string `json:"consul_service,omitempty"`
+	// ConsulTag keeps the instances with this tag.
+	ConsulTag string `json:"consul_tag,omitempty"`
+	// ConsulFilter is a Consul filter expression on the health entries.
+	ConsulFilter string `json:"consul_filter,omitempty"`
+	// ConsulDatacenter overrides the datacenter of the `consul` option.
+	ConsulDatacenter string `json:"consul_datacenter,omitempty"`
+	// ConsulToken overrides the ACL token of the `consul` option
+	// (placeholders such as {env.QWEN_CONSUL_TOKEN} work).
+	ConsulToken string `json:"consul_token,omitempty"`
 	// Protocol spoken by the replicas. Default: "openai".
 	Protocol string `json:"protocol,omitempty"`
 	// UpstreamModel is the model name sent to replicas.
@@ -336,10 +355,24 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 	models := make(map[string]*gateway.Model, len(a.Models))
 	a.prober = &health.Prober{Client: a.client, Logger: a.logger}
+	var consul discovery.ConsulConfig
+	var watching []*discovery.Watcher
 	for _, mc := range a.Models {
 		m, err := mc.build(repl, a.logger)
 		if err != nil {
 			return fmt.Errorf("model %q: %w", mc.Name, err)
+		}
+		if mc.ConsulService != "" {
+			if len(watching) == 0 {
+				consul = a.Consul.resolved()
+			}
+			w, cleanup, err := mc.watchConsul(consul, m.Pool, a.logger)
+			if err != nil {
+				return fmt.Errorf("model %q: %w", mc.Name, err)
+			}
+			a.cleanups = append(a.cleanups, cleanup)
+			m.Discovery = w.Status
+			watching = append(watching, w)
 		}
 		models[mc.Name] = m
 		a.models = append(a.models, m)
@@ -350,6 +383,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 			})
 		}
 	}
+	WaitSynced(ctx, watching, a.Consul.syncTimeout(), a.logger)
 	a.pipeline = &gateway.Pipeline{
 		Verifier: &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
 			Refresh: a.reloadOnUnknownKID},
@@ -431,6 +465,12 @@ func (a *App) Validate() error {
 
 // build turns the configuration into a gateway.Model.
 func (mc *ModelConfig) build(repl *caddy.Replacer, logger *zap.Logger) (*gateway.Model, error) {
+	if mc.ConsulService != "" && len(mc.Static) > 0 {
+		return nil, fmt.Errorf("static and consul_service exclude each other")
+	}
+	if mc.ConsulService == "" && (mc.ConsulTag != "" || mc.ConsulFilter != "" || mc.ConsulDatacenter != "" || mc.ConsulToken != "") {
+		return nil, fmt.Errorf("consul_tag, consul_filter, consul_datacenter and consul_token need consul_service")
+	}
 	proto := mc.Protocol
 	if proto == "" {
 		proto = "openai"
@@ -582,8 +622,13 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup releases the replica connections of this configuration.
+// Cleanup releases the Consul watchers and the replica connections of
+// this configuration. A watcher the next configuration uses keeps running.
 func (a *App) Cleanup() error {
+	for _, release := range a.cleanups {
+		release()
+	}
+	a.cleanups = nil
 	if a.client != nil {
 		a.client.CloseIdleConnections()
 	}

@@ -46,10 +46,18 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		key_refresh       <duration>
 //		users_file_refresh <duration>
 //		client            <client_id> <bcrypt-hash-of-secret>
+//		consul [<address>] {
+//			... (see ConsulOptions)
+//		}
 //		model <name> {
 //			static              [<protocol>+]<url>...
 //			weight              <url> <n>
 //			protocol            openai|vllm|sglang|tgi|llamacpp|ollama|native
+//			consul_service      <service>
+//			consul_tag          <tag>
+//			consul_filter       <expression>
+//			consul_datacenter   <dc>
+//			consul_token        <acl-token>
 //			upstream_model      <name>
 //			lb_policy           p2c|round_robin|random|least_requests
 //			system_message      <text>
@@ -143,6 +151,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.Clients = map[string]string{}
 			}
 			a.Clients[args[0]] = args[1]
+		case "consul":
+			if a.Consul != nil {
+				return d.Err("consul: given twice")
+			}
+			a.Consul = new(ConsulOptions)
+			err = a.Consul.unmarshalCaddyfile(d)
 		case "model":
 			m := new(ModelConfig)
 			if err = m.unmarshalCaddyfile(d); err == nil {
@@ -188,6 +202,16 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				m.Weights = map[string]int{}
 			}
 			m.Weights[args[0]] = n
+		case "consul_service":
+			err = oneString(d, &m.ConsulService)
+		case "consul_tag":
+			err = oneString(d, &m.ConsulTag)
+		case "consul_filter":
+			err = oneString(d, &m.ConsulFilter)
+		case "consul_datacenter":
+			err = oneString(d, &m.ConsulDatacenter)
+		case "consul_token":
+			err = oneString(d, &m.ConsulToken)
 		case "protocol":
 			err = oneString(d, &m.Protocol)
 		case "upstream_model":

@@ -1,0 +1,36 @@
+package modules
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+)
+
+// The Consul example adapts cleanly and says what its comments say.
+func TestConsulExampleAdapts(t *testing.T) {
+	t.Setenv("CONSUL_HTTP_ADDR", "127.0.0.1:18500")
+	data, err := os.ReadFile("../examples/consul/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(data, map[string]any{"filename": "Caddyfile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		t.Errorf("warning: %s", w.String())
+	}
+	for _, want := range []string{
+		`"consul":{"address":"127.0.0.1:18500"}`,
+		`"name":"qwen","consul_service":"llm-qwen","protocol":"openai"`,
+		`"name":"gemma","consul_service":"llm-gemma","protocol":"openai"`,
+		`"dynamic_upstreams":{"service":"llm-qwen","source":"consul"}`,
+		`"localhost"`, `":8443"`,
+	} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("adapted example lacks %s:\n%s", want, got)
+		}
+	}
+}
