@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1
 
-.PHONY: all build run test unit fuzz vet fmt xcaddy clean
+.PHONY: all build run test unit fuzz vet fmt xcaddy clean bench
 
 all: build
 
@@ -30,6 +30,10 @@ vet:
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
+
+bench: build ## replica alone vs stock Caddy vs llmedge, < 3 min; e.g. BENCHFLAGS="-write BENCHMARKS.md -long 30s"
+	$(GO) build -o $(BIN)/llmbench ./cmd/llmbench
+	$(BIN)/llmbench -bin $(BIN) -json $(BIN)/bench.json $(BENCHFLAGS)
 
 xcaddy: ## the same binary built by xcaddy from xcaddy.json, as bin/llmedge-xcaddy
 	./scripts/xcaddy-build.sh $(BIN)/llmedge-xcaddy
