@@ -29,32 +29,33 @@ func (r *Report) Markdown() string {
 		c.StreamITLMs, c.StreamTokens, c.StreamRampS, c.StreamSteady)
 
 	b.WriteString("#### Non-streamed requests\n\n")
-	b.WriteString("| scenario | path | achieved req/s | p50 ms | p90 ms | p99 ms | max ms | errors | CPU s / 1k req | CPU cores | peak RSS MB |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| scenario | path | achieved req/s | p50 ms | p90 ms | p99 ms | max ms | errors | CPU s / 1k req | CPU cores | peak RSS MB | other load |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.Results {
 		if x.Latency == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.2f | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.2f | %.0f | %.2f |\n",
 			x.Scenario, x.Path, x.AchievedRate, x.Latency.P50, x.Latency.P90, x.Latency.P99, x.Latency.Max,
-			errorsCell(x), x.CPUPer1k, x.CPUCores, x.PeakRSSMB)
+			errorsCell(x), x.CPUPer1k, x.CPUCores, x.PeakRSSMB, x.OtherCPUCores)
 	}
 	b.WriteString("\n#### Streams\n\n")
-	b.WriteString("| scenario | path | tokens/s | TTFT p50 ms | TTFT p99 ms | token delay p50 ms | p90 ms | p99 ms | max ms | errors | CPU cores | CPU s / 1k tokens | peak RSS MB |\n")
-	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| scenario | path | tokens/s | TTFT p50 ms | TTFT p99 ms | token delay p50 ms | p90 ms | p99 ms | max ms | errors | CPU cores | CPU s / 1k tokens | peak RSS MB | other load |\n")
+	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.Results {
 		if x.TokenDelay == nil {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %.2f | %.3f | %.3f | %.3f | %.2f | %s | %.2f | %.3f | %.0f |\n",
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %.2f | %.2f | %.3f | %.3f | %.3f | %.2f | %s | %.2f | %.3f | %.0f | %.2f |\n",
 			x.Scenario, x.Path, x.AchievedRate, x.TTFT.P50, x.TTFT.P99, x.TokenDelay.P50, x.TokenDelay.P90,
-			x.TokenDelay.P99, x.TokenDelay.Max, errorsCell(x), x.CPUCores, x.CPUPer1k, x.PeakRSSMB)
+			x.TokenDelay.P99, x.TokenDelay.Max, errorsCell(x), x.CPUCores, x.CPUPer1k, x.PeakRSSMB, x.OtherCPUCores)
 	}
 	b.WriteString("\nCPU and RSS are those of the process under test: the proxy, or the simulator on the `replica` rows.")
 	if r.PeakRSSCumulative {
 		b.WriteString(" Peak RSS could not be reset between runs here, so it is the peak since start.")
 	}
-	b.WriteString(" Token delay = gap between two consecutive tokens of a stream − the replica's ITL.\n\n")
+	b.WriteString(" Token delay = gap between two consecutive tokens of a stream − the replica's ITL." +
+		" Other load = CPU cores used by the rest of the machine (not the benchmark's processes) during the window: above about 0.1 the row is noisy.\n\n")
 	for _, p := range []string{PathLLMEdge, PathCaddy} {
 		if m, ok := r.Idle[p]; ok {
 			fmt.Fprintf(&b, "Idle RSS of %s: %.1f MB (%.1f MB anonymous, %.1f MB file-backed: the binary's pages).  \n", p, m.RSSMB, m.AnonMB, m.FileMB)

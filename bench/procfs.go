@@ -104,3 +104,35 @@ func parseStatusMem(status []byte) (map[string]int64, error) {
 	}
 	return mem, nil
 }
+
+// ReadMachineBusy returns the CPU time all cores have spent busy since
+// boot, from the first line of /proc/stat.
+func ReadMachineBusy() (time.Duration, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	return parseMachineBusy(b)
+}
+
+// parseMachineBusy reads the "cpu" line of /proc/stat: user nice system
+// idle iowait irq softirq steal ...; busy is everything but idle, iowait
+// and steal (the guest fields are already inside user and nice).
+func parseMachineBusy(stat []byte) (time.Duration, error) {
+	line, _, _ := bytes.Cut(stat, []byte("\n"))
+	f := bytes.Fields(line)
+	if len(f) < 9 || string(f[0]) != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var busy int64
+	for i, s := range f[1:9] {
+		n, err := strconv.ParseInt(string(s), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/stat: %w", err)
+		}
+		if i != 3 && i != 4 && i != 7 { // idle, iowait, steal
+			busy += n
+		}
+	}
+	return time.Duration(busy) * clockTick, nil
+}

@@ -70,3 +70,26 @@ func TestReadProcSelf(t *testing.T) {
 		t.Logf("clear_refs not writable (old kernel?): %v", err)
 	}
 }
+
+func TestParseMachineBusy(t *testing.T) {
+	tests := []struct {
+		name    string
+		stat    string
+		want    time.Duration
+		wantErr bool
+	}{
+		{"typical", "cpu  100 5 50 9000 20 1 2 3 0 0\ncpu0 50 2 25 4500 10 0 1 1 0 0\n", 158 * clockTick, false},
+		{"no guest fields", "cpu 1 1 1 1 1 1 1 1\n", 5 * clockTick, false},
+		{"per-cpu line first", "cpu0 1 1 1 1 1 1 1 1\n", 0, true},
+		{"short", "cpu 1 2 3\n", 0, true},
+		{"not a number", "cpu 1 x 1 1 1 1 1 1\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseMachineBusy([]byte(tt.stat))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseMachineBusy = %v, %v; want %v, error %t", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}

@@ -33,6 +33,9 @@ type Result struct {
 	// to show what else was competing for the cores.
 	ReplicaCPUSeconds float64 `json:"replica_cpu_seconds"`
 	ClientCPUSeconds  float64 `json:"client_cpu_seconds"`
+	// OtherCPUCores is the CPU the rest of the machine (other users'
+	// processes) used in the window, in cores: the noise in this row.
+	OtherCPUCores float64 `json:"other_cpu_cores"`
 }
 
 // setCPU fills the CPU fields from the process's CPU time in a window of

@@ -173,15 +173,17 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 
 	var (
 		mu            sync.Mutex
-		before, after [3]ProcSample // under test, simulator, this process
+		before, after [5]ProcSample // under test, simulator, this process, caddy, llmedge
+		busy0, busy1  time.Duration // the whole machine's busy CPU time
 		began, ended  time.Time
 		profile       = make(chan error, 1)
 	)
-	pids := [3]int{t.PID, r.sim.pid(), os.Getpid()}
-	sample := func(into *[3]ProcSample, at *time.Time) {
+	pids := [5]int{t.PID, r.sim.pid(), os.Getpid(), r.caddy.pid(), r.llmedge.pid()}
+	sample := func(into *[5]ProcSample, busy *time.Duration, at *time.Time) {
 		mu.Lock()
 		defer mu.Unlock()
 		*at = time.Now()
+		*busy, _ = ReadMachineBusy()
 		for i, pid := range pids {
 			into[i], _ = ReadProc(pid)
 		}
@@ -189,7 +191,7 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 	profiling := r.cfg.CPUProfile != "" && t.Name == PathLLMEdge && s.Name == r.cfg.ProfileScenario
 	win := window{
 		begin: func() {
-			sample(&before, &began)
+			sample(&before, &busy0, &began)
 			if profiling {
 				d := r.cfg.Duration
 				if s.Kind == "streams" {
@@ -198,7 +200,7 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 				go func() { profile <- r.llmedge.cpuProfile(ctx, d, r.cfg.CPUProfile) }()
 			}
 		},
-		end: func() { sample(&after, &ended) },
+		end: func() { sample(&after, &busy1, &ended) },
 	}
 
 	switch s.Kind {
@@ -223,6 +225,13 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 	res.setCPU(after[0].CPU-before[0].CPU, elapsed, units)
 	res.ReplicaCPUSeconds = (after[1].CPU - before[1].CPU).Seconds()
 	res.ClientCPUSeconds = (after[2].CPU - before[2].CPU).Seconds()
+	ours := time.Duration(0)
+	for i := 1; i < len(pids); i++ {
+		ours += after[i].CPU - before[i].CPU
+	}
+	if elapsed > 0 && busy1 > 0 {
+		res.OtherCPUCores = max((busy1-busy0-ours).Seconds(), 0) / elapsed.Seconds()
+	}
 	if peak, err := ReadProc(t.PID); err == nil {
 		res.PeakRSSMB = mb(peak.PeakR)
 	}
