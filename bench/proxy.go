@@ -105,16 +105,8 @@ func (px *proxy) get(ctx context.Context, path string) error {
 	if err != nil {
 		return err
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s", path, resp.Status)
-	}
-	return nil
+	_, err = drain(c, req)
+	return err
 }
 
 // token gets an access token for user/password from llmedge.

@@ -70,20 +70,27 @@ func doRequest(ctx context.Context, c *http.Client, t *Target) error {
 	if err != nil {
 		return err
 	}
+	n, err := drain(c, req)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("empty answer")
+	}
+	return err
+}
+
+// drain sends req with c and reads the whole answer; it returns the
+// answer's length, and an error for any status but 200.
+func drain(c *http.Client, req *http.Request) (int64, error) {
 	resp, err := c.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	n, err := io.Copy(io.Discard, resp.Body)
 	if err != nil {
-		return err
+		return n, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
+		return n, fmt.Errorf("%s %s: status %d", req.Method, req.URL.Path, resp.StatusCode)
 	}
-	if n == 0 {
-		return fmt.Errorf("empty answer")
-	}
-	return nil
+	return n, nil
 }
