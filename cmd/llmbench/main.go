@@ -103,9 +103,21 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	if *long > 0 {
 		cfg = cfg.Long(*long)
 	}
-	cfg.Command = "llmbench " + strings.Join(args, " ")
+	cfg.Command = commandLine(args)
 	cfg.Log = stderr
 	return cfg, out, nil
+}
+
+// commandLine shows args as a shell would need them typed.
+func commandLine(args []string) string {
+	q := []string{"llmbench"}
+	for _, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\"'$") {
+			a = strconv.Quote(a)
+		}
+		q = append(q, a)
+	}
+	return strings.Join(q, " ")
 }
 
 // parseList parses a comma-separated list; an empty string is an empty list.

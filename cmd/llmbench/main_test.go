@@ -40,3 +40,9 @@ func TestParseFlags(t *testing.T) {
 		t.Error("a stray argument was accepted")
 	}
 }
+
+func TestCommandLine(t *testing.T) {
+	if got, want := commandLine([]string{"-rates", "", "-write", "B.md"}), `llmbench -rates "" -write B.md`; got != want {
+		t.Errorf("commandLine = %s, want %s", got, want)
+	}
+}
