@@ -78,8 +78,8 @@ func TestParseMachineBusy(t *testing.T) {
 		want    time.Duration
 		wantErr bool
 	}{
-		{"typical", "cpu  100 5 50 9000 20 1 2 3 0 0\ncpu0 50 2 25 4500 10 0 1 1 0 0\n", 158 * clockTick, false},
-		{"no guest fields", "cpu 1 1 1 1 1 1 1 1\n", 5 * clockTick, false},
+		{"typical", "cpu  100 5 50 9000 20 1 2 3 0 0\ncpu0 50 2 25 4500 10 0 1 1 0 0\n", 155 * clockTick, false},
+		{"no guest fields", "cpu 1 1 1 1 1 1 1 1\n", 3 * clockTick, false},
 		{"per-cpu line first", "cpu0 1 1 1 1 1 1 1 1\n", 0, true},
 		{"short", "cpu 1 2 3\n", 0, true},
 		{"not a number", "cpu 1 x 1 1 1 1 1 1\n", 0, true},

@@ -34,7 +34,8 @@ type Result struct {
 	ReplicaCPUSeconds float64 `json:"replica_cpu_seconds"`
 	ClientCPUSeconds  float64 `json:"client_cpu_seconds"`
 	// OtherCPUCores is the CPU the rest of the machine (other users'
-	// processes) used in the window, in cores: the noise in this row.
+	// processes; interrupts not counted) used in the window, in cores:
+	// the noise in this row.
 	OtherCPUCores float64 `json:"other_cpu_cores"`
 }
 
