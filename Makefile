@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1
 
-.PHONY: all build run test unit fuzz vet fmt xcaddy consul clean
+.PHONY: all build run test unit fuzz vet fmt xcaddy consul clean bench
 
 all: build
 
@@ -37,6 +37,10 @@ consul: $(BIN)/consul ## the Consul agent the tests run (v1.20.6, pinned in tool
 # pin changes), into the git-ignored bin/. The committed go.sum verifies it.
 $(BIN)/consul: tools/consul/go.mod tools/consul/go.sum
 	cd tools/consul && $(GO) build -o ../../$(BIN)/consul github.com/hashicorp/consul
+
+bench: build ## replica alone vs stock Caddy vs llmedge, < 3 min; e.g. BENCHFLAGS="-write BENCHMARKS.md -long 30s"
+	$(GO) build -o $(BIN)/llmbench ./cmd/llmbench
+	$(BIN)/llmbench -bin $(BIN) -json $(BIN)/bench.json $(BENCHFLAGS)
 
 xcaddy: ## the same binary built by xcaddy from xcaddy.json, as bin/llmedge-xcaddy
 	./scripts/xcaddy-build.sh $(BIN)/llmedge-xcaddy

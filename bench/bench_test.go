@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRunTiny runs the whole benchmark, every scenario kind against every
+// path, in a configuration that takes seconds, so that the runner cannot
+// rot; it checks that the report is complete and sane.
+func TestRunTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and runs processes: not with -short")
+	}
+	bin := t.TempDir()
+	for _, pkg := range []string{"llmedge", "llmsim"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, pkg), "../cmd/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	cfg := TinyConfig(bin)
+	cfg.CPUProfile = filepath.Join(t.TempDir(), "llmedge.pprof")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkReport(t, cfg, rep)
+
+	if fi, err := os.Stat(cfg.CPUProfile); err != nil || fi.Size() == 0 {
+		t.Errorf("no CPU profile written: %v", err)
+	}
+	md := rep.Markdown()
+	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "#### Targets", "Idle RSS of llmedge"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "report.json")
+	if err := rep.WriteJSON(file); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &back) != nil || len(back.Results) != len(rep.Results) {
+		t.Errorf("JSON report does not read back: %v", err)
+	}
+}
+
+// checkReport asserts that rep has every scenario on every path with zero
+// errors and plausible figures.
+func checkReport(t *testing.T, cfg Config, rep *Report) {
+	t.Helper()
+	scenarios, paths := cfg.scenarios(), cfg.paths()
+	if len(rep.Results) != len(scenarios)*len(paths) {
+		t.Fatalf("%d results, want %d", len(rep.Results), len(scenarios)*len(paths))
+	}
+	for _, s := range scenarios {
+		for _, p := range paths {
+			r := rep.result(s.Name, p)
+			if r == nil {
+				t.Errorf("no result for %s on %s", s.Name, p)
+				continue
+			}
+			checkResult(t, cfg, s, r)
+		}
+	}
+	for _, p := range []string{PathCaddy, PathLLMEdge} {
+		if m := rep.Idle[p]; m.RSSMB <= 0 || m.AnonMB <= 0 || m.AnonMB > m.RSSMB {
+			t.Errorf("idle memory of %s: %+v", p, m)
+		}
+	}
+	if len(rep.Checks) == 0 || rep.Machine.Cores == 0 || rep.Seconds <= 0 {
+		t.Errorf("report incomplete: %d checks, machine %+v, %g s", len(rep.Checks), rep.Machine, rep.Seconds)
+	}
+}
+
+// checkResult asserts that one result is complete and sane.
+func checkResult(t *testing.T, cfg Config, s scenario, r *Result) {
+	t.Helper()
+	where := s.Name + " on " + r.Path
+	if r.OK == 0 || r.Errors != 0 {
+		t.Errorf("%s: %d ok, %d errors (%s)", where, r.OK, r.Errors, r.ErrorSample)
+	}
+	if r.PeakRSSMB <= 0 || r.CPUSeconds < 0 || r.Seconds <= 0 {
+		t.Errorf("%s: peak RSS %g MB, CPU %g s, window %g s", where, r.PeakRSSMB, r.CPUSeconds, r.Seconds)
+	}
+	switch s.Kind {
+	case "rate":
+		if r.AchievedRate < 0.8*s.Rate || r.AchievedRate > 1.2*s.Rate {
+			t.Errorf("%s: achieved %g req/s", where, r.AchievedRate)
+		}
+		checkSummary(t, where+" latency", r.Latency, r.OK)
+	case "max":
+		checkSummary(t, where+" latency", r.Latency, r.OK)
+		if r.Path != PathReplica && r.CPUSeconds <= 0 {
+			t.Errorf("%s: a proxy at full speed used no CPU", where)
+		}
+	case "streams":
+		if r.OK != s.Streams {
+			t.Errorf("%s: %d of %d streams complete", where, r.OK, s.Streams)
+		}
+		checkSummary(t, where+" TTFT", r.TTFT, s.Streams)
+		checkSummary(t, where+" token delay", r.TokenDelay, r.Tokens)
+		// The window holds about Steady/ITL tokens per stream.
+		want := float64(s.Streams) * cfg.StreamSteady.Seconds() / cfg.StreamITL.Seconds()
+		if float64(r.Tokens) < 0.5*want || float64(r.Tokens) > 1.5*want {
+			t.Errorf("%s: %d tokens in the window, want about %.0f", where, r.Tokens, want)
+		}
+	}
+}
+
+// checkSummary asserts that a latency summary has count values in order.
+func checkSummary(t *testing.T, what string, s *Summary, count int) {
+	t.Helper()
+	switch {
+	case s == nil:
+		t.Errorf("%s: missing", what)
+	case s.Count != count || count == 0:
+		t.Errorf("%s: %d values, want %d (> 0)", what, s.Count, count)
+	case !(s.P50 <= s.P90 && s.P90 <= s.P99 && s.P99 <= s.Max):
+		t.Errorf("%s: percentiles out of order: %+v", what, s)
+	}
+}

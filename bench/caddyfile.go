@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"bytes"
+	"text/template"
+)
+
+// proxyConfig fills the Caddyfiles of the two proxies.
+type proxyConfig struct {
+	AdminPort int
+	Port      int
+	Data      string // storage folder
+	Replica   string // the simulator's base URL
+	Hash      string // bcrypt hash of the bench user's password (llmedge only)
+}
+
+// The global options both proxies share: admin on loopback, storage in the
+// run's folder, Caddy's internal CA without touching the system trust
+// store, no HTTP->HTTPS redirect listener, loopback only. Neither has a
+// log directive, so neither writes access logs.
+const globalOptions = `	admin 127.0.0.1:{{.AdminPort}}
+	storage file_system {{.Data}}
+	skip_install_trust
+	auto_https disable_redirects
+	default_bind 127.0.0.1
+`
+
+// caddyfileStock is stock Caddy: one reverse_proxy to the replica.
+var caddyfileStock = template.Must(template.New("caddy").Parse(`{
+` + globalOptions + `}
+https://localhost:{{.Port}} {
+	tls internal
+	reverse_proxy {{.Replica}}
+}
+`))
+
+// caddyfileLLMEdge is llmedge's full path: one model whose only replica is
+// the simulator, one user, the whole API.
+var caddyfileLLMEdge = template.Must(template.New("llmedge").Parse(`{
+` + globalOptions + `	llmedge {
+		token_ttl 24h
+		user bench {{.Hash}}
+		model ` + benchModel + ` {
+			static {{.Replica}}
+		}
+	}
+}
+https://localhost:{{.Port}} {
+	tls internal
+	llm_gateway
+}
+`))
+
+// render executes tmpl with c.
+func (c proxyConfig) render(tmpl *template.Template) ([]byte, error) {
+	var b bytes.Buffer
+	err := tmpl.Execute(&b, c)
+	return b.Bytes(), err
+}

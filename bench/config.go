@@ -1,0 +1,142 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"time"
+)
+
+// Config is one benchmark run.
+type Config struct {
+	BinDir string // holds llmedge and llmsim
+
+	Rates       []float64     // open-loop rates, requests per second
+	Warmup      time.Duration // before each rate and max run, not recorded
+	Duration    time.Duration // measured part of each rate and max run
+	MaxWorkers  int           // closed-loop workers of the max run; 0 skips it
+	MaxInFlight int           // open-loop cap on outstanding requests
+	ReplyTokens int           // length of non-streamed replies
+
+	Streams      []int         // concurrent streams per streams run
+	StreamITL    time.Duration // the replica's inter-token latency in streams runs
+	StreamRamp   time.Duration // streams are opened over this time
+	StreamSteady time.Duration // then measured for this long with all open
+
+	Paths []string // subset of replica, caddy, llmedge; empty means all
+
+	CPUProfile      string // write a CPU profile of llmedge here...
+	ProfileScenario string // ...taken during this scenario
+
+	Command string    // how the run was started, for the report
+	Log     io.Writer // progress lines; nil for none
+}
+
+// DefaultConfig is what `make bench` runs: under 3 minutes on 2 cores.
+func DefaultConfig() Config {
+	return Config{
+		Rates:           []float64{500, 1000, 2000},
+		Warmup:          time.Second,
+		Duration:        4 * time.Second,
+		MaxWorkers:      16,
+		MaxInFlight:     1000,
+		ReplyTokens:     16,
+		Streams:         []int{1000, 2000},
+		StreamITL:       100 * time.Millisecond,
+		StreamRamp:      2 * time.Second,
+		StreamSteady:    5 * time.Second,
+		ProfileScenario: "rate-1000",
+	}
+}
+
+// Long stretches every measured window to d, for steadier numbers.
+func (c Config) Long(d time.Duration) Config {
+	c.Duration, c.StreamSteady = d, d
+	c.Warmup = max(c.Warmup, 3*time.Second)
+	return c
+}
+
+// TinyConfig runs every scenario kind in a few seconds; the tests use it.
+func TinyConfig(binDir string) Config {
+	return Config{
+		BinDir:          binDir,
+		Rates:           []float64{50},
+		Warmup:          200 * time.Millisecond,
+		Duration:        time.Second,
+		MaxWorkers:      2,
+		MaxInFlight:     100,
+		ReplyTokens:     8,
+		Streams:         []int{10},
+		StreamITL:       50 * time.Millisecond,
+		StreamRamp:      200 * time.Millisecond,
+		StreamSteady:    time.Second,
+		ProfileScenario: "rate-50",
+	}
+}
+
+// scenario is one load shape, run against every path.
+type scenario struct {
+	Name    string
+	Kind    string // "rate", "max" or "streams"
+	Rate    float64
+	Workers int
+	Streams int
+}
+
+// scenarios lists c's scenarios in run order.
+func (c Config) scenarios() []scenario {
+	var s []scenario
+	for _, r := range c.Rates {
+		s = append(s, scenario{Name: fmt.Sprintf("rate-%g", r), Kind: "rate", Rate: r})
+	}
+	if c.MaxWorkers > 0 {
+		s = append(s, scenario{Name: "max", Kind: "max", Workers: c.MaxWorkers})
+	}
+	for _, n := range c.Streams {
+		s = append(s, scenario{Name: fmt.Sprintf("streams-%d", n), Kind: "streams", Streams: n})
+	}
+	return s
+}
+
+// streamTokens is the reply length that keeps a stream opened at the end
+// of the ramp going until the measured window is over.
+func (c Config) streamTokens() int {
+	return int((c.StreamRamp+c.StreamSteady)/c.StreamITL) + 2
+}
+
+// paths returns the paths to run, in order.
+func (c Config) paths() []string {
+	if len(c.Paths) == 0 {
+		return []string{PathReplica, PathCaddy, PathLLMEdge}
+	}
+	return c.Paths
+}
+
+// validate reports a Config that cannot run.
+func (c Config) validate() error {
+	switch {
+	case c.BinDir == "":
+		return fmt.Errorf("no binary folder")
+	case c.Duration <= 0 || c.Warmup < 0:
+		return fmt.Errorf("duration must be positive and warm-up not negative")
+	case c.MaxInFlight <= 0:
+		return fmt.Errorf("max in-flight must be positive")
+	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
+		return fmt.Errorf("streams need a positive ITL and steady window")
+	}
+	for _, r := range c.Rates {
+		if r <= 0 {
+			return fmt.Errorf("rate %g: must be positive", r)
+		}
+	}
+	for _, n := range c.Streams {
+		if n <= 0 {
+			return fmt.Errorf("streams %d: must be positive", n)
+		}
+	}
+	for _, p := range c.Paths {
+		if p != PathReplica && p != PathCaddy && p != PathLLMEdge {
+			return fmt.Errorf("unknown path %q", p)
+		}
+	}
+	return nil
+}

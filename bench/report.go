@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"encoding/json"
+	"os"
+	"time"
+)
+
+// Report is the outcome of a run; it is written as JSON and markdown.
+type Report struct {
+	Started  time.Time `json:"started"`
+	Seconds  float64   `json:"seconds"`
+	Command  string    `json:"command"`
+	Machine  Machine   `json:"machine"`
+	Protocol string    `json:"protocol"`
+	Config   struct {
+		Rates        []float64 `json:"rates"`
+		WarmupS      float64   `json:"warmup_s"`
+		DurationS    float64   `json:"duration_s"`
+		MaxWorkers   int       `json:"max_workers"`
+		MaxInFlight  int       `json:"max_in_flight"`
+		ReplyTokens  int       `json:"reply_tokens"`
+		Streams      []int     `json:"streams"`
+		StreamITLMs  float64   `json:"stream_itl_ms"`
+		StreamRampS  float64   `json:"stream_ramp_s"`
+		StreamSteady float64   `json:"stream_steady_s"`
+		StreamTokens int       `json:"stream_tokens"`
+	} `json:"config"`
+	Idle map[string]IdleMem `json:"idle"` // per proxy, after start and before any load
+	// PeakRSSCumulative is set when VmHWM could not be reset between runs:
+	// peak RSS then covers everything since the process started.
+	PeakRSSCumulative bool     `json:"peak_rss_cumulative,omitempty"`
+	Profile           string   `json:"cpu_profile,omitempty"`
+	Results           []Result `json:"results"`
+	Checks            []Check  `json:"checks"`
+}
+
+// IdleMem is a proxy's resident memory before any load, split into the
+// anonymous part (heap, stacks) and the file-backed part (mostly the pages
+// of the binary that have been touched).
+type IdleMem struct {
+	RSSMB  float64 `json:"rss_mb"`
+	AnonMB float64 `json:"anon_mb"`
+	FileMB float64 `json:"file_mb"`
+}
+
+// protocol says how the client talks to each path.
+const protocol = "client to proxies: HTTPS (Caddy internal CA, TLS 1.3), HTTP/1.1 keep-alive; " +
+	"client to replica and proxies to replica: plain HTTP/1.1"
+
+// newReport starts the report of a run of cfg.
+func newReport(cfg Config) *Report {
+	r := &Report{Started: time.Now().UTC(), Command: cfg.Command, Machine: readMachine(), Protocol: protocol,
+		Idle: map[string]IdleMem{}}
+	c := &r.Config
+	c.Rates, c.WarmupS, c.DurationS = cfg.Rates, cfg.Warmup.Seconds(), cfg.Duration.Seconds()
+	c.MaxWorkers, c.MaxInFlight, c.ReplyTokens = cfg.MaxWorkers, cfg.MaxInFlight, cfg.ReplyTokens
+	c.Streams, c.StreamITLMs = cfg.Streams, ms(cfg.StreamITL)
+	c.StreamRampS, c.StreamSteady = cfg.StreamRamp.Seconds(), cfg.StreamSteady.Seconds()
+	if len(cfg.Streams) > 0 {
+		c.StreamTokens = cfg.streamTokens()
+	}
+	return r
+}
+
+// finish records the end of the run and evaluates the targets.
+func (r *Report) finish() {
+	r.Seconds = time.Since(r.Started).Seconds()
+	r.Machine.LoadAfter = loadAvg()
+	r.Checks = r.checks()
+}
+
+// result finds the result of scenario on path.
+func (r *Report) result(scenario, path string) *Result {
+	for i := range r.Results {
+		if r.Results[i].Scenario == scenario && r.Results[i].Path == path {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes r, indented, to file.
+func (r *Report) WriteJSON(file string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, append(b, '\n'), 0o644)
+}
