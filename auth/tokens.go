@@ -109,6 +109,8 @@ type Verifier struct {
 	// Leeway is the clock skew allowed on exp, nbf and iat.
 	Leeway time.Duration
 	Now    func() time.Time // time.Now when nil
+	// Cache, when set, remembers verified tokens until they expire.
+	Cache *TokenCache
 	// Refresh, when set, is called for a kid the ring does not know; if it
 	// reports true the lookup is tried again. It lets an instance learn at
 	// once of a key another instance just rotated in. It must rate-limit
@@ -119,7 +121,8 @@ type Verifier struct {
 // Verify parses and checks token: EdDSA only, a kid naming a key of the
 // ring, a valid signature, the configured iss and aud, exp present and not
 // passed, nbf and iat not in the future (all within Leeway), and a
-// subject. The token is to be trusted only when the error is nil.
+// subject. The token is to be trusted only when the error is nil. The
+// Principal may be shared with other callers (see Cache): do not modify it.
 func (v *Verifier) Verify(token string) (*Principal, error) {
 	switch {
 	case v.Keys == nil:
@@ -133,6 +136,10 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 		// Go's base64 decoders skip \r and \n; refuse them (and anything
 		// else outside base64url) so one token has one spelling.
 		return nil, fmt.Errorf("%w: character outside base64url", jwt.ErrTokenMalformed)
+	}
+	now := nowFunc(v.Now)()
+	if p, ok := v.Cache.get(token, now, v.Keys); ok {
+		return p, nil
 	}
 	p := jwt.NewParser(
 		// Only the algorithms of the ring's keys; key() also checks that
@@ -158,11 +165,14 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 	if c.Subject == "" {
 		return nil, ErrNoSubject
 	}
-	return &Principal{
+	principal := &Principal{
 		Subject:   c.Subject,
 		Scopes:    strings.Fields(c.Scope),
 		ExpiresAt: c.ExpiresAt.Time,
-	}, nil
+	}
+	kid, _ := t.Header["kid"].(string)
+	v.Cache.put(token, kid, principal, c.ExpiresAt.Time.Add(v.Leeway))
+	return principal, nil
 }
 
 // key is the jwt.Keyfunc: the ring's verifying key named by the kid

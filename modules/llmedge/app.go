@@ -245,6 +245,9 @@ const (
 	keyStorageKey = "llmedge/signing_keys.json"
 )
 
+// tokenCacheSize bounds the verified tokens remembered (a few MB at most).
+const tokenCacheSize = 10_000
+
 // Brute-force protection of the token endpoint: after this many failed
 // logins within loginWindow, a username or a client address gets 429.
 const (
@@ -386,7 +389,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	WaitSynced(ctx, watching, a.Consul.syncTimeout(), a.logger)
 	a.pipeline = &gateway.Pipeline{
 		Verifier: &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
-			Refresh: a.reloadOnUnknownKID},
+			Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize)},
 		Realm:     Realm,
 		Validator: &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel},
 		Gateway: &gateway.Gateway{
