@@ -300,3 +300,18 @@ func TestRequestID(t *testing.T) {
 		}
 	}
 }
+
+func TestReadinessCountsUsableReplicas(t *testing.T) {
+	g, _ := newTestGateway(t, nil, "http://a:1", "http://b:1")
+	reps := g.Models["qwen"].Pool.Replicas()
+	reps[0].SetHealthy(false)
+	ok, st := g.Readiness()
+	if !ok || st["qwen"].Replicas != 2 || st["qwen"].Usable != 1 {
+		t.Fatalf("one unhealthy: %v %+v", ok, st["qwen"])
+	}
+	reps[1].SetHealthy(false)
+	ok, st = g.Readiness()
+	if ok || st["qwen"].Usable != 0 || !strings.Contains(st["qwen"].Reason, "no usable replica") {
+		t.Fatalf("none usable: %v %+v", ok, st["qwen"])
+	}
+}

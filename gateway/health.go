@@ -3,12 +3,17 @@ package gateway
 import (
 	"net/http"
 	"sort"
+
+	"github.com/llmedge/llmedge/pool"
 )
 
 // ModelStatus is one model's entry in the /readyz answer.
 type ModelStatus struct {
 	Ready    bool `json:"ready"`
 	Replicas int  `json:"replicas"`
+	// Usable counts the replicas requests can go to: not failing their
+	// health probes, breaker not open.
+	Usable int `json:"usable"`
 	// Source is where the replicas come from: "static" or "consul".
 	Source string `json:"source"`
 	// Synced: discovery has answered at least once (always, for static).
@@ -24,12 +29,18 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 	all := true
 	out := make(map[string]ModelStatus, len(g.Models))
 	for name, m := range g.Models {
-		st := ModelStatus{Replicas: len(m.Pool.Replicas()), Source: "static", Synced: true}
+		st := ModelStatus{Source: "static", Synced: true}
+		for _, r := range m.Pool.Replicas() {
+			st.Replicas++
+			if r.Healthy() && r.BreakerState() != pool.StateOpen {
+				st.Usable++
+			}
+		}
 		if m.Discovery != nil {
 			ds := m.Discovery()
 			st.Source, st.Synced, st.DiscoveryError = ds.Source, ds.Synced, ds.LastError
 		}
-		st.Ready = st.Synced && st.Replicas > 0
+		st.Ready = st.Synced && st.Usable > 0
 		switch {
 		case !st.Synced:
 			st.Reason = "discovery has not synced"
@@ -38,6 +49,8 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 			}
 		case st.Replicas == 0:
 			st.Reason = "no replicas"
+		case st.Usable == 0:
+			st.Reason = "no usable replica: every one is failing its health checks or its circuit breaker is open"
 		}
 		if !st.Ready {
 			all = false
@@ -47,8 +60,8 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 	return all, out
 }
 
-// ServeReady answers GET /readyz: 200 when every model has a replica,
-// else 503 with the reasons.
+// ServeReady answers GET /readyz: 200 when every model has a usable
+// replica, else 503 with the reasons.
 func (g *Gateway) ServeReady(w http.ResponseWriter, r *http.Request) {
 	ok, models := g.Readiness()
 	status, word := http.StatusOK, "ready"
