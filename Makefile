@@ -1,7 +1,7 @@
 # llmedge — see README.md.
 GO        ?= go
 BIN       := bin
-GOFLAGS_T ?= -race -count=1
+GOFLAGS_T ?= -race -count=1 -timeout 40m
 
 .PHONY: all build run test unit fuzz vet fmt xcaddy consul clean bench
 
