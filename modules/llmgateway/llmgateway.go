@@ -16,7 +16,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("llm_gateway", parseCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("llm_gateway", llmedge.ParseCaddyfile[Handler])
 }
 
 // Handler serves POST /auth/token, POST /tasks/assistant_inference,
@@ -81,11 +81,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
-}
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Handler)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
 // Interface guards.

@@ -18,7 +18,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("llm_health", parseCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("llm_health", llmedge.ParseCaddyfile[Handler])
 }
 
 // Handler is terminal: it always answers.
@@ -71,11 +71,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err("llm_health takes one optional argument: live or ready")
 	}
 	return nil
-}
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Handler)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
 // Interface guards.

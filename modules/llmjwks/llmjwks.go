@@ -17,7 +17,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("llm_jwks", parseCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("llm_jwks", llmedge.ParseCaddyfile[Handler])
 }
 
 // Handler is terminal: it always answers.
@@ -47,11 +47,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // UnmarshalCaddyfile parses `llm_jwks` (no arguments).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return llmedge.NoArgs(d) }
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Handler)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
-}
 
 // Interface guards.
 var (

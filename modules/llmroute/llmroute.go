@@ -16,7 +16,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("llm_route", parseCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("llm_route", llmedge.ParseCaddyfile[Handler])
 }
 
 // Handler is terminal: it always answers. It validates the body itself
@@ -31,13 +31,9 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision looks up the llmedge app.
-func (h *Handler) Provision(ctx caddy.Context) error {
-	app, err := llmedge.FromContext(ctx)
-	if err != nil {
-		return err
-	}
-	h.pipeline = app.Pipeline()
-	return nil
+func (h *Handler) Provision(ctx caddy.Context) (err error) {
+	h.pipeline, err = llmedge.PipelineFrom(ctx)
+	return err
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
@@ -49,11 +45,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // UnmarshalCaddyfile parses `llm_route` (no arguments).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return llmedge.NoArgs(d) }
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Handler)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
-}
 
 // Interface guards.
 var (

@@ -15,7 +15,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("llm_token", parseCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("llm_token", llmedge.ParseCaddyfile[Handler])
 }
 
 // Handler is terminal: it always answers.
@@ -45,11 +45,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 
 // UnmarshalCaddyfile parses `llm_token` (no arguments).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return llmedge.NoArgs(d) }
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Handler)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
-}
 
 // Interface guards.
 var (

@@ -16,7 +16,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Handler{})
-	httpcaddyfile.RegisterHandlerDirective("llm_validate", parseCaddyfile)
+	httpcaddyfile.RegisterHandlerDirective("llm_validate", llmedge.ParseCaddyfile[Handler])
 }
 
 // Handler answers 413/422/403 unless the body is a valid request the token covers.
@@ -30,13 +30,9 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision looks up the llmedge app.
-func (h *Handler) Provision(ctx caddy.Context) error {
-	app, err := llmedge.FromContext(ctx)
-	if err != nil {
-		return err
-	}
-	h.pipeline = app.Pipeline()
-	return nil
+func (h *Handler) Provision(ctx caddy.Context) (err error) {
+	h.pipeline, err = llmedge.PipelineFrom(ctx)
+	return err
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
@@ -52,11 +48,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 // UnmarshalCaddyfile parses `llm_validate` (no arguments).
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return llmedge.NoArgs(d)
-}
-
-func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	m := new(Handler)
-	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }
 
 // Interface guards.
