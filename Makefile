@@ -16,7 +16,7 @@ run: build ## demo: simulated replicas + gateway on https://localhost:8443, user
 
 test: vet consul ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
-	./scripts/fuzz.sh 5s
+	./scripts/fuzz.sh 50000x
 
 unit: ## fast tests only (no processes, no HTTPS)
 	$(GO) test $(GOFLAGS_T) -short ./...
