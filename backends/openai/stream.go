@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"strconv"
@@ -86,7 +85,7 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 		}
 
 		var c wireResponse
-		if err := json.Unmarshal(data, &c); err != nil {
+		if err := decodeChunk(data, &c); err != nil {
 			return nil, fail(backends.KindProtocol, "malformed JSON in a stream chunk", err)
 		}
 		if c.isError() {
