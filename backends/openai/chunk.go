@@ -13,18 +13,17 @@ import (
 // choices, escapes in keys, unexpected types — goes to encoding/json,
 // whose behaviour defines the result (FuzzDecodeChunk checks they agree).
 func decodeChunk(data []byte, c *wireResponse) error {
-	if json.Valid(data) {
-		var s chunkScanner
-		if s.decode(data, c) {
-			return nil
-		}
-		*c = wireResponse{}
+	var s chunkScanner
+	if s.decode(data, c) {
+		return nil
 	}
+	*c = wireResponse{}
 	return json.Unmarshal(data, c)
 }
 
-// chunkScanner reads a chunk known to be valid JSON. Each method reports
-// false to hand the chunk to encoding/json.
+// chunkScanner reads a chunk, validating what it reads and what it skips,
+// so that it accepts only JSON that encoding/json accepts. Each method
+// reports false to hand the chunk to encoding/json.
 type chunkScanner struct {
 	b []byte
 	i int
@@ -60,7 +59,7 @@ func (s *chunkScanner) str() (string, bool) {
 	ascii := true
 	for j := start; j < len(s.b); j++ {
 		switch c := s.b[j]; {
-		case c == '\\':
+		case c == '\\', c < 0x20:
 			return "", false
 		case c == '"':
 			if !ascii && !utf8.Valid(s.b[start:j]) {
@@ -93,58 +92,162 @@ func (s *chunkScanner) strOrEscaped() (string, bool) {
 
 // null consumes a null literal if one is next.
 func (s *chunkScanner) null() bool {
-	if s.peek() == 'n' && strings.HasPrefix(string(s.b[s.i:min(s.i+4, len(s.b))]), "null") {
-		s.i += 4
-		return true
+	return s.peek() == 'n' && s.literal("null")
+}
+
+// maxSkipDepth bounds the nesting skip follows; deeper values go to
+// encoding/json.
+const maxSkipDepth = 64
+
+// skip passes over one value, checking it is valid JSON; false gives up.
+func (s *chunkScanner) skip() bool { return s.skipDepth(0) }
+
+func (s *chunkScanner) skipDepth(depth int) bool {
+	if depth > maxSkipDepth {
+		return false
+	}
+	switch c := s.peek(); {
+	case c == '"':
+		return s.skipString()
+	case c == '{':
+		s.i++
+		if s.peek() == '}' {
+			s.i++
+			return true
+		}
+		for {
+			if s.peek() != '"' || !s.skipString() || s.peek() != ':' {
+				return false
+			}
+			s.i++
+			if !s.skipDepth(depth + 1) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case '}':
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == '[':
+		s.i++
+		if s.peek() == ']' {
+			s.i++
+			return true
+		}
+		for {
+			if !s.skipDepth(depth + 1) {
+				return false
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case ']':
+				s.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == '-' || ('0' <= c && c <= '9'):
+		return s.skipNumber()
 	}
 	return false
 }
 
-// skip passes over one value (valid JSON assumed).
-func (s *chunkScanner) skip() bool {
-	switch s.peek() {
-	case '"':
-		for j := s.i + 1; j < len(s.b); j++ {
-			switch s.b[j] {
-			case '\\':
-				j++
-			case '"':
-				s.i = j + 1
-				return true
-			}
-		}
+func (s *chunkScanner) literal(word string) bool {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
 		return false
-	case '{', '[':
-		depth := 0
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					s.i++
-					return true
-				}
-			case '"':
-				if !s.skip() {
+	}
+	s.i += len(word)
+	return true
+}
+
+// skipString passes over a string token, checking its escapes and that it
+// has no raw control characters.
+func (s *chunkScanner) skipString() bool {
+	for j := s.i + 1; j < len(s.b); j++ {
+		switch c := s.b[j]; {
+		case c == '"':
+			s.i = j + 1
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			j++
+			if j >= len(s.b) {
+				return false
+			}
+			switch s.b[j] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if j+4 >= len(s.b) {
 					return false
 				}
-				continue
+				for _, h := range s.b[j+1 : j+5] {
+					if !isHex(h) {
+						return false
+					}
+				}
+				j += 4
+			default:
+				return false
 			}
-			s.i++
 		}
-		return false
-	default: // number, true, false, null
-		for s.i < len(s.b) {
-			switch s.b[s.i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return true
-			}
-			s.i++
-		}
-		return true
 	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+// skipNumber passes over a number: -? (0 | [1-9][0-9]*) (.[0-9]+)? ([eE][+-]?[0-9]+)?
+func (s *chunkScanner) skipNumber() bool {
+	b, i := s.b, s.i
+	digits := func() bool {
+		n := i
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+		return i > n
+	}
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case !digits():
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if !digits() {
+			return false
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if !digits() {
+			return false
+		}
+	}
+	s.i = i
+	return true
 }
 
 // object calls field for each wanted key of an object; field reports

@@ -23,6 +23,13 @@ var chunkSeeds = []string{
 	` { "choices" : [ { "delta" : { "content" : "spaced" } } ] } `,
 	`{"a":[1,{"b":"}"}],"choices":[{"delta":{"content":"after nested"}}],"n":-1.5e3,"t":true}`,
 	`null`, `[]`, `{"choices":[`, `{"choices":"x"}`,
+	// Invalid JSON hidden in values the scanner skips must still be refused.
+	`{"a":01,"choices":[]}`, `{"a":1.,"choices":[]}`, `{"a":-,"choices":[]}`, `{"a":1e,"choices":[]}`,
+	`{"a":tru,"choices":[]}`, `{"a":nul}`, `{"a":"\q"}`, `{"a":"\u12"}`, "{\"a\":\"\x01\"}",
+	`{"a":[1,],"choices":[]}`, `{"a":{"b"}}`, `{"a":{"b":1,}}`, `{"choices":[]} x`, `{"choices":[]}}`,
+	`{"a":"\u00e9\n","choices":[{"delta":{"content":"ok"}}]}`, `{"a":-0.5E+10,"b":[true,false,null,{}],"choices":[]}`,
+	`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"choices":[]}`,
+	`{"choices":[{"delta":{"content":"x"},"finish_reason":nullx}]}`,
 }
 
 // TestDecodeChunkMatchesEncodingJSON: the fast path decodes exactly what
