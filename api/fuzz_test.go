@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"unicode/utf8"
 )
@@ -51,7 +52,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %+v", req)
 		}
 		for _, m := range req.Messages {
-			if !contains(roles, m.Role) || utf8.RuneCountInString(m.Content) > 32 {
+			if !slices.Contains(roles, m.Role) || utf8.RuneCountInString(m.Content) > 32 {
 				t.Fatalf("accepted message %+v", m)
 			}
 		}

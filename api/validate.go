@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"unicode/utf8"
 )
@@ -137,7 +138,7 @@ func (v *Validator) Parse(body []byte) (*InferenceRequest, *Error) {
 		switch {
 		case !ok:
 			errs = append(errs, typeError("string_type", "Input should be a valid string", raw.ModelType, "model_type"))
-		case !contains(v.Models, s):
+		case !slices.Contains(v.Models, s):
 			errs = append(errs, literalError(v.Models, s, "model_type"))
 		default:
 			req.ModelType = s
@@ -209,7 +210,7 @@ func parseMessages(raw json.RawMessage, lim Limits, errs []FieldError) ([]Messag
 			errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages", i, "role"}, Msg: "Field required", Input: jsonValue(item)})
 		} else if s, ok := stringValue(rm.Role); !ok {
 			errs = append(errs, typeError("string_type", "Input should be a valid string", rm.Role, "messages", i, "role"))
-		} else if !contains(roles, s) {
+		} else if !slices.Contains(roles, s) {
 			errs = append(errs, literalError(roles, s, "messages", i, "role"))
 		} else {
 			msgs[i].Role = s
@@ -314,13 +315,4 @@ func jsonValue(raw json.RawMessage) any {
 		return string(raw)
 	}
 	return v
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

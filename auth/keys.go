@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -73,7 +74,7 @@ func newKeyRing(active *signingKey, others ...*signingKey) (*KeyRing, error) {
 		}
 		s.byKID[k.kid] = k
 		s.keys = append(s.keys, k)
-		if !contains(s.algs, k.alg) {
+		if !slices.Contains(s.algs, k.alg) {
 			s.algs = append(s.algs, k.alg)
 		}
 	}
@@ -207,13 +208,4 @@ func marshalJWKS(keys []*signingKey) ([]byte, error) {
 		}
 	}
 	return json.Marshal(set)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

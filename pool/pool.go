@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,7 +100,7 @@ func (p *Pool) Set(next []*Replica) {
 	}
 	p.replicas.Store(&merged)
 	for _, o := range prev {
-		if !excluded(merged, o) {
+		if !slices.Contains(merged, o) {
 			p.detach(o)
 		}
 	}
@@ -176,7 +177,7 @@ func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
 	sawFull, sawOpen := false, false
 	for _, r := range all {
 		switch {
-		case excluded(exclude, r), !r.Healthy():
+		case slices.Contains(exclude, r), !r.Healthy():
 		case r.breakerOpen():
 			sawOpen = true
 		case r.full():
@@ -268,15 +269,6 @@ func (p *Pool) signal() {
 		p.qch = nil
 	}
 	p.qmu.Unlock()
-}
-
-func excluded(list []*Replica, r *Replica) bool {
-	for _, x := range list {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 // remove deletes r from list in place (order is not kept).
