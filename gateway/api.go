@@ -91,5 +91,3 @@ func allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	api.NewError(http.StatusMethodNotAllowed, "Method Not Allowed").WithHeader("Allow", allowed).Write(w)
 	return false
 }
-
-func writeJSON(w http.ResponseWriter, status int, v any) { api.WriteJSON(w, status, v) }

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -81,11 +82,11 @@ func (g *Gateway) ServeReady(w http.ResponseWriter, r *http.Request) {
 	if len(reasons) > 0 {
 		body["detail"] = reasons
 	}
-	writeJSON(w, status, body)
+	api.WriteJSON(w, status, body)
 }
 
 // ServeHealth answers GET /healthz: the process is up.
 func ServeHealth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
