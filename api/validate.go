@@ -60,31 +60,44 @@ type Validator struct {
 
 var roles = []string{RoleSystem, RoleUser, RoleAssistant}
 
-// ReadRequest reads and validates the body of r. It enforces the body
-// size limit itself, so r.Body need not be wrapped.
-func (v *Validator) ReadRequest(r *http.Request) (*InferenceRequest, *Error) {
+// ReadRequest reads and validates the body of r, and returns the body too.
+// It enforces the body size limit itself, so r.Body need not be wrapped.
+func (v *Validator) ReadRequest(r *http.Request) (*InferenceRequest, []byte, *Error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return nil, ValidationError(FieldError{
+			return nil, nil, ValidationError(FieldError{
 				Type: "model_attributes_type", Loc: []any{"body"},
 				Msg:   "Input should be a JSON object: Content-Type must be application/json",
 				Input: ct,
 			})
 		}
 	}
-	limit := v.Limits.WithDefaults().MaxBodyBytes
+	body, err := ReadBody(r, v.Limits.WithDefaults().MaxBodyBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	req, err := v.Parse(body)
+	return req, body, err
+}
+
+// ReadBody reads r's body, up to limit bytes: a longer one is a 413.
+func ReadBody(r *http.Request, limit int64) ([]byte, *Error) {
 	if r.ContentLength > limit {
 		return nil, tooLarge(limit)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
-	if err != nil {
+	n := r.ContentLength
+	if n < 0 || n > 64<<10 {
+		n = 512 // unknown or large: let it grow rather than trust the header
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, n+1))
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
 		return nil, NewError(http.StatusBadRequest, "could not read the request body")
 	}
-	if int64(len(body)) > limit {
+	if int64(buf.Len()) > limit {
 		return nil, tooLarge(limit)
 	}
-	return v.Parse(body)
+	return buf.Bytes(), nil
 }
 
 func tooLarge(limit int64) *Error {

@@ -130,7 +130,7 @@ func TestReadRequest(t *testing.T) {
 			if tt.ct != "" {
 				r.Header.Set("Content-Type", tt.ct)
 			}
-			_, err := v.ReadRequest(r)
+			_, _, err := v.ReadRequest(r)
 			status := 0
 			if err != nil {
 				status = err.Status

@@ -163,3 +163,14 @@ func isB64Token(s string) bool {
 	}
 	return true
 }
+
+// BearerAuth authenticates requests by their Bearer access token.
+type BearerAuth struct {
+	Verifier *Verifier
+	Realm    string
+}
+
+// Authenticate returns the token's principal, or the 401 to answer.
+func (b *BearerAuth) Authenticate(r *http.Request) (*Principal, *api.Error) {
+	return Bearer(r, b.Verifier, b.Realm)
+}

@@ -20,11 +20,15 @@ type Request struct {
 	// BaseURL is the replica's root, e.g. "http://10.0.0.5:8000" (no trailing slash).
 	BaseURL string
 	// Model is the upstream model name sent to the replica (may be empty).
-	Model       string
-	Messages    []api.Message
-	Temperature float64
+	Model    string
+	Messages []api.Message
+	// Sampling parameters; nil and zero values are left to the replica.
+	Temperature *float64
+	TopP        *float64
 	// MaxTokens caps the reply length; 0 leaves it to the replica.
 	MaxTokens int
+	Stop      []string
+	Seed      *int64
 	// APIKey, when set, is sent as "Authorization: Bearer <key>".
 	APIKey string
 }
@@ -131,3 +135,19 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Engine describes what a replica engine serves beside chat.
+type Engine struct {
+	// HealthPath answers GET with 2xx while the engine can serve; "" when
+	// the engine has none (nothing is probed).
+	HealthPath string
+	// Metrics names the dialect of the engine's Prometheus endpoint
+	// (/metrics), which tells its own load: "vllm", "sglang", "tgi",
+	// "llamacpp"; "auto" to recognize any of them; "" when it has none.
+	Metrics string
+}
+
+// Describer is implemented by backends that know their engine.
+type Describer interface {
+	Engine() Engine
+}

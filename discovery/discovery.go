@@ -100,6 +100,9 @@ func NewStatic(urls []string) (*Static, error) {
 	return s, nil
 }
 
+// NewStaticInstances is a Static source of ready-made instances.
+func NewStaticInstances(list []Instance) *Static { return &Static{instances: slices.Clone(list)} }
+
 // Instances returns the list.
 func (s *Static) Instances() []Instance { return slices.Clone(s.instances) }
 

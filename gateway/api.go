@@ -25,8 +25,13 @@ type API struct {
 	// OpenAPI is the description served at /openapi.json.
 	OpenAPI  []byte
 	Pipeline *Pipeline
+	// Native is llmedge's own API on PathInference.
+	Native Front
 	// Passthrough hands unknown paths to next instead of answering 404.
 	Passthrough bool
+	// Done, when set, hears every inference request once it is answered
+	// (the Caddy module adds its figures to the access log).
+	Done func(r *http.Request, ex *Exchange)
 }
 
 // ServeHTTP dispatches by exact path; next gets unknown paths when
@@ -35,7 +40,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 	switch r.URL.Path {
 	case PathInference:
 		if allow(w, r, http.MethodPost) {
-			a.Pipeline.ServeHTTP(w, r)
+			a.serveChat(w, r, a.Native)
 		}
 	case PathToken:
 		if allow(w, r, http.MethodPost) {
@@ -65,6 +70,13 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 			return
 		}
 		api.NewError(http.StatusNotFound, "Not Found").Write(w)
+	}
+}
+
+func (a *API) serveChat(w http.ResponseWriter, r *http.Request, front Front) {
+	ex := a.Pipeline.Serve(w, r, front)
+	if a.Done != nil {
+		a.Done(r, ex)
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 
 // fail answers with the error that ended the request: an HTTP error while
 // nothing was sent, an `event: error` once the stream has started.
-func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exchange, err error) {
+func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exchange, ans *Answer, err error) {
 	var open time.Duration
 	if m.Pool != nil {
 		open = m.Pool.Breaker().OpenTimeout
@@ -24,13 +24,13 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exch
 	ex.Status = e.Status
 	if sse != nil && sse.isStarted() {
 		ex.Status, ex.StreamError = http.StatusOK, true
-		_ = sse.write(appendEvent(nil, "error", marshal(map[string]any{"detail": e.Detail})))
+		_ = sse.write(ex.Front.AppendStreamError(nil, ans, e))
 		return
 	}
 	if sse != nil {
 		sse.close() // no ping may slip out before the error status
 	}
-	e.Write(w)
+	ex.Front.WriteError(w, e)
 }
 
 // publicError maps a failure to what the client sees. Replica addresses

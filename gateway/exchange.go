@@ -1,7 +1,10 @@
-// Package gateway runs an inference request against a model's replicas:
-// it picks a replica, retries before the first byte reaches the client,
-// relays the stream, enforces timeouts and writes the public answer with
-// its timing figures. It is plain Go; the Caddy modules call into it.
+// Package gateway is the request path of llmedge, in the order a request
+// travels it: a Pipeline authenticates the client, decodes its chat request
+// through a Front (a public API: llmedge's own or OpenAI's), checks the
+// credential's scope, then the Gateway picks a replica of the model, calls
+// it (retrying elsewhere before the first byte reaches the client), relays
+// the stream, enforces timeouts and answers with timing figures. It is
+// plain Go; the Caddy modules call into it.
 package gateway
 
 import (
@@ -13,15 +16,21 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/pool"
 )
 
-// Exchange is the state of one public request, shared by the handlers
-// that authenticate, validate and route it.
+// Exchange is the state of one public request as it moves through the
+// pipeline's stages, whichever handlers run them.
 type Exchange struct {
 	Start     time.Time
 	RequestID string
+	// Front is the public API the request came through.
+	Front Front
+	// Stage is the last stage the request passed.
+	Stage     Stage
 	Principal *auth.Principal
-	Request   *api.InferenceRequest
+	// Chat is the decoded request (valid from StageDecoded on).
+	Chat api.Chat
 
 	// Stage durations for Server-Timing.
 	Auth, Validate, Queue, Upstream time.Duration
@@ -29,14 +38,26 @@ type Exchange struct {
 	// Outcome, for logs and metrics.
 	Replica  string
 	Attempts int
-	Usage    api.Usage
-	TTFT     time.Duration
+	// Choice is the balancing decision of the last attempt.
+	Choice pool.Choice
+	Usage  api.Usage
+	TTFT   time.Duration
+	Finish string
 	// Status is the HTTP status the client got (499: it left first). A
 	// stream that failed after its start has 200 and StreamError set.
 	Status      int
 	StreamError bool
 
-	observed bool // metrics recorded
+	body     []byte // the request body, once decoded
+	observed bool   // metrics recorded
+}
+
+// Model is the model type the request names, once decoded; "" before.
+func (ex *Exchange) Model() string {
+	if ex.Stage < StageDecoded {
+		return ""
+	}
+	return ex.Chat.Model
 }
 
 type exchangeKey struct{}
@@ -47,16 +68,12 @@ func FromContext(ctx context.Context) *Exchange {
 	return ex
 }
 
-// Begin returns the request's Exchange, creating it (and setting the
-// X-Request-ID response header) when this is the first llmedge handler to
-// see the request.
-func Begin(w http.ResponseWriter, r *http.Request) (*Exchange, *http.Request) {
-	if ex := FromContext(r.Context()); ex != nil {
-		return ex, r
-	}
-	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID"))}
+// newExchange starts the state of a request arriving through front, and
+// sets its X-Request-ID response header.
+func newExchange(w http.ResponseWriter, r *http.Request, front Front) *Exchange {
+	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID")), Front: front}
 	w.Header().Set("X-Request-ID", ex.RequestID)
-	return ex, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+	return ex
 }
 
 // requestID keeps a client's ID when it is short printable ASCII (it ends

@@ -13,6 +13,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/routing"
 )
 
 // script is what a fake replica does for one attempt.
@@ -45,6 +46,10 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *backends.Re
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
+		if onDelta == nil {
+			res.Content += d // a non-streamed call: the text comes whole
+			continue
+		}
 		if err := onDelta(d); err != nil {
 			return nil, err
 		}
@@ -69,6 +74,7 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *backends.Re
 		res.UsageKnown = true
 	}
 	res.Done = time.Now()
+	res.FirstByte = res.Done
 	return res, nil
 }
 
@@ -83,7 +89,7 @@ func newTestGateway(t *testing.T, scripts map[string]script, urls ...string) (*G
 func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script, urls ...string) (*Gateway, *fakeBackend) {
 	t.Helper()
 	fb := &fakeBackend{scripts: scripts}
-	p := pool.NewWithOptions(t.Name(), &pool.RoundRobin{}, o)
+	p := pool.NewWithOptions(t.Name(), &routing.RoundRobin{}, o)
 	t.Cleanup(p.Close)
 	var rs []*pool.Replica
 	for _, u := range urls {
@@ -96,7 +102,7 @@ func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script,
 	p.Set(rs)
 	g := &Gateway{
 		Models: map[string]*Model{"qwen": {
-			Name: "qwen", Pool: p, Protocol: "fake",
+			Name: "qwen", Pool: p, Protocol: "fake", StreamUpstream: true,
 			Backends: map[string]backends.Backend{"fake": fb},
 			Timeouts: Timeouts{FirstToken: 300 * time.Millisecond, Idle: 300 * time.Millisecond, Total: 5 * time.Second},
 		}},
@@ -106,10 +112,16 @@ func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script,
 }
 
 func serve(g *Gateway, req *api.InferenceRequest) *httptest.ResponseRecorder {
+	return serveCtx(g, context.Background(), req)
+}
+
+// serveCtx runs the routing stage for req, as the pipeline does once the
+// request is authorized.
+func serveCtx(g *Gateway, ctx context.Context, req *api.InferenceRequest) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
-	r := httptest.NewRequest("POST", "/tasks/assistant_inference", nil)
-	ex, r := Begin(w, r)
-	ex.Request = req
+	r := httptest.NewRequest("POST", "/tasks/assistant_inference", nil).WithContext(ctx)
+	ex := newExchange(w, r, NativeFront{})
+	ex.Stage, ex.Chat = StageAuthorized, req.Chat()
 	g.Serve(w, r, ex)
 	return w
 }
@@ -234,7 +246,7 @@ func TestNoReplicasAndSaturation(t *testing.T) {
 	g, _ = newTestGateway(t, nil, "http://a:1")
 	r := g.Models["qwen"].Pool.Replicas()[0]
 	r.MaxConcurrency = 1
-	held, _ := g.Models["qwen"].Pool.Acquire(nil)
+	held, _ := g.Models["qwen"].Pool.Acquire(nil, nil)
 	defer held.Release(pool.Success)
 	w = serve(g, request(false))
 	if w.Code != 429 || w.Header().Get("Retry-After") == "" {
@@ -245,12 +257,8 @@ func TestNoReplicasAndSaturation(t *testing.T) {
 func TestClientCancelStopsAttempts(t *testing.T) {
 	g, fb := newTestGateway(t, map[string]script{"http://a:1": {deltas: []string{"a"}, delay: time.Second}, "http://b:1": {deltas: []string{"b"}}}, "http://a:1", "http://b:1")
 	ctx, cancel := context.WithCancel(context.Background())
-	w := httptest.NewRecorder()
-	r := httptest.NewRequest("POST", "/", nil).WithContext(ctx)
-	ex, r := Begin(w, r)
-	ex.Request = request(false)
 	time.AfterFunc(50*time.Millisecond, cancel)
-	g.Serve(w, r, ex)
+	w := serveCtx(g, ctx, request(false))
 	if len(fb.calls) != 1 || w.Body.Len() != 0 {
 		t.Fatalf("calls %v body %q", fb.calls, w.Body)
 	}
@@ -281,7 +289,7 @@ func TestUpstreamMessages(t *testing.T) {
 	for _, tt := range tests {
 		m := &Model{SystemMessage: tt.def}
 		var parts []string
-		for _, msg := range m.upstreamMessages(&api.InferenceRequest{Messages: tt.msgs, SystemMessage: tt.override}) {
+		for _, msg := range m.upstreamMessages(&api.Chat{Messages: tt.msgs, SystemMessage: tt.override}) {
 			parts = append(parts, msg.Role+":"+msg.Content)
 		}
 		if got := strings.Join(parts, " "); got != tt.want {

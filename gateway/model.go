@@ -24,8 +24,12 @@ type Model struct {
 	// SystemMessage is prepended when the request has neither a
 	// system_message nor a leading system message.
 	SystemMessage string
-	// MaxTokens caps replies; 0 leaves it to the replica.
+	// MaxTokens caps replies; 0 leaves it to the replica (or the client).
 	MaxTokens int
+	// StreamUpstream asks replicas for a stream even when the client wants
+	// one JSON answer, so that the first-token and idle timeouts watch
+	// every call (see attempt).
+	StreamUpstream bool
 	// APIKey is sent to replicas as a Bearer token.
 	APIKey   string
 	Timeouts Timeouts
@@ -51,6 +55,8 @@ type Timeouts struct {
 	Idle time.Duration
 	// Total bounds the whole request, all attempts included.
 	Total time.Duration
+	// Response bounds one non-streamed replica call; 0: only Total does.
+	Response time.Duration
 }
 
 // Default timeouts: generous, because a long prompt on a busy GPU can take
@@ -74,10 +80,27 @@ func (t Timeouts) withDefaults() Timeouts {
 	return t
 }
 
-// upstreamMessages applies the system message rules of DESIGN.md §1: a
-// request's system_message replaces a leading system message; otherwise the
-// model's default is added when the request has no system message first.
-func (m *Model) upstreamMessages(req *api.InferenceRequest) []api.Message {
+// call is what replicas are asked for chat, but for the replica's address,
+// upstream model name and key, which each attempt sets.
+func (m *Model) call(chat *api.Chat) backends.Request {
+	s := chat.Sampling
+	if m.MaxTokens > 0 && (s.MaxTokens == 0 || s.MaxTokens > m.MaxTokens) {
+		s.MaxTokens = m.MaxTokens
+	}
+	return backends.Request{
+		Messages:    m.upstreamMessages(chat),
+		Temperature: s.Temperature,
+		TopP:        s.TopP,
+		MaxTokens:   s.MaxTokens,
+		Stop:        s.Stop,
+		Seed:        s.Seed,
+	}
+}
+
+// upstreamMessages applies the system message rules: a request's
+// system_message replaces a leading system message; otherwise the model's
+// default is added when the request has no system message first.
+func (m *Model) upstreamMessages(req *api.Chat) []api.Message {
 	msgs := req.Messages
 	sys := m.SystemMessage
 	if req.SystemMessage != nil {
@@ -100,6 +123,15 @@ func (m *Model) backendFor(r *pool.Replica) backends.Backend {
 		}
 	}
 	return m.Backends[m.Protocol]
+}
+
+// Engine describes r's engine (health path, metrics), as its protocol
+// knows it.
+func (m *Model) Engine(r *pool.Replica) backends.Engine {
+	if d, ok := m.backendFor(r).(backends.Describer); ok {
+		return d.Engine()
+	}
+	return backends.Engine{}
 }
 
 func (m *Model) upstreamModel(r *pool.Replica) string {

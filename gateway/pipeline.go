@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"net/http"
 	"time"
 
@@ -8,75 +11,154 @@ import (
 	"github.com/llmedge/llmedge/auth"
 )
 
-// Pipeline holds the stages of POST /tasks/assistant_inference. Each
-// stage can also run alone, as its own Caddy handler; the Exchange carries
-// what one stage learns to the next.
-type Pipeline struct {
-	Verifier  *auth.Verifier
-	Realm     string
-	Validator *api.Validator
-	Gateway   *Gateway
+// Stage is a step of the pipeline. Stages run in this order, each at most
+// once per request.
+type Stage uint8
+
+const (
+	// StageNone: the request has passed no stage.
+	StageNone Stage = iota
+	// StageAuthenticated: its credential is valid (ex.Principal).
+	StageAuthenticated
+	// StageDecoded: its body is a valid chat request (ex.Chat).
+	StageDecoded
+	// StageAuthorized: the credential covers the model asked for.
+	StageAuthorized
+	// StageRouted: a replica answered, or the request failed; the client
+	// has its answer.
+	StageRouted
+)
+
+// Authenticator turns a request's credential into a principal, or into the
+// 401 to answer.
+type Authenticator interface {
+	Authenticate(r *http.Request) (*auth.Principal, *api.Error)
 }
 
-// Authenticate checks the bearer token. On failure it has answered and
-// returns false.
-func (p *Pipeline) Authenticate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
-	ex, r := Begin(w, r)
+// Pipeline is the one request path of the inference endpoints. Handlers
+// run it up to a stage with Through; a stage always runs every earlier
+// stage the request has not passed yet, so no order or subset of handlers
+// can route a request that was not authenticated and authorized for its
+// model.
+type Pipeline struct {
+	Auth Authenticator
+	// Realm names the protected space in WWW-Authenticate challenges.
+	Realm   string
+	Gateway *Gateway
+}
+
+// Through runs the stages after the request's current one, up to and
+// including last, and reports whether they all passed. A stage that
+// refuses the request has answered it; StageRouted always answers, so
+// Through(..., StageRouted) returns false.
+//
+// The request's Exchange is kept in its context when last is before
+// StageRouted, for the handlers that run the later stages; front is used
+// when this call begins the exchange.
+func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, front Front, last Stage) (*http.Request, *Exchange, bool) {
+	ex := FromContext(r.Context())
+	if ex == nil {
+		ex = newExchange(w, r, front)
+		if last < StageRouted {
+			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
+		}
+	}
+	for ex.Stage < last {
+		var ok bool
+		switch ex.Stage + 1 {
+		case StageAuthenticated:
+			ok = p.authenticate(w, r, ex)
+		case StageDecoded:
+			ok = p.decode(w, r, ex)
+		case StageAuthorized:
+			ok = p.authorize(w, ex)
+		case StageRouted:
+			ex.Stage = StageRouted
+			p.Gateway.Serve(w, r, ex)
+			return r, ex, false
+		}
+		if !ok {
+			ex.Stage = StageRouted // answered
+			return r, ex, false
+		}
+		ex.Stage++
+	}
+	return r, ex, true
+}
+
+// ServeHTTP runs every stage, through front.
+func (p *Pipeline) Serve(w http.ResponseWriter, r *http.Request, front Front) *Exchange {
+	_, ex, _ := p.Through(w, r, front, StageRouted)
+	return ex
+}
+
+// Require refuses, with 403, a request whose credential lacks any of
+// scopes; it must have passed StageAuthenticated. It serves handlers that
+// guard something other than the chat endpoints (a plain reverse proxy to
+// one model's replicas), where the pipeline cannot know the model.
+func (p *Pipeline) Require(w http.ResponseWriter, ex *Exchange, scopes []string) bool {
+	for _, s := range scopes {
+		if !ex.Principal.HasScope(s) {
+			ex.Stage = StageRouted // answered
+			p.reject(w, ex, auth.Forbidden(p.Realm, s), "insufficient_scope")
+			return false
+		}
+	}
+	return true
+}
+
+// RestoreBody gives r back the body the decode stage read, for a handler
+// that passes a decoded request on to another (a plain reverse proxy).
+func RestoreBody(r *http.Request, ex *Exchange) {
+	if ex.body != nil {
+		r.Body = io.NopCloser(bytes.NewReader(ex.body))
+		r.ContentLength = int64(len(ex.body))
+	}
+}
+
+func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
 	start := time.Now()
-	principal, err := auth.Bearer(r, p.Verifier, p.Realm)
+	principal, err := p.Auth.Authenticate(r)
 	ex.Auth = time.Since(start)
 	if err != nil {
 		p.reject(w, ex, err, authFailureReason(err))
-		return r, false
+		return false
 	}
 	ex.Principal = principal
-	return r, true
+	return true
 }
 
-// Validate reads and checks the body, then checks that the token (if the
-// request was authenticated) covers the model. On failure it has answered
-// and returns false.
-func (p *Pipeline) Validate(w http.ResponseWriter, r *http.Request) (*http.Request, bool) {
-	ex, r := Begin(w, r)
+func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
 	start := time.Now()
-	req, err := p.Validator.ReadRequest(r)
+	chat, body, err := ex.Front.Decode(r)
 	ex.Validate = time.Since(start)
 	if err != nil {
 		p.reject(w, ex, err, "")
-		return r, false
+		return false
 	}
-	if ex.Principal != nil {
-		if scope := auth.ModelScope(req.ModelType); !ex.Principal.HasScope(scope) {
-			ex.Request = req // the model is known: label the metrics with it
-			p.reject(w, ex, auth.Forbidden(p.Realm, scope), "insufficient_scope")
-			return r, false
-		}
-	}
-	ex.Request = req
-	return r, true
+	ex.Chat, ex.body = chat, body
+	return true
 }
 
-// Route sends the validated request to a replica and answers. It
-// validates first when no earlier stage did.
-func (p *Pipeline) Route(w http.ResponseWriter, r *http.Request) {
-	ex, r := Begin(w, r)
-	if ex.Request == nil {
-		var ok bool
-		if r, ok = p.Validate(w, r); !ok {
-			return
-		}
+// authorize checks that the credential covers the model. It runs after
+// authentication by construction: a principal is always there.
+func (p *Pipeline) authorize(w http.ResponseWriter, ex *Exchange) bool {
+	scope := auth.ModelScope(ex.Chat.Model)
+	if !ex.Principal.HasScope(scope) {
+		p.reject(w, ex, auth.Forbidden(p.Realm, scope), "insufficient_scope")
+		return false
 	}
-	p.Gateway.Serve(w, r, ex)
+	return true
 }
 
 // reject answers err, ending the request before it reaches a replica.
 func (p *Pipeline) reject(w http.ResponseWriter, ex *Exchange, err *api.Error, authReason string) {
 	ex.Status = err.Status
-	err.Write(w)
+	ex.Front.WriteError(w, err)
 	if authReason != "" && p.Gateway.Metrics != nil {
 		p.Gateway.Metrics.AuthFailure(authReason)
 	}
-	p.Gateway.Observe(ex)
+	p.Gateway.observe(ex)
 }
 
 // authFailureReason names a Bearer failure for the metrics.
@@ -85,16 +167,4 @@ func authFailureReason(err *api.Error) string {
 		return "missing_token"
 	}
 	return "invalid_token"
-}
-
-// ServeHTTP runs every stage in order.
-func (p *Pipeline) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	r, ok := p.Authenticate(w, r)
-	if !ok {
-		return
-	}
-	if r, ok = p.Validate(w, r); !ok {
-		return
-	}
-	p.Route(w, r)
 }

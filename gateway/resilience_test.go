@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
 )
@@ -25,15 +24,6 @@ func checkBalanced(t *testing.T, g *Gateway) {
 			t.Errorf("%s: %d slots still held", r.URL, r.Outstanding())
 		}
 	}
-}
-
-func serveCtx(g *Gateway, ctx context.Context, req *api.InferenceRequest) *httptest.ResponseRecorder {
-	w := httptest.NewRecorder()
-	r := httptest.NewRequest("POST", "/tasks/assistant_inference", nil).WithContext(ctx)
-	ex, r := Begin(w, r)
-	ex.Request = req
-	g.Serve(w, r, ex)
-	return w
 }
 
 func TestBreakerHearsEachAttemptOnce(t *testing.T) {
@@ -167,7 +157,7 @@ func TestQueueWaitsForSlot(t *testing.T) {
 		map[string]script{"http://a:1": {deltas: []string{"ok"}}}, "http://a:1")
 	p := g.Models["qwen"].Pool
 	p.Replicas()[0].MaxConcurrency = 1
-	held, err := p.Acquire(nil)
+	held, err := p.Acquire(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +176,7 @@ func TestQueueWaitsForSlot(t *testing.T) {
 		map[string]script{"http://a:1": {deltas: []string{"ok"}}}, "http://a:1")
 	p2 := g2.Models["qwen"].Pool
 	p2.Replicas()[0].MaxConcurrency = 1
-	held2, _ := p2.Acquire(nil)
+	held2, _ := p2.Acquire(nil, nil)
 	defer held2.Release(pool.Success)
 	start := time.Now()
 	w = serve(g2, request(true))

@@ -28,27 +28,12 @@ const (
 	DefaultTimeout  = 2 * time.Second
 )
 
-// Paths maps a protocol name to the health path of engines speaking it.
-// Protocols not listed use "/health".
-var Paths = map[string]string{
-	"ollama": "/",        // "Ollama is running"
-	"native": "/healthz", // llmedge's own liveness endpoint
-}
-
-// PathFor returns the health path for protocol.
-func PathFor(protocol string) string {
-	if p, ok := Paths[protocol]; ok {
-		return p
-	}
-	return "/health"
-}
-
 // Target is one pool to probe.
 type Target struct {
 	Pool *pool.Pool
-	// Protocol is the pool's default protocol; a replica's own Protocol
-	// wins. It picks the health path.
-	Protocol string
+	// Path returns the health path of a replica's engine ("" when it has
+	// none: it is not probed); nil means "/health" for every replica.
+	Path func(*pool.Replica) string
 	// Interval between probes of a replica; 0 means DefaultInterval.
 	Interval time.Duration
 	// Timeout of one probe; 0 means DefaultTimeout.
@@ -117,11 +102,14 @@ func (p *Prober) round(ctx context.Context, t Target) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			proto := t.Protocol
-			if r.Protocol != "" {
-				proto = r.Protocol
+			path := "/health"
+			if t.Path != nil {
+				path = t.Path(r)
 			}
-			ok := p.probe(ctx, r.URL+PathFor(proto), timeout)
+			if path == "" {
+				return
+			}
+			ok := p.probe(ctx, r.URL+path, timeout)
 			if ctx.Err() != nil {
 				return
 			}

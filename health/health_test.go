@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/routing"
 )
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -52,14 +53,14 @@ func TestProberMarksLoadingReplicas(t *testing.T) {
 	refused.Close()
 
 	a, b := replica(t, llama.URL), replica(t, refusedURL)
-	p := pool.New("m", &pool.RoundRobin{})
+	p := pool.New("m", &routing.RoundRobin{})
 	p.Set([]*pool.Replica{a, b})
-	pr := &Prober{Targets: []Target{{Pool: p, Protocol: "llamacpp", Interval: 20 * time.Millisecond, Timeout: time.Second}}}
+	pr := &Prober{Targets: []Target{{Pool: p, Path: func(*pool.Replica) string { return "/health" }, Interval: 20 * time.Millisecond, Timeout: time.Second}}}
 	pr.Start()
 	defer pr.Stop()
 
 	waitFor(t, "both unhealthy", func() bool { return !a.Healthy() && !b.Healthy() })
-	if _, err := p.Acquire(nil); err != pool.ErrNoReplicas {
+	if _, err := p.Acquire(nil, nil); err != pool.ErrNoReplicas {
 		t.Fatalf("Acquire with every replica loading: %v, want ErrNoReplicas", err)
 	}
 	if got := paths.Load(); got != "/health" {
@@ -67,22 +68,13 @@ func TestProberMarksLoadingReplicas(t *testing.T) {
 	}
 	loading.Store(false)
 	waitFor(t, "llama.cpp healthy", a.Healthy)
-	if l, err := p.Acquire(nil); err != nil || l.Replica != a {
+	if l, err := p.Acquire(nil, nil); err != nil || l.Replica != a {
 		t.Fatalf("Acquire = %v, %v; want the ready replica", l.Replica, err)
 	} else {
 		l.Release(pool.Success)
 	}
 	if b.Healthy() {
 		t.Error("a replica refusing connections became healthy")
-	}
-}
-
-func TestPathFor(t *testing.T) {
-	for proto, want := range map[string]string{"openai": "/health", "vllm": "/health", "tgi": "/health",
-		"sglang": "/health", "llamacpp": "/health", "ollama": "/", "native": "/healthz"} {
-		if got := PathFor(proto); got != want {
-			t.Errorf("PathFor(%q) = %q, want %q", proto, got, want)
-		}
 	}
 }
 
@@ -98,7 +90,7 @@ func TestProberStopLeavesNothingBehind(t *testing.T) {
 	defer srv.Close()
 	before := runtime.NumGoroutine()
 	r := replica(t, srv.URL)
-	p := pool.New("m", &pool.RoundRobin{})
+	p := pool.New("m", &routing.RoundRobin{})
 	p.Set([]*pool.Replica{r})
 	for range 3 { // as across config reloads
 		pr := &Prober{Client: srv.Client(), Targets: []Target{{Pool: p, Interval: 5 * time.Millisecond}}}

@@ -24,8 +24,8 @@ func TestConsulExampleAdapts(t *testing.T) {
 	}
 	for _, want := range []string{
 		`"consul":{"address":"127.0.0.1:18500"}`,
-		`"name":"qwen","consul_service":"llm-qwen","protocol":"openai"`,
-		`"name":"gemma","consul_service":"llm-gemma","protocol":"openai"`,
+		`"name":"qwen","source":{"service":"llm-qwen","source":"consul"},"protocol":{"protocol":"openai"}`,
+		`"name":"gemma","source":{"service":"llm-gemma","source":"consul"},"protocol":{"protocol":"openai"}`,
 		`"dynamic_upstreams":{"service":"llm-qwen","source":"consul"}`,
 		`"localhost"`, `":8443"`,
 	} {

@@ -11,7 +11,10 @@ import (
 	_ "github.com/llmedge/llmedge/modules/llmgateway"
 	_ "github.com/llmedge/llmedge/modules/llmhealth"
 	_ "github.com/llmedge/llmedge/modules/llmjwks"
+	_ "github.com/llmedge/llmedge/modules/llmpolicy"
+	_ "github.com/llmedge/llmedge/modules/llmprotocol"
 	_ "github.com/llmedge/llmedge/modules/llmroute"
+	_ "github.com/llmedge/llmedge/modules/llmsource"
 	_ "github.com/llmedge/llmedge/modules/llmtoken"
 	_ "github.com/llmedge/llmedge/modules/llmvalidate"
 )

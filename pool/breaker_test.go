@@ -15,7 +15,7 @@ var poolSeq atomic.Int64
 // breaker registry gives it fresh breakers; it is closed at the end.
 func newTestPool(t *testing.T, o Options, urls ...string) (*Pool, []*Replica) {
 	t.Helper()
-	p := NewWithOptions(t.Name()+"#"+time.Now().String()+string(rune('a'+poolSeq.Add(1)%26)), &RoundRobin{}, o)
+	p := NewWithOptions(t.Name()+"#"+time.Now().String()+string(rune('a'+poolSeq.Add(1)%26)), &rotate{}, o)
 	rs := replicas(t, urls...)
 	p.Set(rs)
 	t.Cleanup(p.Close)
@@ -31,7 +31,7 @@ func runOn(t *testing.T, p *Pool, r *Replica, o Outcome) {
 			others = append(others, x)
 		}
 	}
-	l, err := p.Acquire(others)
+	l, err := p.Acquire(nil, others)
 	if err != nil || l.Replica != r {
 		t.Fatalf("acquire %s: %v %v", r.URL, l.Replica, err)
 	}
@@ -66,13 +66,13 @@ func TestBreakerOpensOnConsecutiveFailuresAndLeavesSelection(t *testing.T) {
 		t.Fatalf("breaker %v after 3 consecutive failures", a.BreakerState())
 	}
 	for i := 0; i < 50; i++ {
-		l, err := p.Acquire(nil)
+		l, err := p.Acquire(nil, nil)
 		if err != nil || l.Replica != b {
 			t.Fatalf("open replica selected: %v %v", l.Replica, err)
 		}
 		l.Release(Success)
 	}
-	if _, err := p.Acquire([]*Replica{b}); !errors.Is(err, ErrBreakersOpen) || !errors.Is(err, ErrNoReplicas) {
+	if _, err := p.Acquire(nil, []*Replica{b}); !errors.Is(err, ErrBreakersOpen) || !errors.Is(err, ErrNoReplicas) {
 		t.Fatalf("only an open replica left: %v", err)
 	}
 }
@@ -117,16 +117,16 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 	}
 	waitState(t, a, StateHalfOpen)
 
-	probe, err := p.Acquire([]*Replica{b})
+	probe, err := p.Acquire(nil, []*Replica{b})
 	if err != nil || probe.Replica != a {
 		t.Fatalf("half-open replica refused its probe: %v", err)
 	}
 	// One probe at a time: a second request goes elsewhere, or nowhere.
-	if _, err := p.Acquire([]*Replica{b}); !errors.Is(err, ErrBreakersOpen) {
+	if _, err := p.Acquire(nil, []*Replica{b}); !errors.Is(err, ErrBreakersOpen) {
 		t.Fatalf("second probe let through: %v", err)
 	}
 	for i := 0; i < 20; i++ {
-		l, err := p.Acquire(nil)
+		l, err := p.Acquire(nil, nil)
 		if err != nil || l.Replica != b {
 			t.Fatalf("request went to the probing replica: %v %v", l.Replica, err)
 		}
@@ -159,7 +159,7 @@ func TestBreakerSurvivesUpdatesAndReloads(t *testing.T) {
 	name := t.Name()
 	before := breakers.len()
 	settings := Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}}
-	p1 := NewWithOptions(name, P2C{}, settings)
+	p1 := NewWithOptions(name, &rotate{}, settings)
 	p1.Set(replicas(t, "http://a:1", "http://b:1"))
 	a := p1.Replicas()[0]
 	runOn(t, p1, a, Failure)
@@ -173,14 +173,14 @@ func TestBreakerSurvivesUpdatesAndReloads(t *testing.T) {
 	}
 
 	// A reload: the new pool is provisioned before the old one is closed.
-	p2 := NewWithOptions(name, P2C{}, settings)
+	p2 := NewWithOptions(name, &rotate{}, settings)
 	p2.Set(replicas(t, "http://a:1", "http://b:1"))
 	p1.Close()
 	if p2.Replicas()[0].BreakerState() != StateOpen {
 		t.Fatal("reload reset the open breaker")
 	}
 	// Other settings, other breaker.
-	p3 := NewWithOptions(name, P2C{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 9}})
+	p3 := NewWithOptions(name, &rotate{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 9}})
 	p3.Set(replicas(t, "http://a:1"))
 	if p3.Replicas()[0].BreakerState() != StateClosed {
 		t.Fatal("breaker shared across different settings")
@@ -210,13 +210,13 @@ func TestBreakersDisabled(t *testing.T) {
 func TestWaitQueue(t *testing.T) {
 	p, rs := newTestPool(t, Options{QueueLength: 1, QueueTimeout: time.Minute}, "http://a:1")
 	rs[0].MaxConcurrency = 1 // before any acquire; the test owns the replica
-	held, err := p.Acquire(nil)
+	held, err := p.Acquire(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		l, err := p.AcquireWait(context.Background(), nil)
+		l, err := p.AcquireWait(context.Background(), nil, nil)
 		if err == nil && l.Replica != rs[0] {
 			err = errors.New("wrong replica")
 		}
@@ -230,7 +230,7 @@ func TestWaitQueue(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if _, err := p.AcquireWait(context.Background(), nil); !errors.Is(err, ErrQueueFull) || !errors.Is(err, ErrSaturated) {
+	if _, err := p.AcquireWait(context.Background(), nil, nil); !errors.Is(err, ErrQueueFull) || !errors.Is(err, ErrSaturated) {
 		t.Fatalf("over the queue length: %v", err)
 	}
 	select {
@@ -255,10 +255,10 @@ func TestWaitQueue(t *testing.T) {
 func TestWaitQueueTimeoutAndCancel(t *testing.T) {
 	p, rs := newTestPool(t, Options{QueueLength: 5, QueueTimeout: 100 * time.Millisecond}, "http://a:1")
 	rs[0].MaxConcurrency = 1
-	held, _ := p.Acquire(nil)
+	held, _ := p.Acquire(nil, nil)
 	defer held.Release(Success)
 	start := time.Now()
-	if _, err := p.AcquireWait(context.Background(), nil); !errors.Is(err, ErrQueueTimeout) {
+	if _, err := p.AcquireWait(context.Background(), nil, nil); !errors.Is(err, ErrQueueTimeout) {
 		t.Fatalf("queue timeout: %v", err)
 	}
 	if d := time.Since(start); d < 100*time.Millisecond {
@@ -266,15 +266,15 @@ func TestWaitQueueTimeoutAndCancel(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := p.AcquireWait(ctx, nil); !errors.Is(err, context.Canceled) {
+	if _, err := p.AcquireWait(ctx, nil, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled wait: %v", err)
 	}
 	// No queue: saturation answers at once.
 	p2, rs2 := newTestPool(t, Options{}, "http://a:1")
 	rs2[0].MaxConcurrency = 1
-	h2, _ := p2.Acquire(nil)
+	h2, _ := p2.Acquire(nil, nil)
 	defer h2.Release(Success)
-	if _, err := p2.AcquireWait(context.Background(), nil); err != ErrSaturated {
+	if _, err := p2.AcquireWait(context.Background(), nil, nil); err != ErrSaturated {
 		t.Fatalf("no queue: %v", err)
 	}
 }
@@ -282,7 +282,7 @@ func TestWaitQueueTimeoutAndCancel(t *testing.T) {
 // BenchmarkAcquireRelease measures the hot path: pick, breaker Allow, slot,
 // release with the outcome. gobreaker's done callback is its one allocation.
 func BenchmarkAcquireRelease(b *testing.B) {
-	p := NewWithOptions(b.Name(), P2C{}, Options{QueueLength: 100, QueueTimeout: time.Second})
+	p := NewWithOptions(b.Name(), &rotate{}, Options{QueueLength: 100, QueueTimeout: time.Second})
 	defer p.Close()
 	var rs []*Replica
 	for _, u := range []string{"http://a:1", "http://b:1", "http://c:1", "http://d:1"} {
@@ -294,7 +294,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			l, err := p.AcquireWait(ctx, nil)
+			l, err := p.AcquireWait(ctx, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -314,12 +314,12 @@ func TestBreakerChangesReachTheNewestPool(t *testing.T) {
 		}
 	}
 	s := BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 500 * time.Millisecond}
-	p1 := NewWithOptions(t.Name(), P2C{}, Options{Breaker: s, OnBreakerChange: listen("old")})
+	p1 := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: s, OnBreakerChange: listen("old")})
 	p1.Set(replicas(t, "http://a:1"))
 	runOn(t, p1, p1.Replicas()[0], Failure)
 	// A reload: the new configuration's pool takes over the breaker and
 	// hears its later changes.
-	p2 := NewWithOptions(t.Name(), P2C{}, Options{Breaker: s, OnBreakerChange: listen("new")})
+	p2 := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: s, OnBreakerChange: listen("new")})
 	p2.Set(replicas(t, "http://a:1"))
 	p1.Close()
 	defer p2.Close()
@@ -334,7 +334,7 @@ func TestBreakerChangesReachTheNewestPool(t *testing.T) {
 
 func TestReplicaRemovedAndAddedBack(t *testing.T) {
 	before := breakers.len()
-	p := NewWithOptions(t.Name(), P2C{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	p := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
 	a := replicas(t, "http://a:1")
 	p.Set(a)
 	p.Set(nil)

@@ -1,124 +1,65 @@
 package pool
 
 import (
-	"fmt"
-	"math/rand/v2"
-	"sync/atomic"
+	"net/http"
+
+	"github.com/llmedge/llmedge/api"
 )
 
-// Policy chooses one replica among candidates, all of which are usable
-// (not excluded, below their cap). candidates is never empty.
+// Policy chooses the replica for a request. Implementations live in
+// package routing and, as Caddy guest modules, wherever a third party
+// writes one; they are safe for concurrent use.
 type Policy interface {
-	Choose(candidates []*Replica) *Replica
+	// Select picks one of candidates, which is never empty and holds only
+	// usable replicas (healthy, breaker not open, below their cap, not yet
+	// tried for this request). It must return one of them.
+	Select(req *Request, candidates []*Replica) Choice
 }
 
-// Policy names accepted by NewPolicy.
+// ReplicaWatcher is implemented by policies that keep state per replica
+// (a prefix index, a hash ring): the pool tells them the current set after
+// every change, so that they can forget replicas that left.
+type ReplicaWatcher interface {
+	ReplicasChanged(current []*Replica)
+}
+
+// Request is what a policy sees of the request it places.
+type Request struct {
+	// Model is the model type.
+	Model string
+	// Messages are the messages as the replica will receive them, the
+	// system message actually sent first.
+	Messages []api.Message
+	// User is the authenticated principal ("" when none).
+	User string
+	// Header is the client's request header, read-only.
+	Header http.Header
+}
+
+// Choice is a policy's pick and the reason for it, for logs and metrics.
+type Choice struct {
+	Replica *Replica
+	// Reason says why Replica was chosen, e.g. ReasonPrefix.
+	Reason string
+	// Cached is the predicted share (0..1) of the prompt that Replica
+	// holds in its prefix cache; negative when the policy does not predict.
+	Cached float64
+}
+
+// Reasons a policy gives for a choice.
 const (
-	PolicyP2C           = "p2c"
-	PolicyRoundRobin    = "round_robin"
-	PolicyRandom        = "random"
-	PolicyLeastRequests = "least_requests"
+	// ReasonOnly: there was one candidate.
+	ReasonOnly = "only"
+	// ReasonLoad: the least loaded candidate (or the less loaded of a sample).
+	ReasonLoad = "load"
+	// ReasonPrefix: the candidate holding the longest prefix of the prompt.
+	ReasonPrefix = "prefix"
+	// ReasonAffinity: the candidate the request's session is bound to.
+	ReasonAffinity = "affinity"
+	// ReasonRoundRobin and ReasonRandom: the policy's fixed rule.
+	ReasonRoundRobin = "round_robin"
+	ReasonRandom     = "random"
 )
 
-// Policies lists the accepted policy names.
-var Policies = []string{PolicyP2C, PolicyRoundRobin, PolicyRandom, PolicyLeastRequests}
-
-// NewPolicy returns the named policy; "" is p2c.
-func NewPolicy(name string) (Policy, error) {
-	switch name {
-	case "", PolicyP2C:
-		return P2C{}, nil
-	case PolicyRoundRobin:
-		return &RoundRobin{}, nil
-	case PolicyRandom:
-		return Random{}, nil
-	case PolicyLeastRequests:
-		return LeastRequests{}, nil
-	}
-	return nil, fmt.Errorf("unknown lb_policy %q (want one of %v)", name, Policies)
-}
-
-// P2C samples two replicas by weight and takes the one with fewer
-// outstanding requests per unit of weight: near least-loaded balancing
-// without scanning, and without the herd effect of a strict minimum.
-type P2C struct{}
-
-func (P2C) Choose(c []*Replica) *Replica {
-	if len(c) == 1 {
-		return c[0]
-	}
-	a := weightedPick(c, nil)
-	b := weightedPick(c, a)
-	if load(b) < load(a) {
-		return b
-	}
-	return a
-}
-
-// RoundRobin cycles through the replicas, weighted by repetition of turns.
-type RoundRobin struct{ n atomic.Uint64 }
-
-func (rr *RoundRobin) Choose(c []*Replica) *Replica {
-	var total int64
-	for _, r := range c {
-		total += r.weight()
-	}
-	k := int64(rr.n.Add(1)-1) % total
-	for _, r := range c {
-		if k -= r.weight(); k < 0 {
-			return r
-		}
-	}
-	return c[len(c)-1]
-}
-
-// Random picks by weight.
-type Random struct{}
-
-func (Random) Choose(c []*Replica) *Replica { return weightedPick(c, nil) }
-
-// LeastRequests takes the replica with the fewest outstanding requests per
-// unit of weight, ties broken at random.
-type LeastRequests struct{}
-
-func (LeastRequests) Choose(c []*Replica) *Replica {
-	var best *Replica
-	var bestLoad float64
-	ties := 0
-	for _, r := range c {
-		l := load(r)
-		switch {
-		case best == nil || l < bestLoad:
-			best, bestLoad, ties = r, l, 1
-		case l == bestLoad:
-			ties++
-			if rand.IntN(ties) == 0 {
-				best = r
-			}
-		}
-	}
-	return best
-}
-
-func load(r *Replica) float64 { return float64(r.Outstanding()) / float64(r.weight()) }
-
-// weightedPick draws one replica other than skip, with probability
-// proportional to weight.
-func weightedPick(c []*Replica, skip *Replica) *Replica {
-	var total int64
-	for _, r := range c {
-		if r != skip {
-			total += r.weight()
-		}
-	}
-	k := rand.Int64N(total)
-	for _, r := range c {
-		if r == skip {
-			continue
-		}
-		if k -= r.weight(); k < 0 {
-			return r
-		}
-	}
-	return c[len(c)-1]
-}
+// Pick is a Choice of r for reason with no cache prediction.
+func Pick(r *Replica, reason string) Choice { return Choice{Replica: r, Reason: reason, Cached: -1} }

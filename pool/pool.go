@@ -66,6 +66,9 @@ func NewWithOptions(name string, policy Policy, o Options) *Pool {
 	return p
 }
 
+// Policy is the pool's balancing policy.
+func (p *Pool) Policy() Policy { return p.policy }
+
 // Name is the model type the pool serves.
 func (p *Pool) Name() string { return p.name }
 
@@ -103,6 +106,9 @@ func (p *Pool) Set(next []*Replica) {
 		if !slices.Contains(merged, o) {
 			p.detach(o)
 		}
+	}
+	if w, ok := p.policy.(ReplicaWatcher); ok {
+		w.ReplicasChanged(merged)
 	}
 	p.signal()
 }
@@ -145,8 +151,10 @@ func (p *Pool) detach(r *Replica) {
 // slot and reports to the replica's breaker.
 type Lease struct {
 	Replica *Replica
-	pool    *Pool
-	done    func(error)
+	// Choice is the policy's decision that led to Replica.
+	Choice Choice
+	pool   *Pool
+	done   func(error)
 }
 
 // Release frees the slot and tells the breaker how the request went. A
@@ -167,10 +175,13 @@ func (l *Lease) Release(o Outcome) {
 	}
 }
 
-// Acquire picks a replica not in exclude, whose breaker lets the request
-// through, and takes a slot on it. exclude holds replicas already tried
-// for this request.
-func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
+// Acquire has the pool's policy pick a replica for req among those not in
+// exclude whose breaker lets the request through, and takes a slot on it.
+// exclude holds replicas already tried for this request.
+func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
+	if req == nil {
+		req = &Request{Model: p.name}
+	}
 	all := p.Replicas()
 	var buf [16]*Replica
 	candidates := buf[:0]
@@ -187,7 +198,14 @@ func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
 		}
 	}
 	for len(candidates) > 0 {
-		r := p.policy.Choose(candidates)
+		c := p.policy.Select(req, candidates)
+		r := c.Replica
+		if r == nil || !slices.Contains(candidates, r) {
+			// A policy broke its contract; fall back to the first candidate
+			// rather than route nowhere.
+			r = candidates[0]
+			c = Pick(r, ReasonLoad)
+		}
 		candidates = remove(candidates, r)
 		if !r.tryAcquire() {
 			sawFull = true // lost a race for the last slot; try the others
@@ -203,7 +221,7 @@ func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
 			}
 			done = d
 		}
-		return Lease{Replica: r, pool: p, done: done}, nil
+		return Lease{Replica: r, Choice: c, pool: p, done: done}, nil
 	}
 	switch {
 	case sawFull:
@@ -218,8 +236,8 @@ func (p *Pool) Acquire(exclude []*Replica) (Lease, error) {
 // waits in the pool's bounded queue for a slot, until the queue timeout or
 // ctx ends. Waiters are woken when slots free; the order is not strictly
 // first come, first served.
-func (p *Pool) AcquireWait(ctx context.Context, exclude []*Replica) (Lease, error) {
-	l, err := p.Acquire(exclude)
+func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica) (Lease, error) {
+	l, err := p.Acquire(req, exclude)
 	if err != ErrSaturated || p.opts.QueueLength <= 0 || p.opts.QueueTimeout <= 0 {
 		return l, err
 	}
@@ -232,7 +250,7 @@ func (p *Pool) AcquireWait(ctx context.Context, exclude []*Replica) (Lease, erro
 	defer timer.Stop()
 	for {
 		ch := p.waitChan() // before trying, so no wake-up is lost
-		l, err = p.Acquire(exclude)
+		l, err = p.Acquire(req, exclude)
 		if err != ErrSaturated {
 			return l, err
 		}

@@ -32,6 +32,8 @@ type Replica struct {
 
 	// unhealthy is set by active health probing (see health.go).
 	unhealthy atomic.Bool
+	// engine holds the engine's own load figures (see load.go).
+	engine engineLoad
 
 	// breaker is shared by every Replica object of the same model, URL and
 	// breaker settings (see registry); nil when breakers are disabled. Set
@@ -62,6 +64,10 @@ func (r *Replica) Outstanding() int64 { return r.outstanding.Load() }
 
 // Served is the number of requests r has been given.
 func (r *Replica) Served() uint64 { return r.served.Load() }
+
+// EffectiveWeight is r's share of traffic relative to the other replicas
+// of its pool: Weight, or 1 when unset.
+func (r *Replica) EffectiveWeight() int64 { return r.weight() }
 
 func (r *Replica) weight() int64 {
 	if r.Weight <= 0 {

@@ -77,3 +77,7 @@ func Handler(status int, contentType string, parts ...string) http.HandlerFunc {
 		}
 	}
 }
+
+// Float returns a pointer to f, for the optional sampling fields of a
+// backends.Request.
+func Float(f float64) *float64 { return &f }

@@ -49,7 +49,7 @@ var _ backends.Backend = (*Backend)(nil)
 type inferenceRequest struct {
 	Messages    []api.Message `json:"messages"`
 	ModelType   string        `json:"model_type,omitempty"`
-	Temperature float64       `json:"temperature"`
+	Temperature *float64      `json:"temperature,omitempty"`
 	Stream      bool          `json:"stream"`
 }
 

@@ -26,7 +26,7 @@ const (
 
 func testRequest(base string) *backends.Request {
 	return &backends.Request{
-		BaseURL: base, Model: "qwen", Temperature: 0.3, APIKey: "k",
+		BaseURL: base, Model: "qwen", Temperature: backendtest.Float(0.3), APIKey: "k",
 		Messages: []api.Message{{Role: api.RoleUser, Content: "Say hello"}},
 	}
 }

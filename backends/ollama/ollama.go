@@ -54,7 +54,10 @@ type chatRequest struct {
 
 // options are Ollama's sampling options.
 type options struct {
-	Temperature float64 `json:"temperature"`
+	Temperature *float64 `json:"temperature,omitempty"`
+	TopP        *float64 `json:"top_p,omitempty"`
+	Seed        *int64   `json:"seed,omitempty"`
+	Stop        []string `json:"stop,omitempty"`
 	// NumPredict caps the reply length in tokens.
 	NumPredict int `json:"num_predict,omitempty"`
 }
@@ -67,7 +70,8 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 		return nil, &backends.Error{Kind: backends.KindBadRequest, Message: "no chat request"}
 	}
 	body := chatRequest{Model: req.Model, Messages: req.Messages, Stream: true,
-		Options: options{Temperature: req.Temperature, NumPredict: max(req.MaxTokens, 0)}}
+		Options: options{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed, Stop: req.Stop,
+			NumPredict: max(req.MaxTokens, 0)}}
 	if body.Messages == nil {
 		body.Messages = []api.Message{}
 	}

@@ -30,7 +30,7 @@ func ndjsonHandler(status int, parts ...string) http.HandlerFunc {
 
 func testRequest(base string) *backends.Request {
 	return &backends.Request{
-		BaseURL: base, Model: "qwen2.5:7b", Temperature: 0.3, MaxTokens: 64, APIKey: "k",
+		BaseURL: base, Model: "qwen2.5:7b", Temperature: backendtest.Float(0.3), MaxTokens: 64, APIKey: "k",
 		Messages: []api.Message{{Role: api.RoleUser, Content: "Say hello"}},
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/backends/backendtest"
 )
 
 // testRequest is a small chat request to base.
@@ -18,7 +19,7 @@ func testRequest(base string) *backends.Request {
 		BaseURL:     base,
 		Model:       "Qwen/Qwen2.5-7B-Instruct",
 		Messages:    []api.Message{{Role: api.RoleUser, Content: "Say hello"}},
-		Temperature: 0.3,
+		Temperature: backendtest.Float(0.3),
 	}
 }
 

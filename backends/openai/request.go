@@ -18,9 +18,12 @@ const chatPath = "/v1/chat/completions"
 type chatRequest struct {
 	Model       string        `json:"model,omitempty"`
 	Messages    []api.Message `json:"messages"`
-	Temperature float64       `json:"temperature"`
+	Temperature *float64      `json:"temperature,omitempty"`
+	TopP        *float64      `json:"top_p,omitempty"`
 	Stream      bool          `json:"stream"`
 	MaxTokens   int           `json:"max_tokens,omitempty"`
+	Stop        []string      `json:"stop,omitempty"`
+	Seed        *int64        `json:"seed,omitempty"`
 	// StreamOptions is only sent with stream: vLLM answers 400 to it on a
 	// non-streamed request.
 	StreamOptions *streamOptions `json:"stream_options,omitempty"`
@@ -37,7 +40,10 @@ func newHTTPRequest(ctx context.Context, req *backends.Request, stream bool) (*h
 		Model:       req.Model,
 		Messages:    req.Messages,
 		Temperature: req.Temperature,
+		TopP:        req.TopP,
 		Stream:      stream,
+		Stop:        req.Stop,
+		Seed:        req.Seed,
 	}
 	if body.Messages == nil {
 		body.Messages = []api.Message{}

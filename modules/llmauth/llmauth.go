@@ -1,10 +1,7 @@
-// Package llmauth is the `llm_auth` HTTP handler: it verifies the bearer
-// token of llmedge's token endpoint and passes authenticated requests on.
+// Package llmauth is the `llm_auth` HTTP handler: it verifies the request's credential (401 otherwise) and passes the request on.
 package llmauth
 
 import (
-	"net/http"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -19,35 +16,18 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_auth", llmedge.ParseCaddyfile[Handler])
 }
 
-// Handler answers 401 unless the request carries a valid token.
-type Handler struct {
-	pipeline *gateway.Pipeline
-}
+// Handler runs the inference pipeline up to StageAuthenticated (every earlier
+// stage the request has not passed included).
+type Handler struct{ llmedge.Stage }
 
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.llm_auth", New: func() caddy.Module { return new(Handler) }}
 }
 
-// Provision looks up the llmedge app.
-func (h *Handler) Provision(ctx caddy.Context) (err error) {
-	h.pipeline, err = llmedge.PipelineFrom(ctx)
-	return err
-}
-
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	r, logFields := llmedge.Exchange(w, r)
-	defer logFields()
-	r, ok := h.pipeline.Authenticate(w, r)
-	if !ok {
-		return nil
-	}
-	return next.ServeHTTP(w, r)
-}
-
-// UnmarshalCaddyfile parses `llm_auth` (no arguments).
-func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return llmedge.NoArgs(d)
+// Provision looks up the llmedge app's pipeline.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	return h.ProvisionStage(ctx, gateway.StageAuthenticated)
 }
 
 // Interface guards.

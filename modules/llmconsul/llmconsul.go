@@ -25,6 +25,7 @@ import (
 
 	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/modules/llmedge"
+	"github.com/llmedge/llmedge/modules/llmsource"
 )
 
 func init() {
@@ -78,7 +79,7 @@ func (u *Upstreams) Provision(ctx caddy.Context) error {
 	if u.Token != "" {
 		client.Token, client.TokenFile = caddy.NewReplacer().ReplaceAll(u.Token, ""), ""
 	}
-	w, release, err := llmedge.AcquireConsulWatcher(client, discovery.WatchConfig{
+	w, release, err := llmsource.AcquireConsulWatcher(client, discovery.WatchConfig{
 		Service: u.Service, Tag: u.Tag, Filter: u.Filter, Datacenter: u.Datacenter,
 	})
 	if err != nil {
@@ -92,7 +93,7 @@ func (u *Upstreams) Provision(ctx caddy.Context) error {
 		u.current.Store(&next)
 	})
 	u.release = func() { unsubscribe(); release() }
-	llmedge.WaitSynced(ctx, []*discovery.Watcher{w}, syncTimeout, ctx.Logger())
+	llmsource.WaitSynced(ctx, []llmsource.Syncer{w}, syncTimeout, ctx.Logger())
 	return nil
 }
 

@@ -1,7 +1,9 @@
 // Package llmedge is the `llmedge` Caddy app: the long-lived state that
-// llmedge's HTTP handlers share (users, signing keys, model pools). It
-// parses configuration and provisions the plain-Go packages that do the
-// work.
+// llmedge's HTTP handlers share (users, signing keys, models with their
+// replica pools). It parses configuration and provisions the plain-Go
+// packages that do the work; a model's policy, protocol and replica source
+// are guest modules (namespaces llmedge.policies, llmedge.protocols,
+// llmedge.sources) resolved when the config loads.
 package llmedge
 
 import (
@@ -9,10 +11,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"slices"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -21,15 +19,10 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/backends"
-	"github.com/llmedge/llmedge/backends/native"
-	"github.com/llmedge/llmedge/backends/ollama"
-	"github.com/llmedge/llmedge/backends/openai"
-	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/metrics"
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/modules/llmsource"
 )
 
 func init() {
@@ -41,7 +34,7 @@ func init() {
 type App struct {
 	// Issuer is the `iss` of issued tokens. Default: "llmedge".
 	Issuer string `json:"issuer,omitempty"`
-	// Audience is the `aud` of issued tokens. Default: "llmedge".
+	// Audience is the `aud` of issued tokens. Default: the issuer.
 	Audience string `json:"audience,omitempty"`
 	// TokenTTL is the lifetime of issued tokens. Default: 1h.
 	TokenTTL caddy.Duration `json:"token_ttl,omitempty"`
@@ -80,20 +73,20 @@ type App struct {
 	// Clients, client_id → bcrypt hash of the secret, are required at the
 	// token endpoint when any are configured.
 	Clients map[string]string `json:"clients,omitempty"`
-	// Consul says how to reach Consul for models with a consul_service
+	// Consul says how to reach Consul for models whose source is consul
 	// and for the `consul` upstream source.
 	Consul *ConsulOptions `json:"consul,omitempty"`
 
-	// cleanups release this config's Consul watchers.
-	cleanups []func()
 	users    *auth.Users
 	keys     *auth.KeyRing
 	issuer   *auth.Issuer
 	pipeline *gateway.Pipeline
+	native   gateway.Front
 	token    *auth.TokenEndpoint
 	client   *http.Client
-	models   []*gateway.Model
+	models   []*builtModel
 	prober   *health.Prober
+	metrics  *metrics.Metrics
 	logger   *zap.Logger
 	storage  auth.Storage // nil for HS256 keys
 	bg       *background
@@ -101,137 +94,6 @@ type App struct {
 
 	usersFile string // UsersFile with placeholders replaced
 	openapi   []byte
-}
-
-// newReplicaClient is the HTTP client for replicas, with its dial timeout.
-func newReplicaClient(dial time.Duration) *http.Client {
-	return &http.Client{Transport: &http.Transport{
-		Proxy:               nil, // replicas are reached directly, never through an env proxy
-		DialContext:         (&net.Dialer{Timeout: dial, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        1024,
-		MaxIdleConnsPerHost: 256,
-		IdleConnTimeout:     90 * time.Second,
-		ForceAttemptHTTP2:   false,
-	}}
-}
-
-// ModelConfig configures one model type.
-type ModelConfig struct {
-	Name string `json:"name"`
-	// Static lists replica base URLs.
-	Static []string `json:"static,omitempty"`
-	// Weights scale static replicas' shares of traffic, by URL; default 1.
-	Weights map[string]int `json:"weights,omitempty"`
-	// ConsulService is the Consul service whose passing instances are the
-	// replicas (instead of Static). Instance Meta protocol, model, weight,
-	// max_concurrency and scheme override the model's settings.
-	ConsulService string `json:"consul_service,omitempty"`
-	// ConsulTag keeps the instances with this tag.
-	ConsulTag string `json:"consul_tag,omitempty"`
-	// ConsulFilter is a Consul filter expression on the health entries.
-	ConsulFilter string `json:"consul_filter,omitempty"`
-	// ConsulDatacenter overrides the datacenter of the `consul` option.
-	ConsulDatacenter string `json:"consul_datacenter,omitempty"`
-	// ConsulToken overrides the ACL token of the `consul` option
-	// (placeholders such as {env.QWEN_CONSUL_TOKEN} work).
-	ConsulToken string `json:"consul_token,omitempty"`
-	// Protocol spoken by the replicas. Default: "openai".
-	Protocol string `json:"protocol,omitempty"`
-	// UpstreamModel is the model name sent to replicas.
-	UpstreamModel string `json:"upstream_model,omitempty"`
-	// LBPolicy: p2c (default), round_robin, random, least_requests.
-	LBPolicy string `json:"lb_policy,omitempty"`
-	// SystemMessage is added when a request carries none.
-	SystemMessage string `json:"system_message,omitempty"`
-	// MaxTokens caps replies.
-	MaxTokens int `json:"max_tokens,omitempty"`
-	// APIKey is sent to replicas as a Bearer token ({env.VAR} works).
-	APIKey string `json:"api_key,omitempty"`
-	// APIKeyEnv names an environment variable holding the API key; it
-	// must be set and non-empty. Exclusive with APIKey.
-	APIKeyEnv string `json:"api_key_env,omitempty"`
-	// HealthInterval spaces active health probes of static replicas.
-	// Default: 5s; negative turns probing off.
-	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
-	// HealthTimeout bounds one probe. Default: 2s.
-	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
-	// MaxConcurrency caps outstanding requests per replica.
-	MaxConcurrency int `json:"max_concurrency,omitempty"`
-	// Timeouts; zero takes the gateway's defaults (60s, 30s, 10m).
-	FirstTokenTimeout caddy.Duration `json:"first_token_timeout,omitempty"`
-	IdleTimeout       caddy.Duration `json:"idle_timeout,omitempty"`
-	TotalTimeout      caddy.Duration `json:"total_timeout,omitempty"`
-	// DialTimeout bounds connecting to this model's replicas; default: the
-	// app's dial_timeout.
-	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
-	// MaxAttempts bounds tries on distinct replicas; default: the app's.
-	MaxAttempts int `json:"max_attempts,omitempty"`
-	// TryDuration bounds the time, from the request's arrival, in which a
-	// retry may start. Default 0: bounded by max_attempts and total_timeout.
-	TryDuration caddy.Duration `json:"try_duration,omitempty"`
-	// Breaker configures the per-replica circuit breakers.
-	Breaker *BreakerConfig `json:"breaker,omitempty"`
-	// Queue configures the wait for a slot when every replica is at its
-	// max_concurrency.
-	Queue *QueueConfig `json:"queue,omitempty"`
-}
-
-// BreakerConfig configures each replica's circuit breaker (gobreaker v2).
-// It trips on consecutive_failures or, with failure_ratio set, on the
-// share of failures once min_requests outcomes were seen in the window.
-type BreakerConfig struct {
-	Disabled            bool           `json:"disabled,omitempty"`
-	ConsecutiveFailures uint32         `json:"consecutive_failures,omitempty"`
-	FailureRatio        float64        `json:"failure_ratio,omitempty"`
-	MinRequests         uint32         `json:"min_requests,omitempty"`
-	Window              caddy.Duration `json:"window,omitempty"`
-	OpenTimeout         caddy.Duration `json:"open_timeout,omitempty"`
-	HalfOpenRequests    uint32         `json:"half_open_requests,omitempty"`
-}
-
-func (b *BreakerConfig) settings() pool.BreakerSettings {
-	if b == nil {
-		return pool.BreakerSettings{}
-	}
-	return pool.BreakerSettings{
-		Disabled:            b.Disabled,
-		ConsecutiveFailures: b.ConsecutiveFailures,
-		FailureRatio:        b.FailureRatio,
-		MinRequests:         b.MinRequests,
-		Window:              time.Duration(b.Window),
-		OpenTimeout:         time.Duration(b.OpenTimeout),
-		HalfOpenRequests:    b.HalfOpenRequests,
-	}
-}
-
-// QueueConfig bounds the wait for a free replica slot.
-type QueueConfig struct {
-	// Disabled answers 429 at once when every replica is at its cap.
-	Disabled bool `json:"disabled,omitempty"`
-	// Length is how many requests may wait. Default 100.
-	Length int `json:"length,omitempty"`
-	// Timeout is how long one request may wait. Default 5s.
-	Timeout caddy.Duration `json:"timeout,omitempty"`
-}
-
-// Wait queue defaults.
-const (
-	DefaultQueueLength  = 100
-	DefaultQueueTimeout = 5 * time.Second
-)
-
-func (q *QueueConfig) options() (length int, timeout time.Duration) {
-	if q != nil && q.Disabled {
-		return 0, 0
-	}
-	length, timeout = DefaultQueueLength, DefaultQueueTimeout
-	if q != nil && q.Length > 0 {
-		length = q.Length
-	}
-	if q != nil && q.Timeout > 0 {
-		timeout = time.Duration(q.Timeout)
-	}
-	return length, timeout
 }
 
 // Defaults.
@@ -256,59 +118,8 @@ const (
 	loginWindow          = 15 * time.Minute
 )
 
-// clientIP is the client address as Caddy determined it (trusted proxies
-// applied), for the per-address login limit.
-func clientIP(r *http.Request) string {
-	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
-		return ip
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
-
 // DefaultModels are served when the configuration names none.
 var DefaultModels = []string{"qwen", "gemma"}
-
-// protocols maps protocol names to adapters. The engine names are aliases
-// of openai (their dialects are handled by the one tolerant parser); they
-// also pick the engine's health path.
-var protocols = map[string]backends.Backend{
-	"openai":   &openai.Backend{},
-	"vllm":     &openai.Backend{},
-	"sglang":   &openai.Backend{},
-	"tgi":      &openai.Backend{},
-	"llamacpp": &openai.Backend{},
-	"ollama":   &ollama.Backend{},
-	"native":   &native.Backend{},
-}
-
-// protocolNames lists the protocols, for error messages.
-func protocolNames() string {
-	names := make([]string, 0, len(protocols))
-	for n := range protocols {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
-// splitProtocol splits a static replica address "<protocol>+http://..."
-// into its protocol and URL; a plain URL has no protocol.
-func splitProtocol(addr string) (string, string, error) {
-	i := strings.Index(addr, "://")
-	j := strings.IndexByte(addr, '+')
-	if i < 0 || j < 0 || j > i {
-		return "", addr, nil
-	}
-	proto := addr[:j]
-	if _, ok := protocols[proto]; !ok {
-		return "", "", fmt.Errorf("replica %q: unknown protocol %q (want one of %s)", addr, proto, protocolNames())
-	}
-	return proto, addr[j+1:], nil
-}
 
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
@@ -318,12 +129,59 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision sets up users, keys and model pools.
-func (a *App) Provision(ctx caddy.Context) error {
+// Provision sets up users, keys, metrics and the models, then the
+// pipeline that serves them.
+func (a *App) Provision(ctx caddy.Context) (err error) {
 	a.logger = ctx.Logger()
 	a.setDefaults()
-
+	defer func() {
+		if err != nil {
+			_ = a.Cleanup() // a failed load leaves no watcher or breaker behind
+		}
+	}()
+	// Metrics first: whatever is built next reports to them. The replica
+	// gauges read the models when scraped.
+	if a.metrics, err = metrics.New(ctx.GetMetricsRegistry(), a); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	repl := caddy.NewReplacer() // {env.*} and {file.*} in secrets and paths
+	if err := a.provisionAuth(ctx, repl); err != nil {
+		return err
+	}
+	a.client = newReplicaClient(time.Duration(a.DialTimeout))
+	if err := a.provisionModels(ctx, repl); err != nil {
+		return err
+	}
+
+	validator := &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
+	a.native = gateway.NativeFront{Validator: validator}
+	models := make(map[string]*gateway.Model, len(a.models))
+	for _, m := range a.models {
+		models[m.Name] = m.Model
+	}
+	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
+		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize)}
+	a.pipeline = &gateway.Pipeline{
+		Auth:  &auth.BearerAuth{Verifier: verifier, Realm: Realm},
+		Realm: Realm,
+		Gateway: &gateway.Gateway{
+			Models:       models,
+			Client:       a.client,
+			PingInterval: time.Duration(a.PingInterval),
+			MaxAttempts:  a.MaxAttempts,
+			Logger:       a.logger,
+			Metrics:      a.metrics,
+		},
+	}
+	if a.openapi, err = api.OpenAPI(validator); err != nil {
+		return err
+	}
+	return nil
+}
+
+// provisionAuth sets up users, OAuth clients, signing keys and the token
+// endpoint.
+func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 	a.usersFile = repl.ReplaceAll(a.UsersFile, "")
 	var fileUsers []auth.User
 	if a.usersFile != "" {
@@ -340,7 +198,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("clients: %w", err)
 	}
-
 	a.kidLimit = &rateGate{every: unknownKIDReloadEvery}
 	if err := a.provisionKeys(ctx, repl); err != nil {
 		return err
@@ -352,64 +209,34 @@ func (a *App) Provision(ctx caddy.Context) error {
 		AddrLimiter: auth.NewFailureLimiter(loginFailuresPerAddr, loginWindow, nil),
 		ClientAddr:  clientIP,
 		Clients:     clients,
+		OnIssued:    a.metrics.TokenIssued,
+		OnFailure:   a.metrics.AuthFailure,
 	}
+	return nil
+}
 
-	a.client = newReplicaClient(time.Duration(a.DialTimeout))
-
-	models := make(map[string]*gateway.Model, len(a.Models))
+// provisionModels builds every model, then waits a little for the replica
+// sources that answer later (Consul), so that the config serves with
+// filled pools.
+func (a *App) provisionModels(ctx caddy.Context, repl *caddy.Replacer) error {
+	deps := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, client: a.client,
+		consul: a.Consul.resolved(), metrics: a.metrics}
 	a.prober = &health.Prober{Client: a.client, Logger: a.logger}
-	var consul discovery.ConsulConfig
-	var watching []*discovery.Watcher
+	var syncers []llmsource.Syncer
 	for _, mc := range a.Models {
-		m, err := mc.build(repl, a.logger)
+		m, err := mc.build(deps)
 		if err != nil {
 			return fmt.Errorf("model %q: %w", mc.Name, err)
 		}
-		if mc.ConsulService != "" {
-			if len(watching) == 0 {
-				consul = a.Consul.resolved()
-			}
-			w, cleanup, err := mc.watchConsul(consul, m.Pool, a.logger)
-			if err != nil {
-				return fmt.Errorf("model %q: %w", mc.Name, err)
-			}
-			a.cleanups = append(a.cleanups, cleanup)
-			m.Discovery = w.Status
-			watching = append(watching, w)
-		}
-		models[mc.Name] = m
 		a.models = append(a.models, m)
-		if len(mc.Static) > 0 && mc.HealthInterval >= 0 {
-			a.prober.Targets = append(a.prober.Targets, health.Target{
-				Pool: m.Pool, Protocol: m.Protocol,
-				Interval: time.Duration(mc.HealthInterval), Timeout: time.Duration(mc.HealthTimeout),
-			})
+		if m.probe != nil {
+			a.prober.Targets = append(a.prober.Targets, *m.probe)
+		}
+		if m.syncer != nil {
+			syncers = append(syncers, m.syncer)
 		}
 	}
-	WaitSynced(ctx, watching, a.Consul.syncTimeout(), a.logger)
-	a.pipeline = &gateway.Pipeline{
-		Verifier: &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
-			Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize)},
-		Realm:     Realm,
-		Validator: &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel},
-		Gateway: &gateway.Gateway{
-			Models:       models,
-			Client:       a.client,
-			PingInterval: time.Duration(a.PingInterval),
-			MaxAttempts:  a.MaxAttempts,
-			Logger:       a.logger,
-		},
-	}
-	m, err := metrics.New(ctx.GetMetricsRegistry(), a)
-	if err != nil {
-		return fmt.Errorf("metrics: %w", err)
-	}
-	a.pipeline.Gateway.Metrics = m
-	a.token.OnIssued = m.TokenIssued
-	a.token.OnFailure = m.AuthFailure
-	if a.openapi, err = api.OpenAPI(a.pipeline.Validator); err != nil {
-		return err
-	}
+	llmsource.WaitSynced(ctx, syncers, a.Consul.syncTimeout(), a.logger)
 	return nil
 }
 
@@ -445,9 +272,6 @@ func (a *App) setDefaults() {
 func (a *App) Validate() error {
 	seen := map[string]bool{}
 	for _, m := range a.Models {
-		if m.Name == "" {
-			return fmt.Errorf("a model has no name")
-		}
 		if seen[m.Name] {
 			return fmt.Errorf("model %q is defined twice", m.Name)
 		}
@@ -464,100 +288,6 @@ func (a *App) Validate() error {
 		}
 	}
 	return nil
-}
-
-// build turns the configuration into a gateway.Model.
-func (mc *ModelConfig) build(repl *caddy.Replacer, logger *zap.Logger) (*gateway.Model, error) {
-	if mc.ConsulService != "" && len(mc.Static) > 0 {
-		return nil, fmt.Errorf("static and consul_service exclude each other")
-	}
-	if mc.ConsulService == "" && (mc.ConsulTag != "" || mc.ConsulFilter != "" || mc.ConsulDatacenter != "" || mc.ConsulToken != "") {
-		return nil, fmt.Errorf("consul_tag, consul_filter, consul_datacenter and consul_token need consul_service")
-	}
-	proto := mc.Protocol
-	if proto == "" {
-		proto = "openai"
-	}
-	if _, ok := protocols[proto]; !ok {
-		return nil, fmt.Errorf("unknown protocol %q (want one of %s)", proto, protocolNames())
-	}
-	apiKey := repl.ReplaceAll(mc.APIKey, "")
-	if mc.APIKeyEnv != "" {
-		if mc.APIKey != "" {
-			return nil, fmt.Errorf("api_key and api_key_env are exclusive")
-		}
-		if apiKey = os.Getenv(mc.APIKeyEnv); apiKey == "" {
-			return nil, fmt.Errorf("api_key_env: environment variable %s is not set", mc.APIKeyEnv)
-		}
-	}
-	policy, err := pool.NewPolicy(mc.LBPolicy)
-	if err != nil {
-		return nil, err
-	}
-	bs := mc.Breaker.settings()
-	if err := bs.Validate(); err != nil {
-		return nil, err
-	}
-	qlen, qtimeout := mc.Queue.options()
-	var replicas []*pool.Replica
-	for _, addr := range mc.Static {
-		rproto, u, err := splitProtocol(addr)
-		if err != nil {
-			return nil, err
-		}
-		r, err := pool.NewReplica(u)
-		if err != nil {
-			return nil, err
-		}
-		r.Protocol = rproto
-		r.MaxConcurrency = mc.MaxConcurrency
-		r.Weight = mc.Weights[u]
-		replicas = append(replicas, r)
-	}
-	for u := range mc.Weights {
-		if !slices.Contains(mc.Static, u) {
-			return nil, fmt.Errorf("weight for %q, which is not a static replica", u)
-		}
-	}
-	// Breakers are shared by model, replica URL and settings across config
-	// reloads (see pool's registry); Cleanup closes the pool to let go.
-	name := mc.Name
-	p := pool.NewWithOptions(mc.Name, policy, pool.Options{
-		Breaker:      bs,
-		QueueLength:  qlen,
-		QueueTimeout: qtimeout,
-		OnBreakerChange: func(replica string, from, to pool.BreakerState) {
-			log := logger.Info
-			if to == pool.StateOpen {
-				log = logger.Warn
-			}
-			log("replica circuit breaker "+to.String(), zap.String("model_type", name),
-				zap.String("replica", replica), zap.String("from", from.String()))
-		},
-	})
-	p.Set(replicas)
-	var client *http.Client
-	if mc.DialTimeout > 0 {
-		client = newReplicaClient(time.Duration(mc.DialTimeout))
-	}
-	return &gateway.Model{
-		MaxAttempts:   mc.MaxAttempts,
-		TryDuration:   time.Duration(mc.TryDuration),
-		Client:        client,
-		Name:          mc.Name,
-		Pool:          p,
-		Backends:      protocols,
-		Protocol:      proto,
-		UpstreamModel: mc.UpstreamModel,
-		SystemMessage: mc.SystemMessage,
-		MaxTokens:     mc.MaxTokens,
-		APIKey:        apiKey,
-		Timeouts: gateway.Timeouts{
-			FirstToken: time.Duration(mc.FirstTokenTimeout),
-			Idle:       time.Duration(mc.IdleTimeout),
-			Total:      time.Duration(mc.TotalTimeout),
-		},
-	}, nil
 }
 
 func (a *App) modelNames() []string {
@@ -588,9 +318,7 @@ func (a *App) Start() error {
 	if a.storedKeys() {
 		a.bg.run(ctx, a.keyLoop)
 	}
-	if a.prober != nil {
-		a.prober.Start()
-	}
+	a.prober.Start()
 	if a.usersFile != "" {
 		interval := time.Duration(a.UsersFileRefresh)
 		if interval <= 0 {
@@ -625,27 +353,25 @@ func (a *App) Stop() error {
 	return nil
 }
 
-// Cleanup releases the Consul watchers and the replica connections of
-// this configuration. A watcher the next configuration uses keeps running.
+// Cleanup releases the replica sources (a Consul watcher the next
+// configuration uses keeps running), the breakers and the replica
+// connections of this configuration.
 func (a *App) Cleanup() error {
-	for _, release := range a.cleanups {
-		release()
+	for _, m := range a.models {
+		m.Close()
 	}
-	a.cleanups = nil
+	a.models = nil
 	if a.client != nil {
 		a.client.CloseIdleConnections()
-	}
-	for _, m := range a.models {
-		m.Pool.Close()
-		if m.Client != nil {
-			m.Client.CloseIdleConnections()
-		}
 	}
 	return nil
 }
 
 // Pipeline is the inference pipeline handlers run.
 func (a *App) Pipeline() *gateway.Pipeline { return a.pipeline }
+
+// Native is llmedge's own public API.
+func (a *App) Native() gateway.Front { return a.native }
 
 // TokenEndpoint serves POST /auth/token.
 func (a *App) TokenEndpoint() http.Handler { return a.token }
@@ -667,6 +393,24 @@ func FromContext(ctx caddy.Context) (*App, error) {
 		return nil, err
 	}
 	return v.(*App), nil
+}
+
+// clientIP is the client address as Caddy determined it (trusted proxies
+// applied), for the per-address login limit.
+func clientIP(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// dialer is the replica dialer with its connect timeout.
+func dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
 }
 
 // Interface guards.

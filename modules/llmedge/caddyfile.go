@@ -1,7 +1,9 @@
 package llmedge
 
 import (
+	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -10,6 +12,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/modules/llmsource"
 )
 
 func init() {
@@ -36,7 +39,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		max_body_size     <size>
 //		max_messages      <n>
 //		max_content_chars <n>
-//		ping_interval     <duration>
+//		ping_interval     <duration>|off
 //		max_attempts      <n>
 //		dial_timeout      <duration>
 //		signing_alg       EdDSA|ES256|HS256
@@ -50,16 +53,17 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			... (see ConsulOptions)
 //		}
 //		model <name> {
-//			static              [<protocol>+]<url>...
+//			static              [<protocol>+]<url>...      # shorthand for source static
 //			weight              <url> <n>
-//			protocol            openai|vllm|sglang|tgi|llamacpp|ollama|native
-//			consul_service      <service>
+//			consul_service      <service>                  # shorthand for source consul
 //			consul_tag          <tag>
 //			consul_filter       <expression>
 //			consul_datacenter   <dc>
 //			consul_token        <acl-token>
+//			source              <name> [<args>] { ... }    # a module of llmedge.sources
+//			protocol            <name> [{ ... }]           # a module of llmedge.protocols
+//			lb_policy           <name> [{ ... }]           # a module of llmedge.policies
 //			upstream_model      <name>
-//			lb_policy           p2c|round_robin|random|least_requests
 //			system_message      <text>
 //			max_tokens          <n>
 //			api_key             <key>
@@ -70,6 +74,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			first_token_timeout <duration>
 //			idle_timeout        <duration>
 //			total_timeout       <duration>
+//			response_timeout    <duration>
+//			stream_upstream     auto|always
 //			dial_timeout        <duration>
 //			max_attempts        <n>
 //			try_duration        <duration>
@@ -100,7 +106,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "audience":
 			err = oneString(d, &a.Audience)
 		case "token_ttl":
-			err = oneDuration(d, d.Val(), &a.TokenTTL)
+			err = positiveDuration(d, d.Val(), &a.TokenTTL)
 		case "users_file":
 			err = oneString(d, &a.UsersFile)
 		case "default_model":
@@ -115,21 +121,30 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			var s string
 			if err = oneString(d, &s); err == nil {
 				var n uint64
-				if n, err = humanize.ParseBytes(s); err != nil {
-					return d.Errf("max_body_size %q: %v", s, err)
+				if n, err = humanize.ParseBytes(s); err != nil || n == 0 {
+					return d.Errf("max_body_size %q: want a positive size such as 1MiB", s)
 				}
 				a.Limits.MaxBodyBytes = int64(n)
 			}
 		case "max_messages":
-			err = oneInt(d, d.Val(), &a.Limits.MaxMessages)
+			err = positiveInt(d, d.Val(), &a.Limits.MaxMessages)
 		case "max_content_chars":
-			err = oneInt(d, d.Val(), &a.Limits.MaxContentChars)
+			err = positiveInt(d, d.Val(), &a.Limits.MaxContentChars)
 		case "ping_interval":
-			err = oneDuration(d, d.Val(), &a.PingInterval)
+			var v string
+			if err = oneString(d, &v); err == nil {
+				if v == "off" {
+					a.PingInterval = -1
+				} else if dur, perr := caddy.ParseDuration(v); perr != nil || dur <= 0 {
+					err = d.Errf("ping_interval %q: want a positive duration or off", v)
+				} else {
+					a.PingInterval = caddy.Duration(dur)
+				}
+			}
 		case "max_attempts":
-			err = oneInt(d, d.Val(), &a.MaxAttempts)
+			err = positiveInt(d, d.Val(), &a.MaxAttempts)
 		case "dial_timeout":
-			err = oneDuration(d, d.Val(), &a.DialTimeout)
+			err = positiveDuration(d, d.Val(), &a.DialTimeout)
 		case "signing_alg":
 			err = oneString(d, &a.SigningAlg)
 		case "hmac_secret":
@@ -137,11 +152,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "hmac_secret_file":
 			err = oneString(d, &a.HMACSecretFile)
 		case "key_rotation":
-			err = oneDuration(d, d.Val(), &a.KeyRotation)
+			err = positiveDuration(d, d.Val(), &a.KeyRotation)
 		case "key_refresh":
-			err = oneDuration(d, d.Val(), &a.KeyRefresh)
+			err = positiveDuration(d, d.Val(), &a.KeyRefresh)
 		case "users_file_refresh":
-			err = oneDuration(d, d.Val(), &a.UsersFileRefresh)
+			err = positiveDuration(d, d.Val(), &a.UsersFileRefresh)
 		case "client":
 			args := d.RemainingArgs()
 			if len(args) != 2 {
@@ -180,48 +195,45 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	// The static and consul_* lines are shorthands for a source module.
+	var static *llmsource.Static
+	var consul *llmsource.Consul
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
-		switch d.Val() {
+		switch opt := d.Val(); opt {
 		case "static":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
 				return d.Errf("static: want at least one replica URL")
 			}
-			m.Static = append(m.Static, args...)
+			if static == nil {
+				static = new(llmsource.Static)
+			}
+			static.Replicas = append(static.Replicas, args...)
 		case "weight":
-			args := d.RemainingArgs()
-			if len(args) != 2 {
-				return d.Errf("weight: want <url> <n>")
+			if static == nil {
+				static = new(llmsource.Static)
 			}
-			n, err := strconv.Atoi(args[1])
-			if err != nil || n < 1 {
-				return d.Errf("weight %s: want a whole number ≥ 1, got %q", args[0], args[1])
+			err = static.ParseWeight(d)
+		case "consul_service", "consul_tag", "consul_filter", "consul_datacenter", "consul_token":
+			if consul == nil {
+				consul = new(llmsource.Consul)
 			}
-			if m.Weights == nil {
-				m.Weights = map[string]int{}
-			}
-			m.Weights[args[0]] = n
-		case "consul_service":
-			err = oneString(d, &m.ConsulService)
-		case "consul_tag":
-			err = oneString(d, &m.ConsulTag)
-		case "consul_filter":
-			err = oneString(d, &m.ConsulFilter)
-		case "consul_datacenter":
-			err = oneString(d, &m.ConsulDatacenter)
-		case "consul_token":
-			err = oneString(d, &m.ConsulToken)
+			dst := map[string]*string{"consul_service": &consul.Service, "consul_tag": &consul.Tag,
+				"consul_filter": &consul.Filter, "consul_datacenter": &consul.Datacenter, "consul_token": &consul.Token}[opt]
+			err = oneString(d, dst)
+		case "source":
+			m.SourceRaw, err = guestModule(d, "source", llmsource.Namespace, "source")
 		case "protocol":
-			err = oneString(d, &m.Protocol)
+			m.ProtocolRaw, err = guestModule(d, "protocol", protocolNamespace, "protocol")
+		case "lb_policy":
+			m.PolicyRaw, err = guestModule(d, "lb_policy", policyNamespace, "policy")
 		case "upstream_model":
 			err = oneString(d, &m.UpstreamModel)
-		case "lb_policy":
-			err = oneString(d, &m.LBPolicy)
 		case "system_message":
 			err = oneString(d, &m.SystemMessage)
 		case "max_tokens":
-			err = oneInt(d, d.Val(), &m.MaxTokens)
+			err = positiveInt(d, opt, &m.MaxTokens)
 		case "api_key":
 			err = oneString(d, &m.APIKey)
 		case "api_key_env":
@@ -238,21 +250,27 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 		case "health_timeout":
-			err = oneDuration(d, d.Val(), &m.HealthTimeout)
+			err = positiveDuration(d, opt, &m.HealthTimeout)
 		case "max_concurrency":
-			err = oneInt(d, d.Val(), &m.MaxConcurrency)
+			err = positiveInt(d, opt, &m.MaxConcurrency)
 		case "first_token_timeout":
-			err = oneDuration(d, d.Val(), &m.FirstTokenTimeout)
+			err = positiveDuration(d, opt, &m.FirstTokenTimeout)
 		case "idle_timeout":
-			err = oneDuration(d, d.Val(), &m.IdleTimeout)
+			err = positiveDuration(d, opt, &m.IdleTimeout)
 		case "total_timeout":
-			err = oneDuration(d, d.Val(), &m.TotalTimeout)
+			err = positiveDuration(d, opt, &m.TotalTimeout)
+		case "response_timeout":
+			err = positiveDuration(d, opt, &m.ResponseTimeout)
+		case "stream_upstream":
+			if err = oneString(d, &m.StreamUpstream); err == nil && m.StreamUpstream != StreamUpstreamAuto && m.StreamUpstream != StreamUpstreamAlways {
+				err = d.Errf("stream_upstream: want auto or always, got %q", m.StreamUpstream)
+			}
 		case "dial_timeout":
-			err = oneDuration(d, d.Val(), &m.DialTimeout)
+			err = positiveDuration(d, opt, &m.DialTimeout)
 		case "max_attempts":
-			err = oneInt(d, d.Val(), &m.MaxAttempts)
+			err = positiveInt(d, opt, &m.MaxAttempts)
 		case "try_duration":
-			err = oneDuration(d, d.Val(), &m.TryDuration)
+			err = positiveDuration(d, opt, &m.TryDuration)
 		case "breaker":
 			m.Breaker = new(BreakerConfig)
 			err = m.Breaker.unmarshalCaddyfile(d)
@@ -266,7 +284,55 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	return m.setSource(d, static, consul)
+}
+
+// setSource turns the static and consul_* shorthands into the model's
+// source module.
+func (m *ModelConfig) setSource(d *caddyfile.Dispenser, static *llmsource.Static, consul *llmsource.Consul) error {
+	given := 0
+	for _, set := range []bool{static != nil, consul != nil, m.SourceRaw != nil} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given > 1:
+		return d.Errf("model %q: static, consul_service and source exclude each other", m.Name)
+	case consul != nil && consul.Service == "":
+		return d.Errf("model %q: consul_tag, consul_filter, consul_datacenter and consul_token need consul_service", m.Name)
+	case static != nil:
+		m.SourceRaw = caddyconfig.JSONModuleObject(static, "source", "static", nil)
+	case consul != nil:
+		m.SourceRaw = caddyconfig.JSONModuleObject(consul, "source", "consul", nil)
+	}
 	return nil
+}
+
+// guestModule parses `<option> <name> [args] [{ ... }]` into the JSON of
+// the guest module <namespace>.<name>. An unknown name names the known ones.
+func guestModule(d *caddyfile.Dispenser, option, namespace, inlineKey string) (json.RawMessage, error) {
+	if !d.NextArg() {
+		return nil, d.Errf("%s: want a name (one of %s)", option, knownModules(namespace))
+	}
+	name := d.Val()
+	info, err := caddy.GetModule(namespace + "." + name)
+	if err != nil {
+		return nil, d.Errf("unknown %s %q (want one of %s)", option, name, knownModules(namespace))
+	}
+	if _, ok := info.New().(caddyfile.Unmarshaler); !ok {
+		// A module without options.
+		if d.NextArg() || d.NextBlock(d.Nesting()) {
+			return nil, d.Errf("%s %s takes no options", option, name)
+		}
+		return moduleObject(inlineKey, name), nil
+	}
+	// The module parses its segment from its own name on.
+	mod, err := caddyfile.UnmarshalModule(d, namespace+"."+name)
+	if err != nil {
+		return nil, err
+	}
+	return caddyconfig.JSONModuleObject(mod, inlineKey, name, nil), nil
 }
 
 func (b *BreakerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -282,7 +348,7 @@ func (b *BreakerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var n int
 		switch opt := d.Val(); opt {
 		case "consecutive_failures", "min_requests", "half_open_requests":
-			if err = oneInt(d, opt, &n); err == nil {
+			if err = positiveInt(d, opt, &n); err == nil {
 				switch opt {
 				case "consecutive_failures":
 					b.ConsecutiveFailures = uint32(n)
@@ -301,9 +367,9 @@ func (b *BreakerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 			}
 		case "window":
-			err = oneDuration(d, opt, &b.Window)
+			err = positiveDuration(d, opt, &b.Window)
 		case "open_timeout":
-			err = oneDuration(d, opt, &b.OpenTimeout)
+			err = positiveDuration(d, opt, &b.OpenTimeout)
 		default:
 			return d.Errf("unrecognized breaker option %q", opt)
 		}
@@ -326,9 +392,9 @@ func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch opt := d.Val(); opt {
 		case "length":
-			err = oneInt(d, opt, &q.Length)
+			err = positiveInt(d, opt, &q.Length)
 		case "timeout":
-			err = oneDuration(d, opt, &q.Timeout)
+			err = positiveDuration(d, opt, &q.Timeout)
 		default:
 			return d.Errf("unrecognized queue option %q", opt)
 		}
@@ -360,6 +426,29 @@ func oneInt(d *caddyfile.Dispenser, opt string, dst *int) error {
 		return d.Errf("%s: want a non-negative whole number, got %q", opt, s)
 	}
 	*dst = n
+	return nil
+}
+
+// positiveInt parses a whole number ≥ 1: 0 would only mean "the default".
+func positiveInt(d *caddyfile.Dispenser, opt string, dst *int) error {
+	if err := oneInt(d, opt, dst); err != nil {
+		return err
+	}
+	if *dst < 1 {
+		return d.Errf("%s: want a whole number ≥ 1, got %d", opt, *dst)
+	}
+	return nil
+}
+
+// positiveDuration parses a duration > 0: zero or negative would only
+// mean "the default", or nothing sensible.
+func positiveDuration(d *caddyfile.Dispenser, opt string, dst *caddy.Duration) error {
+	if err := oneDuration(d, opt, dst); err != nil {
+		return err
+	}
+	if *dst <= 0 {
+		return d.Errf("%s: want a positive duration, got %s", opt, time.Duration(*dst))
+	}
 	return nil
 }
 

@@ -1,24 +1,21 @@
 package llmedge
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/discovery"
-	"github.com/llmedge/llmedge/pool"
 )
 
 // ConsulOptions is the `consul` option of the llmedge app: how to reach
 // Consul (empty fields take the CONSUL_* environment variables, then
 // Consul's defaults), shared by every model with a consul_service and by
-// the `consul` dynamic upstream source.
+// the `consul` dynamic upstream source. The Consul watchers themselves are
+// shared across config reloads by package llmsource.
 type ConsulOptions struct {
 	discovery.ConsulConfig
 	// SyncTimeout bounds how long loading a config waits for a new
@@ -30,20 +27,6 @@ type ConsulOptions struct {
 
 // DefaultSyncTimeout is ConsulOptions.SyncTimeout's default.
 const DefaultSyncTimeout = 5 * time.Second
-
-// watchers holds the running Consul watchers, keyed by their complete
-// settings, across config reloads: a reload with the same settings reuses
-// the running watcher (no gap, no duplicate); one with other settings
-// starts a new watcher, and the old one stops when the last config using
-// it is cleaned up.
-var watchers = caddy.NewUsagePool()
-
-type sharedWatcher struct{ *discovery.Watcher }
-
-func (s sharedWatcher) Destruct() error {
-	s.Stop()
-	return nil
-}
 
 // resolved applies placeholders ({env.*}, {file.*}) and the environment.
 func (o *ConsulOptions) resolved() discovery.ConsulConfig {
@@ -79,96 +62,6 @@ func ConsulClient(ctx caddy.Context) (discovery.ConsulConfig, time.Duration, err
 	}
 	app := v.(*App)
 	return app.Consul.resolved(), app.Consul.syncTimeout(), nil
-}
-
-// AcquireConsulWatcher returns the running watcher for these settings,
-// starting one if none runs, and the function that releases it (the last
-// release stops it).
-func AcquireConsulWatcher(client discovery.ConsulConfig, wc discovery.WatchConfig) (*discovery.Watcher, func(), error) {
-	key, err := json.Marshal(struct {
-		Client discovery.ConsulConfig
-		Watch  discovery.WatchConfig
-	}{client, wc})
-	if err != nil {
-		return nil, nil, err
-	}
-	v, _, err := watchers.LoadOrNew(string(key), func() (caddy.Destructor, error) {
-		// Not the config's logger: the watcher outlives the config.
-		w, err := discovery.NewConsulWatcher(client, wc, caddy.Log().Named("llmedge.consul"))
-		if err != nil {
-			return nil, err
-		}
-		w.Start()
-		return sharedWatcher{w}, nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	return v.(sharedWatcher).Watcher, func() { _, _ = watchers.Delete(string(key)) }, nil
-}
-
-// WaitSynced waits, up to timeout in all, for each watcher's first answer
-// (a reused watcher has it already), so that a config about to serve
-// starts with filled pools. Watchers that have not synced by then keep
-// trying in the background; readiness reports them.
-func WaitSynced(ctx context.Context, ws []*discovery.Watcher, timeout time.Duration, logger *zap.Logger) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, w := range ws {
-		if !w.WaitSynced(wctx) {
-			st := w.Status()
-			logger.Warn("consul service not synced yet; serving without its replicas until it is",
-				zap.String("consul_service", st.Service), zap.String("error", st.LastError))
-		}
-	}
-}
-
-// watchConsul feeds p from the model's Consul service; it returns the
-// watcher and the cleanup.
-func (mc *ModelConfig) watchConsul(client discovery.ConsulConfig, p *pool.Pool, logger *zap.Logger) (*discovery.Watcher, func(), error) {
-	if mc.ConsulToken != "" {
-		client.Token, client.TokenFile = caddy.NewReplacer().ReplaceAll(mc.ConsulToken, ""), ""
-	}
-	w, release, err := AcquireConsulWatcher(client, discovery.WatchConfig{
-		Service:    mc.ConsulService,
-		Tag:        mc.ConsulTag,
-		Filter:     mc.ConsulFilter,
-		Datacenter: mc.ConsulDatacenter,
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	logger = logger.With(zap.String("model_type", mc.Name), zap.String("consul_service", mc.ConsulService))
-	unsubscribe := w.Subscribe(func(list []discovery.Instance) {
-		p.Set(mc.replicas(list, logger))
-	})
-	return w, func() { unsubscribe(); release() }, nil
-}
-
-// replicas converts instances to pool replicas: instance Meta overrides
-// the model's protocol, upstream model, weight and max_concurrency.
-func (mc *ModelConfig) replicas(list []discovery.Instance, logger *zap.Logger) []*pool.Replica {
-	out := make([]*pool.Replica, 0, len(list))
-	for _, in := range list {
-		r, err := pool.NewReplica(in.URL)
-		if err != nil {
-			logger.Warn("replica skipped", zap.String("id", in.ID), zap.Error(err))
-			continue
-		}
-		if in.Protocol != "" {
-			if _, ok := protocols[in.Protocol]; !ok {
-				logger.Warn("replica skipped: unknown protocol in its Meta", zap.String("id", in.ID), zap.String("protocol", in.Protocol))
-				continue
-			}
-		}
-		r.Model, r.Protocol, r.Weight = in.Model, in.Protocol, in.Weight
-		r.MaxConcurrency = mc.MaxConcurrency
-		if in.MaxConcurrency > 0 {
-			r.MaxConcurrency = in.MaxConcurrency
-		}
-		out = append(out, r)
-	}
-	return out
 }
 
 // unmarshalCaddyfile parses

@@ -44,17 +44,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		JWKS:        app.JWKS,
 		OpenAPI:     app.OpenAPI(),
 		Pipeline:    app.Pipeline(),
+		Native:      app.Native(),
 		Passthrough: h.Passthrough,
+		Done:        llmedge.LogFields,
 	}
 	return nil
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if r.URL.Path == gateway.PathInference {
-		var logFields func()
-		r, logFields = llmedge.Exchange(w, r)
-		defer logFields()
-	}
 	var nextErr error
 	h.api.ServeHTTP(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		nextErr = next.ServeHTTP(w, r)

@@ -5,7 +5,6 @@ package llmhealth
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -21,12 +20,12 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_health", llmedge.ParseCaddyfile[Handler])
 }
 
-// Handler is terminal: it always answers.
+// Handler answers liveness or readiness; it always answers.
 type Handler struct {
 	// Check is "live" (default) or "ready".
 	Check string `json:"check,omitempty"`
 
-	gw *gateway.Gateway
+	llmedge.Endpoint
 }
 
 // CaddyModule returns the Caddy module information.
@@ -40,7 +39,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.gw = app.Pipeline().Gateway
+	h.Serve = gateway.ServeHealth
+	if h.Check == "ready" {
+		h.Serve = app.Pipeline().Gateway.ServeReady
+	}
 	return nil
 }
 
@@ -48,15 +50,6 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 func (h *Handler) Validate() error {
 	if h.Check != "" && h.Check != "live" && h.Check != "ready" {
 		return fmt.Errorf("llm_health: check must be live or ready, not %q", h.Check)
-	}
-	return nil
-}
-
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	if h.Check == "ready" {
-		h.gw.ServeReady(w, r)
-	} else {
-		gateway.ServeHealth(w, r)
 	}
 	return nil
 }

@@ -20,10 +20,8 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_jwks", llmedge.ParseCaddyfile[Handler])
 }
 
-// Handler is terminal: it always answers.
-type Handler struct {
-	jwks func() []byte
-}
+// Handler serves the key set; it always answers.
+type Handler struct{ llmedge.Endpoint }
 
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
@@ -36,12 +34,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.jwks = app.JWKS
-	return nil
-}
-
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	gateway.ServeJWKS(w, h.jwks())
+	h.Serve = func(w http.ResponseWriter, _ *http.Request) { gateway.ServeJWKS(w, app.JWKS()) }
 	return nil
 }
 

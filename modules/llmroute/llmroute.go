@@ -1,10 +1,7 @@
-// Package llmroute is the `llm_route` HTTP handler: it sends a validated
-// inference request to a replica of its model and answers the client.
+// Package llmroute is the `llm_route` HTTP handler: it sends the request to a replica of its model and answers, after authenticating, validating and authorizing it if no earlier handler did.
 package llmroute
 
 import (
-	"net/http"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -19,32 +16,19 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_route", llmedge.ParseCaddyfile[Handler])
 }
 
-// Handler is terminal: it always answers. It validates the body itself
-// when no llm_validate ran before it.
-type Handler struct {
-	pipeline *gateway.Pipeline
-}
+// Handler runs the inference pipeline up to StageRouted (every earlier
+// stage the request has not passed included).
+type Handler struct{ llmedge.Stage }
 
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.llm_route", New: func() caddy.Module { return new(Handler) }}
 }
 
-// Provision looks up the llmedge app.
-func (h *Handler) Provision(ctx caddy.Context) (err error) {
-	h.pipeline, err = llmedge.PipelineFrom(ctx)
-	return err
+// Provision looks up the llmedge app's pipeline.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	return h.ProvisionStage(ctx, gateway.StageRouted)
 }
-
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	r, logFields := llmedge.Exchange(w, r)
-	defer logFields()
-	h.pipeline.Route(w, r)
-	return nil
-}
-
-// UnmarshalCaddyfile parses `llm_route` (no arguments).
-func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error { return llmedge.NoArgs(d) }
 
 // Interface guards.
 var (

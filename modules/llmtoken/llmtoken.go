@@ -3,8 +3,6 @@
 package llmtoken
 
 import (
-	"net/http"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -18,10 +16,8 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_token", llmedge.ParseCaddyfile[Handler])
 }
 
-// Handler is terminal: it always answers.
-type Handler struct {
-	endpoint http.Handler
-}
+// Handler issues tokens; it always answers.
+type Handler struct{ llmedge.Endpoint }
 
 // CaddyModule returns the Caddy module information.
 func (Handler) CaddyModule() caddy.ModuleInfo {
@@ -34,12 +30,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	h.endpoint = app.TokenEndpoint()
-	return nil
-}
-
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
-	h.endpoint.ServeHTTP(w, r)
+	h.Serve = app.TokenEndpoint().ServeHTTP
 	return nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -16,7 +15,8 @@ import (
 	"github.com/llmedge/llmedge/pool"
 )
 
-// Gateway serves inference requests for a set of models.
+// Gateway serves chat requests for a set of models: the last stage of the
+// pipeline.
 type Gateway struct {
 	Models map[string]*Model
 	// Client sends requests to replicas; it owns dialing and connection
@@ -32,40 +32,41 @@ type Gateway struct {
 	Metrics *metrics.Metrics
 }
 
-// DefaultPingInterval is the keep-alive period of DESIGN.md §1.
+// DefaultPingInterval is the keep-alive period of a stream waiting for its
+// first token.
 const DefaultPingInterval = 15 * time.Second
 
-var (
-	errFirstTokenTimeout = errors.New("no first token in time")
-	errIdleTimeout       = errors.New("no token in time")
-)
-
-// Serve answers the validated request in ex. It always streams from the
-// replica, even for a non-streamed client: the first-token and idle
-// timeouts then catch a hung replica long before the total timeout, and a
-// replica that dies mid-answer can be retried elsewhere while the client
-// has seen nothing.
+// Serve answers the authorized request in ex: it picks a replica of the
+// model, calls it, retries on another replica while the client has seen
+// nothing, and answers through ex.Front.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	defer g.observe(ex)
-	req := ex.Request
-	m := g.Models[req.ModelType]
+	chat := &ex.Chat
+	m := g.Models[chat.Model]
 	if m == nil {
 		ex.Status = http.StatusServiceUnavailable
-		api.NewError(http.StatusServiceUnavailable, "model '"+req.ModelType+"' is not served here").
-			WithHeader("Retry-After", "5").Write(w)
+		ex.Front.WriteError(w, api.NewError(http.StatusServiceUnavailable, "model '"+chat.Model+"' is not served here").
+			WithHeader("Retry-After", "5"))
 		return
 	}
 	to := m.Timeouts.withDefaults()
 	ctx, cancel := context.WithTimeout(r.Context(), to.Total)
 	defer cancel()
 
+	ans := &Answer{ID: ex.RequestID, Model: chat.Model, Created: ex.Start,
+		MessageCount: len(chat.Messages), IncludeUsage: chat.IncludeUsage}
 	var sse *sseWriter
-	if req.Stream {
+	if chat.Stream {
 		sse = newSSEWriter(w, serverTiming(ex, 0))
 		sse.keepAlive(g.pingInterval())
 		defer sse.close()
 	}
 
+	call := m.call(chat)
+	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header}
+	if ex.Principal != nil {
+		preq.User = ex.Principal.Subject
+	}
 	var content strings.Builder
 	var tried []*pool.Replica
 	var lastErr error
@@ -75,7 +76,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			break // no time left for another try
 		}
 		queued := time.Now()
-		lease, err := m.Pool.AcquireWait(ctx, tried)
+		lease, err := m.Pool.AcquireWait(ctx, preq, tried)
 		ex.Queue += time.Since(queued)
 		if err != nil {
 			if r.Context().Err() != nil {
@@ -89,13 +90,14 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		}
 		rep := lease.Replica
 		tried = append(tried, rep)
-		ex.Attempts, ex.Replica = attempt, rep.URL
+		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
 		content.Reset()
-		res, err := g.attempt(ctx, m, rep, req, sse, &content, to, ex)
+		ans.Deltas = 0
+		res, err := g.attempt(ctx, m, rep, call, sse, ans, &content, to, ex)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
-			g.succeed(w, sse, ex, res, content.String())
+			g.succeed(w, sse, ex, ans, res, &content)
 			return
 		}
 		lastErr = err
@@ -113,13 +115,13 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	if ctx.Err() != nil && r.Context().Err() == nil {
 		lastErr = &backends.Error{Kind: backends.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
 	}
-	g.fail(w, sse, m, ex, lastErr)
+	g.fail(w, sse, m, ex, ans, lastErr)
 }
 
-// outcome classifies an attempt for the replica's breaker (DESIGN.md §3):
-// connection errors, timeouts, 5xx and broken streams are failures; the
-// replica's 4xx about the request is a working replica; the client's
-// cancellation and the replica's "overloaded" say nothing either way.
+// outcome classifies an attempt for the replica's breaker: connection
+// errors, timeouts, 5xx and broken streams are failures; the replica's 4xx
+// about the request is a working replica; the client's cancellation and
+// the replica's "overloaded" say nothing either way.
 func outcome(err error, clientGone bool) pool.Outcome {
 	switch {
 	case err == nil:
@@ -139,67 +141,6 @@ func outcome(err error, clientGone bool) pool.Outcome {
 	return pool.Failure
 }
 
-// attempt runs the request on one replica, relaying deltas to the stream
-// (if any) and collecting the text.
-func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, req *api.InferenceRequest,
-	sse *sseWriter, content *strings.Builder, to Timeouts, ex *Exchange) (*backends.Result, error) {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	var gotFirst atomic.Bool
-	watchdog := time.AfterFunc(to.FirstToken, func() {
-		if gotFirst.Load() {
-			cancel(errIdleTimeout)
-		} else {
-			cancel(errFirstTokenTimeout)
-		}
-	})
-	defer watchdog.Stop()
-
-	start := time.Now()
-	onDelta := func(text string) error {
-		if !gotFirst.Load() {
-			gotFirst.Store(true)
-			ex.TTFT = time.Since(start)
-			if sse != nil {
-				// The headers go out with the first token: report the
-				// upstream time so far, with this attempt's time to it.
-				st := *ex
-				st.Upstream += ex.TTFT
-				sse.setTiming(serverTiming(&st, 0))
-			}
-		}
-		watchdog.Reset(to.Idle)
-		content.WriteString(text)
-		if sse == nil {
-			return nil
-		}
-		return sse.write(appendEvent(nil, "", marshal(api.StreamDelta{Content: text})))
-	}
-	breq := &backends.Request{
-		BaseURL:     rep.URL,
-		Model:       m.upstreamModel(rep),
-		Messages:    m.upstreamMessages(req),
-		Temperature: req.Temperature,
-		MaxTokens:   m.MaxTokens,
-		APIKey:      m.apiKey(rep),
-	}
-	client := m.Client
-	if client == nil {
-		client = g.Client
-	}
-	res, err := m.backendFor(rep).Chat(actx, client, breq, onDelta)
-	ex.Upstream += time.Since(start)
-	if err != nil {
-		switch cause := context.Cause(actx); {
-		case errors.Is(cause, errFirstTokenTimeout), errors.Is(cause, errIdleTimeout):
-			return nil, &backends.Error{Kind: backends.KindTimeout, Message: "replica sent " + cause.Error(),
-				Started: gotFirst.Load(), Err: cause}
-		}
-		return nil, err
-	}
-	return res, nil
-}
-
 // retryable reports whether another replica may succeed where this failed.
 func retryable(err error) bool {
 	var be *backends.Error
@@ -209,34 +150,30 @@ func retryable(err error) bool {
 	return be.Kind != backends.KindBadRequest
 }
 
-func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, res *backends.Result, content string) {
+func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *backends.Result, content *strings.Builder) {
 	if res.UsageKnown {
 		ex.Usage = res.Usage
 	}
+	ex.Finish = res.FinishReason
 	done := res.Done
 	if done.IsZero() {
 		done = time.Now()
 	}
-	resp := api.InferenceResponse{
-		Content:       content,
-		ModelType:     ex.Request.ModelType,
-		Usage:         ex.Usage,
-		InferenceTime: seconds(done.Sub(res.Sent)),
-		MessageCount:  len(ex.Request.Messages),
+	ans.Content = content.String()
+	if ans.Content == "" {
+		ans.Content = res.Content // a non-streamed call delivers the text whole
 	}
-	if !res.UsageKnown {
-		// Never invent numbers: the zeros are flagged as unknown.
-		resp.UsageReported = api.UsageNotReported()
-	}
+	ans.FinishReason, ans.Usage, ans.UsageKnown = res.FinishReason, ex.Usage, res.UsageKnown
+	ans.Inference = done.Sub(res.Sent)
 	total := time.Since(ex.Start)
-	resp.ProcessingTime = seconds(total)
+	ans.Processing = total
 	ex.Status = http.StatusOK
 	if sse != nil {
-		_ = sse.write(appendEvent(nil, "done", marshal(resp)))
+		_ = sse.write(ex.Front.AppendEnd(nil, ans))
 		return
 	}
 	w.Header().Set("Server-Timing", serverTiming(ex, total))
-	api.WriteJSON(w, http.StatusOK, resp)
+	ex.Front.WriteAnswer(w, ans)
 }
 
 // statusClientGone is what logs and metrics call a request whose client
@@ -252,9 +189,9 @@ func (g *Gateway) observe(ex *Exchange) {
 		return
 	}
 	ex.observed = true
-	model := "none"
-	if ex.Request != nil {
-		model = ex.Request.ModelType
+	model := ex.Model()
+	if model == "" {
+		model = "none"
 	}
 	g.Metrics.ObserveRequest(metrics.Request{
 		ModelType: model, Status: ex.Status,

@@ -1,0 +1,100 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/pool"
+)
+
+var (
+	errFirstTokenTimeout = errors.New("no first token in time")
+	errIdleTimeout       = errors.New("no token in time")
+	errResponseTimeout   = errors.New("no complete answer in time")
+)
+
+// attempt runs the request on one replica, relaying deltas to the stream
+// (if any) and collecting the text.
+//
+// The replica is asked for a stream when the client asked for one, or when
+// the model streams upstream always: the first-token and idle timeouts
+// then catch a hung replica long before the total timeout. Otherwise it is
+// asked for one JSON answer, as a plain proxy would, which costs both
+// sides less; ResponseTimeout, when set, bounds that call.
+func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call backends.Request,
+	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange) (*backends.Result, error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	call.BaseURL, call.Model, call.APIKey = rep.URL, m.upstreamModel(rep), m.apiKey(rep)
+	client := m.Client
+	if client == nil {
+		client = g.Client
+	}
+	start := time.Now()
+
+	if sse == nil && !m.StreamUpstream {
+		if to.Response > 0 {
+			t := time.AfterFunc(to.Response, func() { cancel(errResponseTimeout) })
+			defer t.Stop()
+		}
+		res, err := m.backendFor(rep).Chat(actx, client, &call, nil)
+		ex.Upstream += time.Since(start)
+		if err == nil {
+			ex.TTFT = res.FirstByte.Sub(res.Sent)
+		}
+		return res, timeoutCause(actx, err, false)
+	}
+
+	var gotFirst atomic.Bool
+	watchdog := time.AfterFunc(to.FirstToken, func() {
+		if gotFirst.Load() {
+			cancel(errIdleTimeout)
+		} else {
+			cancel(errFirstTokenTimeout)
+		}
+	})
+	defer watchdog.Stop()
+	var buf []byte
+	onDelta := func(text string) error {
+		if !gotFirst.Load() {
+			gotFirst.Store(true)
+			ex.TTFT = time.Since(start)
+			if sse != nil {
+				// The headers go out with the first token: report the
+				// upstream time so far, with this attempt's time to it.
+				st := *ex
+				st.Upstream += ex.TTFT
+				sse.setTiming(serverTiming(&st, 0))
+			}
+		}
+		watchdog.Reset(to.Idle)
+		content.WriteString(text)
+		if sse == nil {
+			return nil
+		}
+		buf = ex.Front.AppendDelta(buf[:0], ans, text)
+		ans.Deltas++
+		return sse.write(buf)
+	}
+	res, err := m.backendFor(rep).Chat(actx, client, &call, onDelta)
+	ex.Upstream += time.Since(start)
+	return res, timeoutCause(actx, err, gotFirst.Load())
+}
+
+// timeoutCause turns the cancellation of an attempt by one of its own
+// timers into a timeout error the client can be told about.
+func timeoutCause(actx context.Context, err error, started bool) error {
+	if err == nil {
+		return nil
+	}
+	switch cause := context.Cause(actx); {
+	case errors.Is(cause, errFirstTokenTimeout), errors.Is(cause, errIdleTimeout), errors.Is(cause, errResponseTimeout):
+		return &backends.Error{Kind: backends.KindTimeout, Message: "replica sent " + cause.Error(),
+			Started: started, Err: cause}
+	}
+	return err
+}

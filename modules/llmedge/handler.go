@@ -1,0 +1,180 @@
+package llmedge
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/llmedge/llmedge/gateway"
+)
+
+// Every llmedge HTTP handler has one of two shapes: a Stage runs the
+// inference pipeline up to one of its stages (llm_auth, llm_validate,
+// llm_route), an Endpoint serves one thing of the app (llm_token,
+// llm_jwks, llm_health, llm_gateway). Each handler module embeds its shape
+// and adds only its Caddy module ID, what it serves and its options.
+
+// Stage runs the pipeline up to Stage, through the public API named by
+// API, then passes the request on; a request that a stage refused has its
+// answer. The pipeline always runs the stages the request has not passed
+// yet, in order, so no order or subset of stage handlers can route a
+// request that llm_gateway would refuse.
+type Stage struct {
+	// API is the public API whose shapes answers and errors take:
+	// "native" (default).
+	API string `json:"api,omitempty"`
+	// Scopes are required of the credential beyond the model's own (403
+	// otherwise); for handlers that guard a plain reverse proxy, where the
+	// model is not known.
+	Scopes []string `json:"scopes,omitempty"`
+
+	stage    gateway.Stage
+	pipeline *gateway.Pipeline
+	front    gateway.Front
+}
+
+// ProvisionStage looks up the app's pipeline; the handler runs it up to
+// stage.
+func (h *Stage) ProvisionStage(ctx caddy.Context, stage gateway.Stage) error {
+	app, err := FromContext(ctx)
+	if err != nil {
+		return err
+	}
+	h.stage, h.pipeline = stage, app.Pipeline()
+	h.front, err = app.Front(h.API)
+	return err
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (h *Stage) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	r, ex, ok := h.pipeline.Through(w, r, h.front, h.stage)
+	defer LogFields(r, ex)
+	if !ok || !h.pipeline.Require(w, ex, h.Scopes) {
+		return nil // answered
+	}
+	gateway.RestoreBody(r, ex) // for a handler that is not llmedge's
+	return next.ServeHTTP(w, r)
+}
+
+// UnmarshalCaddyfile parses
+//
+//	<directive> [<matcher>] [native] {
+//		scope <scope>...
+//	}
+func (h *Stage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
+	name := d.Val()
+	if d.NextArg() {
+		h.API = d.Val()
+		if !slices.Contains(APIs, h.API) {
+			return d.Errf("%s: unknown API %q (want one of %s)", name, h.API, strings.Join(APIs, ", "))
+		}
+	}
+	if d.NextArg() {
+		return d.Errf("%s takes one optional argument, the API: %s", name, strings.Join(APIs, " or "))
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "scope":
+			scopes := d.RemainingArgs()
+			if len(scopes) == 0 {
+				return d.Errf("%s: scope: want at least one scope, e.g. model:qwen", name)
+			}
+			h.Scopes = append(h.Scopes, scopes...)
+		default:
+			return d.Errf("unrecognized %s option %q", name, d.Val())
+		}
+	}
+	return nil
+}
+
+// Endpoint is the shape of the handlers that serve one thing of the app
+// and always answer.
+type Endpoint struct {
+	Serve http.HandlerFunc `json:"-"`
+}
+
+// ServeHTTP implements caddyhttp.MiddlewareHandler.
+func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	e.Serve(w, r)
+	return nil
+}
+
+// NoArgs parses a directive that takes neither arguments nor a block.
+func NoArgs(d *caddyfile.Dispenser) error {
+	d.Next() // the directive's name
+	name := d.Val()
+	if d.NextArg() || d.NextBlock(0) {
+		return d.Errf("%s takes no arguments", name)
+	}
+	return nil
+}
+
+// Handler is what each llmedge HTTP handler module is.
+type Handler interface {
+	caddyhttp.MiddlewareHandler
+	caddyfile.Unmarshaler
+}
+
+// ParseCaddyfile is the directive parser of handler type T, for
+// httpcaddyfile.RegisterHandlerDirective.
+func ParseCaddyfile[T any, PT interface {
+	*T
+	Handler
+}](h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	m := PT(new(T))
+	return m, m.UnmarshalCaddyfile(h.Dispenser)
+}
+
+// APIs are the public APIs a stage handler may answer in.
+var APIs = []string{"native"}
+
+// Front returns the public API named name: "" or "native" is llmedge's own.
+func (a *App) Front(name string) (gateway.Front, error) {
+	switch name {
+	case "", "native":
+		return a.native, nil
+	}
+	return nil, fmt.Errorf("unknown API %q (want one of %s)", name, strings.Join(APIs, ", "))
+}
+
+// LogFields adds the request's figures to Caddy's access log entry:
+// model_type, replica, the balancing decision, attempts, token counts,
+// time to first token, the user (the credential's subject) and the
+// request ID. Never secrets or message content.
+func LogFields(r *http.Request, ex *gateway.Exchange) {
+	extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
+	if !ok || ex == nil {
+		return
+	}
+	extra.Set(zap.String("request_id", ex.RequestID))
+	if ex.Principal != nil {
+		extra.Set(zap.String("user", ex.Principal.Subject))
+	}
+	if m := ex.Model(); m != "" {
+		extra.Set(zap.String("model_type", m))
+		extra.Set(zap.Bool("stream", ex.Chat.Stream))
+	}
+	if ex.Attempts > 0 {
+		extra.Set(zap.String("replica", ex.Replica))
+		extra.Set(zap.Int("attempts", ex.Attempts))
+		extra.Set(zap.String("lb_reason", ex.Choice.Reason))
+		if ex.Choice.Cached >= 0 {
+			extra.Set(zap.Float64("predicted_cached", ex.Choice.Cached))
+		}
+		extra.Set(zap.Int("prompt_tokens", ex.Usage.PromptTokens))
+		extra.Set(zap.Int("completion_tokens", ex.Usage.CompletionTokens))
+		extra.Set(zap.Duration("ttft", ex.TTFT))
+		extra.Set(zap.Duration("upstream", ex.Upstream))
+	}
+	if ex.StreamError {
+		extra.Set(zap.Bool("stream_error", true))
+	}
+}

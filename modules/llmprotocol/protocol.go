@@ -1,0 +1,138 @@
+// Package llmprotocol holds the guest modules of namespace
+// llmedge.protocols: the APIs replicas speak. `openai` is any
+// OpenAI-compatible chat completions server; `vllm`, `sglang`, `tgi` and
+// `llamacpp` are the same protocol that also name the engine (its health
+// path and its load metrics); `ollama` is Ollama's native /api/chat and
+// `native` llmedge's own public API. A third party adds a protocol by
+// registering a module in this namespace that implements
+// backends.Backend (and backends.Describer); the llmedge app resolves every
+// registered protocol when the config loads, so a replica may name any of
+// them (a static URL's "<protocol>+" prefix, Consul Meta "protocol").
+package llmprotocol
+
+import (
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/backends/native"
+	"github.com/llmedge/llmedge/backends/ollama"
+	"github.com/llmedge/llmedge/backends/openai"
+)
+
+// Namespace of the protocol modules.
+const Namespace = "llmedge.protocols"
+
+// Protocol is a guest module in llmedge.protocols.
+type Protocol interface {
+	caddy.Module
+	backends.Backend
+}
+
+func init() {
+	for _, m := range []caddy.Module{OpenAI{}, VLLM{}, SGLang{}, TGI{}, LlamaCPP{}, Ollama{}, Native{}} {
+		caddy.RegisterModule(m)
+	}
+}
+
+func info(name string, New func() caddy.Module) caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: caddy.ModuleID(Namespace + "." + name), New: New}
+}
+
+// OpenAI is any OpenAI-compatible server: health on /health, load from
+// whichever engine's metrics /metrics turns out to carry.
+type OpenAI struct{ openai.Backend }
+
+// VLLM is vLLM's OpenAI-compatible server.
+type VLLM struct{ openai.Backend }
+
+// SGLang is SGLang's OpenAI-compatible server.
+type SGLang struct{ openai.Backend }
+
+// TGI is Text Generation Inference's Messages API.
+type TGI struct{ openai.Backend }
+
+// LlamaCPP is llama.cpp's server (load metrics need its --metrics flag).
+type LlamaCPP struct{ openai.Backend }
+
+// Ollama is Ollama's native API; it has no metrics endpoint.
+type Ollama struct{ ollama.Backend }
+
+// Native is a server speaking llmedge's own public API.
+type Native struct{ native.Backend }
+
+// CaddyModule returns the Caddy module information.
+func (OpenAI) CaddyModule() caddy.ModuleInfo {
+	return info("openai", func() caddy.Module { return new(OpenAI) })
+}
+
+// CaddyModule returns the Caddy module information.
+func (VLLM) CaddyModule() caddy.ModuleInfo {
+	return info("vllm", func() caddy.Module { return new(VLLM) })
+}
+
+// CaddyModule returns the Caddy module information.
+func (SGLang) CaddyModule() caddy.ModuleInfo {
+	return info("sglang", func() caddy.Module { return new(SGLang) })
+}
+
+// CaddyModule returns the Caddy module information.
+func (TGI) CaddyModule() caddy.ModuleInfo {
+	return info("tgi", func() caddy.Module { return new(TGI) })
+}
+
+// CaddyModule returns the Caddy module information.
+func (LlamaCPP) CaddyModule() caddy.ModuleInfo {
+	return info("llamacpp", func() caddy.Module { return new(LlamaCPP) })
+}
+
+// CaddyModule returns the Caddy module information.
+func (Ollama) CaddyModule() caddy.ModuleInfo {
+	return info("ollama", func() caddy.Module { return new(Ollama) })
+}
+
+// CaddyModule returns the Caddy module information.
+func (Native) CaddyModule() caddy.ModuleInfo {
+	return info("native", func() caddy.Module { return new(Native) })
+}
+
+// Engine implements backends.Describer.
+func (OpenAI) Engine() backends.Engine {
+	return backends.Engine{HealthPath: "/health", Metrics: "auto"}
+}
+
+// Engine implements backends.Describer.
+func (VLLM) Engine() backends.Engine { return backends.Engine{HealthPath: "/health", Metrics: "vllm"} }
+
+// Engine implements backends.Describer.
+func (SGLang) Engine() backends.Engine {
+	return backends.Engine{HealthPath: "/health", Metrics: "sglang"}
+}
+
+// Engine implements backends.Describer.
+func (TGI) Engine() backends.Engine { return backends.Engine{HealthPath: "/health", Metrics: "tgi"} }
+
+// Engine implements backends.Describer.
+func (LlamaCPP) Engine() backends.Engine {
+	return backends.Engine{HealthPath: "/health", Metrics: "llamacpp"}
+}
+
+// Engine implements backends.Describer: "Ollama is running" on /.
+func (Ollama) Engine() backends.Engine { return backends.Engine{HealthPath: "/"} }
+
+// Engine implements backends.Describer: the gateway's own liveness path.
+func (Native) Engine() backends.Engine { return backends.Engine{HealthPath: "/healthz"} }
+
+// Interface guards.
+var (
+	_ Protocol = (*OpenAI)(nil)
+	_ Protocol = (*VLLM)(nil)
+	_ Protocol = (*SGLang)(nil)
+	_ Protocol = (*TGI)(nil)
+	_ Protocol = (*LlamaCPP)(nil)
+	_ Protocol = (*Ollama)(nil)
+	_ Protocol = (*Native)(nil)
+
+	_ backends.Describer = (*OpenAI)(nil)
+	_ backends.Describer = (*Ollama)(nil)
+	_ backends.Describer = (*Native)(nil)
+)

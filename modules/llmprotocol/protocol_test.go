@@ -1,0 +1,40 @@
+package llmprotocol
+
+import (
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmedge/llmedge/backends"
+)
+
+// Every protocol is registered, speaks backends.Backend and names its
+// engine's health path and metrics dialect.
+func TestProtocolsDescribeTheirEngines(t *testing.T) {
+	want := map[string]backends.Engine{
+		"openai":   {HealthPath: "/health", Metrics: "auto"},
+		"vllm":     {HealthPath: "/health", Metrics: "vllm"},
+		"sglang":   {HealthPath: "/health", Metrics: "sglang"},
+		"tgi":      {HealthPath: "/health", Metrics: "tgi"},
+		"llamacpp": {HealthPath: "/health", Metrics: "llamacpp"},
+		"ollama":   {HealthPath: "/"},
+		"native":   {HealthPath: "/healthz"},
+	}
+	for name, engine := range want {
+		info, err := caddy.GetModule(Namespace + "." + name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		mod := info.New()
+		if _, ok := mod.(backends.Backend); !ok {
+			t.Fatalf("%s is not a backends.Backend", name)
+		}
+		d, ok := mod.(backends.Describer)
+		if !ok {
+			t.Fatalf("%s does not describe its engine", name)
+		}
+		if got := d.Engine(); got != engine {
+			t.Errorf("%s: engine %+v, want %+v", name, got, engine)
+		}
+	}
+}
