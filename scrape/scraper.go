@@ -22,7 +22,7 @@ const (
 	// and busy is when the figure matters, so it is not much shorter than
 	// the interval.
 	DefaultTimeout = 2 * time.Second
-	// DefaultConcurrency bounds the scrapes in flight in one round.
+	// DefaultConcurrency bounds the scrapes in flight at once.
 	DefaultConcurrency = 8
 	// DefaultMaxBodyBytes bounds one metrics body, after decompression.
 	DefaultMaxBodyBytes = 4 << 20
@@ -66,18 +66,21 @@ type Target struct {
 }
 
 // Scraper scrapes its targets every Interval until stopped and reports
-// every outcome to Report. Set the fields before Start and leave them
+// every outcome to Report. It runs one goroutine, plus one per target while
+// that target's scrape waits for a slot or is under way. Set the fields before Start and leave them
 // alone afterwards. Start and Stop may be called from any goroutine.
 type Scraper struct {
 	// Targets returns the targets of a round; it is called at the start of
 	// each round, so targets may come and go (discovery). It runs on the
 	// scraper's goroutine and should return quickly. Required.
 	Targets func() []Target
-	// Report receives each target's outcome once per round: a Load with
-	// Time set, or an error (with a zero Load). It is called from several
-	// goroutines at once, must be safe for that, and should not block: a
-	// slow Report holds a concurrency slot. Scrapes cut short by Stop are
-	// not reported, and no call starts after Stop returns. Required.
+	// Report receives each scrape's outcome: a Load with Time set, or an
+	// error (with a zero Load). It is called from several goroutines at
+	// once, must be safe for that, and should return quickly: until it
+	// does, its target is not scraped again. A target dropped from Targets
+	// may still be reported once, by a scrape already under way. Scrapes
+	// cut short by Stop are not reported, and no call starts after Stop
+	// returns. Required.
 	Report func(Target, Load, error)
 
 	// Client makes the requests. Nil means a client of the Scraper's own,
@@ -87,7 +90,8 @@ type Scraper struct {
 	// Dialects by name; nil means DefaultDialects().
 	Dialects map[string]Dialect
 	// Interval between the starts of two rounds; 0 means DefaultInterval.
-	// A round that takes longer is followed at once by the next.
+	// A round starts a scrape of every target whose previous scrape has
+	// ended; it does not wait for them.
 	Interval time.Duration
 	// Timeout of one scrape, from connecting to the body's last byte; 0
 	// means DefaultTimeout.
@@ -96,7 +100,8 @@ type Scraper struct {
 	// random duration below it, so that gateways started together do not
 	// scrape a replica in step.
 	Jitter time.Duration
-	// Concurrency bounds the scrapes in flight; 0 means DefaultConcurrency.
+	// Concurrency bounds the scrapes in flight at any time; 0 means
+	// DefaultConcurrency. Targets beyond it wait for a slot.
 	Concurrency int
 	// MaxBodyBytes bounds one body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -175,7 +180,14 @@ func (s *Scraper) setup() {
 	}
 }
 
+// run starts a round every Interval (plus jitter) until ctx ends. Rounds
+// do not wait for their scrapes: a target whose previous scrape is still
+// under way is skipped, so a hanging replica costs one slot and its own
+// figures, never the cadence of the others.
 func (s *Scraper) run(ctx context.Context) {
+	slots := make(chan struct{}, s.concurrency())
+	inflight := make(map[Target]bool)
+	var mu sync.Mutex // guards inflight
 	timer := time.NewTimer(s.jitter())
 	defer timer.Stop()
 	for {
@@ -184,44 +196,43 @@ func (s *Scraper) run(ctx context.Context) {
 			return
 		case <-timer.C:
 		}
-		start := time.Now()
-		s.round(ctx)
-		timer.Reset(max(0, s.interval()-time.Since(start)) + s.jitter())
+		for _, t := range s.Targets() {
+			mu.Lock()
+			busy := inflight[t]
+			inflight[t] = true
+			mu.Unlock()
+			if busy {
+				continue // also drops a target listed twice
+			}
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer func() {
+					mu.Lock()
+					delete(inflight, t)
+					mu.Unlock()
+				}()
+				s.scrapeAndReport(ctx, slots, t)
+			}()
+		}
+		timer.Reset(s.interval() + s.jitter())
 	}
 }
 
-// round scrapes every target once, at most Concurrency at a time, and
-// returns when all are done. A target listed twice is scraped once.
-func (s *Scraper) round(ctx context.Context) {
-	conc := s.Concurrency
-	if conc <= 0 {
-		conc = DefaultConcurrency
+// scrapeAndReport waits for a slot, scrapes t and reports the outcome,
+// unless the Scraper is stopping.
+func (s *Scraper) scrapeAndReport(ctx context.Context, slots chan struct{}, t Target) {
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return
 	}
-	slots := make(chan struct{}, conc)
-	seen := make(map[Target]bool)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for _, t := range s.Targets() {
-		if seen[t] {
-			continue
-		}
-		seen[t] = true
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			l, err := s.Scrape(ctx, t)
-			if ctx.Err() != nil {
-				return // stopping: a cancelled scrape is no news
-			}
-			s.Report(t, l, err)
-		}()
+	l, err := s.Scrape(ctx, t)
+	<-slots
+	if ctx.Err() != nil {
+		return // stopping: a cancelled scrape is no news
 	}
+	s.Report(t, l, err)
 }
 
 // Scrape fetches and parses one target now, with the Scraper's client,
@@ -308,6 +319,13 @@ func (s *Scraper) client() *http.Client {
 	defer s.mu.Unlock()
 	s.setup()
 	return s.own
+}
+
+func (s *Scraper) concurrency() int {
+	if s.Concurrency > 0 {
+		return s.Concurrency
+	}
+	return DefaultConcurrency
 }
 
 func (s *Scraper) interval() time.Duration {
