@@ -96,7 +96,20 @@
 // accepted. A sample line of a wanted name that does not parse makes that
 // figure unknown. A value that is NaN, infinite or negative makes its figure
 // unknown, as does a count above MaxCount or a KV usage above 1. Parse fails
-// (ErrNoFigures) only when running, waiting and KV usage are all unknown.
-// A Scraper bounds each body (MaxBodyBytes, 4 MiB by default) and each
-// scrape (Timeout).
+// with ErrNoFigures when running, waiting and KV usage are all unknown, and
+// when a body holds more than MaxSamples lines of the names it wants. A
+// Scraper bounds each body (MaxBodyBytes, 4 MiB by default, after
+// decompression) and each scrape (Timeout, connection to last byte).
+//
+// # Scraping
+//
+// A Scraper starts a round every Interval: each target whose previous
+// scrape has ended is scraped again, at most Concurrency at a time, and
+// each outcome goes to Report as soon as it is known. Rounds do not wait
+// for slow targets, so a replica that hangs delays nobody else's figures.
+// Targets come from a function called every round, so discovery may add
+// and remove replicas at any time. Stop cancels what is in flight and
+// returns once every goroutine has; results cut short by Stop are dropped.
+// A Load carries the time it was read: callers should treat a figure older
+// than a few intervals as unknown (Load.Fresh).
 package scrape

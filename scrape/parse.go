@@ -31,7 +31,8 @@ const kvSlack = 1e-6
 
 // ErrNoFigures means a body gave none of running, waiting and KV usage: not
 // metrics of this dialect, an engine without load metrics yet, series for
-// other models only, or values that are all unusable.
+// other models only, values that are all unusable, or more than MaxSamples
+// lines to read.
 var ErrNoFigures = errors.New("no load figures in the metrics body")
 
 // Load is one replica's load as its engine reported it. A figure whose Has
@@ -99,7 +100,7 @@ type label struct{ name, value string }
 // (see the package doc for what it tolerates and how series are chosen and
 // combined). model, when not empty, selects the series of that served model.
 // It fails with ErrNoFigures when running, waiting and KV usage are all
-// unknown; the returned Load's Time is zero.
+// unknown, naming why in the message; the returned Load's Time is zero.
 func Parse(body []byte, d Dialect, model string) (Load, error) {
 	samples, bad, err := collect(body, d.wanted())
 	if err != nil {
@@ -162,7 +163,7 @@ func collect(body []byte, wanted map[string]struct{}) (map[string][]sample, map[
 			continue
 		}
 		if n++; n > MaxSamples {
-			return nil, nil, fmt.Errorf("more than %d samples of load metrics in the body", MaxSamples)
+			return nil, nil, fmt.Errorf("%w: more than %d samples of load metrics", ErrNoFigures, MaxSamples)
 		}
 		line = append(append(line[:0], raw...), '\n')
 		s, ok := parseSample(&parser, line, string(name))

@@ -66,9 +66,10 @@ type Target struct {
 }
 
 // Scraper scrapes its targets every Interval until stopped and reports
-// every outcome to Report. It runs one goroutine, plus one per target while
-// that target's scrape waits for a slot or is under way. Set the fields before Start and leave them
-// alone afterwards. Start and Stop may be called from any goroutine.
+// every outcome to Report. It runs one goroutine, plus one per target
+// while that target's scrape waits for a slot or is under way. Set the
+// fields before Start and leave them alone afterwards; Start, Stop and
+// Scrape may be called from any goroutine.
 type Scraper struct {
 	// Targets returns the targets of a round; it is called at the start of
 	// each round, so targets may come and go (discovery). It runs on the
@@ -101,13 +102,15 @@ type Scraper struct {
 	// scrape a replica in step.
 	Jitter time.Duration
 	// Concurrency bounds the scrapes in flight at any time; 0 means
-	// DefaultConcurrency. Targets beyond it wait for a slot.
+	// DefaultConcurrency. Targets beyond it wait for a slot, and a target
+	// that hangs holds its slot until Timeout: keep it above the number of
+	// replicas that may hang at once.
 	Concurrency int
 	// MaxBodyBytes bounds one body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 
 	mu      sync.Mutex
-	state   int // 0 new, 1 running, 2 stopped
+	state   int // stateNew, stateRunning or stateStopped
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	own     *http.Client // the client made when Client is nil
@@ -147,19 +150,21 @@ func (s *Scraper) Start() error {
 	return nil
 }
 
-// Stop ends scraping, cancels the scrapes in flight and waits until every
-// goroutine of the Scraper has returned. It may be called more than once,
-// and before Start.
+// Stop ends scraping, cancels the scrapes in flight, waits until every
+// goroutine of the Scraper has returned and closes the idle connections of
+// its own client. It may be called more than once, and before Start.
 func (s *Scraper) Stop() {
 	s.mu.Lock()
 	if s.cancel != nil {
 		s.cancel()
 	}
 	s.state = stateStopped
+	own := s.own
 	s.mu.Unlock()
 	s.wg.Wait()
-	if s.own != nil {
-		s.own.CloseIdleConnections()
+	if own != nil {
+		// Kept-alive connections have goroutines of their own.
+		own.CloseIdleConnections()
 	}
 }
 
