@@ -20,15 +20,19 @@
 //   - vllm:num_requests_running and vllm:num_requests_waiting are gauges.
 //   - vllm:kv_cache_usage_perc is a gauge holding a fraction, 0 to 1, despite
 //     its name ("1 means 100 percent usage"). It replaced
-//     vllm:gpu_cache_usage_perc, deprecated in 0.9 and later shown only with
-//     --show-hidden-metrics-for-version; both are read, the new one first.
+//     vllm:gpu_cache_usage_perc, deprecated in 0.9.2 and hidden from 0.11
+//     unless --show-hidden-metrics-for-version is given (the source plans
+//     its removal); both are read, the new one first.
 //   - vllm:prefix_cache_queries and vllm:prefix_cache_hits are counters in
-//     tokens. The Python client appends _total to a counter's samples, so
-//     the lines read vllm:prefix_cache_queries_total and
-//     vllm:prefix_cache_hits_total; before 0.9 they were
-//     vllm:gpu_prefix_cache_queries_total and ..._hits_total. Both pairs are
-//     read, the new one first, and only as a pair.
-//   - Every series carries model_name (the served model name) and, since
+//     tokens, in the source without a suffix: the Python client appends
+//     _total to a counter's samples, so the lines read
+//     vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total.
+//     Before 0.9.2 they were vllm:gpu_prefix_cache_queries_total and
+//     ..._hits_total (counted in blocks, not tokens, in the first V1
+//     versions: a hit rate is still right). Both pairs are read, the new
+//     one first, and only as a pair. The V0 engine had no such counters,
+//     only a hit-rate gauge, which is not read.
+//   - Every series carries model_name (the served model name) and, with
 //     the V1 engine, engine (the data-parallel engine index): a replica
 //     running data parallelism exposes one series per engine.
 //
@@ -38,10 +42,10 @@
 //   - sglang:num_running_reqs, sglang:num_queue_reqs and sglang:token_usage
 //     are gauges; token_usage is the used share of the KV token pool, 0 to 1.
 //   - Labels: model_name, engine_type, tp_rank, pp_rank, and dp_rank under
-//     DP attention. By default one scheduler per data-parallel group reports;
-//     with --enable-metrics-for-all-schedulers every tensor-parallel rank
-//     reports the same batch, so tp_rank and pp_rank are CopyLabels (counted
-//     once, not summed).
+//     DP attention. By default only the first rank of each data-parallel
+//     group reports; with --enable-metrics-for-all-schedulers every
+//     tensor-parallel rank reports the same batch, so tp_rank and pp_rank
+//     are CopyLabels (counted once, not summed).
 //   - Doubt: the scheduler sets these gauges when it logs a batch (a decode
 //     batch only every --decode-log-interval steps, 40 by default), so they
 //     lag, and an engine that went idle may keep showing its last figures.
@@ -52,9 +56,11 @@
 // router source):
 //   - tgi_batch_current_size (gauge: requests in the running batch) is read
 //     as running, tgi_queue_size (gauge) as waiting. No labels, no KV figure.
-//   - The router's Rust exporter prints a gauge only once it has been set:
-//     a TGI that has served nothing yet exposes neither, and Parse reports
-//     ErrNoFigures (unknown) rather than inventing zeros.
+//   - The router only describes these gauges at start and sets them while
+//     queueing and batching; its Rust exporter prints a gauge once it has
+//     been set (read in the source, not observed). A TGI that has served
+//     nothing yet would then expose neither, and Parse reports ErrNoFigures
+//     (unknown) rather than inventing zeros.
 //
 // llama.cpp server (tools/server/README.md; the server source), with
 // --metrics:

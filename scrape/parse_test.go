@@ -62,8 +62,10 @@ func TestParse(t *testing.T) {
 			wantErr: ErrNoFigures, errHas: `model_name seen: "Qwen/Qwen2.5-7B-Instruct"`},
 		{name: "vllm data parallel: counts summed, kv averaged, current name first", dialect: VLLM, body: sampleFile(t, "vllm-dp.prom"),
 			want: withPrefix(figures(21, 3, 0.7), 4000, 1000)},
-		{name: "vllm v0 names", dialect: VLLM, body: sampleFile(t, "vllm-v0.prom"),
-			want: withPrefix(figures(4, 1, 0.25), 640, 160)},
+		{name: "vllm V0 engine", dialect: VLLM, model: "mistralai/Mistral-7B-Instruct-v0.3", body: sampleFile(t, "vllm-v0.prom"),
+			want: figures(4, 1, 0.25)},
+		{name: "vllm before 0.9.2: deprecated names", dialect: VLLM, body: sampleFile(t, "vllm-0.9.prom"),
+			want: withPrefix(figures(6, 0, 0.0625), 640, 160)},
 		{name: "vllm two models, all summed", dialect: VLLM,
 			body: vllmLine("vllm:num_requests_running", `model_name="a"`, "1") + vllmLine("vllm:num_requests_running", `model_name="b"`, "2") +
 				vllmLine("vllm:num_requests_waiting", `model_name="a"`, "3") + vllmLine("vllm:num_requests_waiting", `model_name="b"`, "4"),
