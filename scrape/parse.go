@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -186,30 +185,17 @@ func parseSample(p *expfmt.TextParser, line []byte, name string) (sample, bool) 
 	if f == nil || len(f.GetMetric()) != 1 {
 		return sample{}, false
 	}
+	// Without TYPE lines every sample parses untyped.
 	m := f.GetMetric()[0]
-	v, ok := value(m)
-	if !ok {
+	if m.GetUntyped() == nil {
 		return sample{}, false
 	}
-	s := sample{value: v, labels: make([]label, 0, len(m.GetLabel()))}
+	s := sample{value: m.GetUntyped().GetValue(), labels: make([]label, 0, len(m.GetLabel()))}
 	for _, lp := range m.GetLabel() {
 		s.labels = append(s.labels, label{lp.GetName(), lp.GetValue()})
 	}
 	slices.SortFunc(s.labels, func(a, b label) int { return strings.Compare(a.name, b.name) })
 	return s, true
-}
-
-// value returns the value of a gauge, counter or untyped sample.
-func value(m *dto.Metric) (float64, bool) {
-	switch {
-	case m.GetUntyped() != nil:
-		return m.GetUntyped().GetValue(), true
-	case m.GetGauge() != nil:
-		return m.GetGauge().GetValue(), true
-	case m.GetCounter() != nil:
-		return m.GetCounter().GetValue(), true
-	}
-	return 0, false
 }
 
 // kind says how a figure's series combine and which values are plausible.
