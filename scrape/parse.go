@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	pmodel "github.com/prometheus/common/model"
 )
 
 // Bounds on what Parse believes.
@@ -139,7 +139,7 @@ func Parse(body []byte, d Dialect, model string) (Load, error) {
 func collect(body []byte, wanted map[string]struct{}) (map[string][]sample, map[string]bool, error) {
 	samples := make(map[string][]sample)
 	bad := make(map[string]bool)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
+	parser := expfmt.NewTextParser(pmodel.UTF8Validation)
 	var line []byte // reused: the current line plus the '\n' the parser needs
 	n := 0
 	for len(body) > 0 {
@@ -149,8 +149,9 @@ func collect(body []byte, wanted map[string]struct{}) (map[string][]sample, map[
 		} else {
 			raw, body = body, nil
 		}
-		raw = bytes.TrimRight(raw, "\r")
-		raw = bytes.TrimLeft(raw, " \t")
+		// CRLF line ends, and blanks around a sample, which the parser
+		// would take for an empty timestamp.
+		raw = bytes.Trim(raw, " \t\r")
 		if len(raw) == 0 || raw[0] == '#' {
 			continue // blank, HELP, TYPE, UNIT, EOF or plain comment
 		}

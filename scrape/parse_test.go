@@ -114,6 +114,7 @@ func TestParse(t *testing.T) {
 			body: "# TYPE tgi_queue_size gauge\r\n\r\n  tgi_queue_size 2\r\n\ttgi_batch_current_size\t8", want: figures(8, 2, -1)},
 		{name: "second TYPE line and TYPE after samples", dialect: TGI,
 			body: "# TYPE tgi_queue_size gauge\n# TYPE tgi_queue_size gauge\ntgi_queue_size 1\n# TYPE tgi_queue_size counter\ntgi_batch_current_size 2\n", want: figures(2, 1, -1)},
+		{name: "trailing blanks", dialect: TGI, body: "tgi_queue_size 6 \t\ntgi_batch_current_size 2 1712345678000 \n", want: figures(2, 6, -1)},
 		{name: "timestamp in milliseconds", dialect: TGI, body: "tgi_queue_size 6 1712345678000\n", want: figures(-1, 6, -1)},
 		{name: "exponent notation", dialect: TGI, body: "tgi_queue_size 1.2e+01\ntgi_batch_current_size 3e0\n", want: figures(3, 12, -1)},
 
