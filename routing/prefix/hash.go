@@ -1,0 +1,150 @@
+package prefix
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// Defaults and limits of the hasher.
+const (
+	// DefaultBlockSize is 64 bytes, about 16 tokens of English: vLLM's
+	// block size, so that one block of ours stands for about one of theirs.
+	DefaultBlockSize = 64
+	// DefaultMaxBlocks caps a prompt at 1,024 blocks (64 KiB): beyond that
+	// the prediction is decided already, and hashing more costs time.
+	DefaultMaxBlocks = 1024
+	// MaxBlockSize bounds BlockSize so that a block fits in a buffer on
+	// the hasher's stack; coarser blocks would only blur the prediction.
+	MaxBlockSize = 1024
+	// MaxMaxBlocks bounds MaxBlocks (64 MiB prompts at the default block
+	// size), which keeps the index's int32 arena links far from overflow.
+	MaxMaxBlocks = 1 << 20
+)
+
+// The separators of the rendering. 0xFF never occurs in UTF-8, so in the
+// usual prompt the escape below never fires; it exists so that the
+// rendering stays injective for any bytes: a 0xFF inside a role or content
+// is written 0xFF 0x00, and 0xFF followed by 1 or 2 can only be a
+// separator. Separators follow the field they close rather than length
+// prefixes precede it, so that a message whose content extends another's
+// (the same document, then a different question) renders with the other's
+// rendering as a prefix, and shares its blocks.
+const (
+	escape     = 0xFF
+	escapedFF  = "\xff\x00"
+	endRole    = "\xff\x01"
+	endMessage = "\xff\x02"
+)
+
+// Hasher turns a prompt into its chain of block hashes. The zero value is
+// not usable; make one with NewHasher. A Hasher is immutable and safe for
+// concurrent use.
+type Hasher struct {
+	seed      uint64
+	blockSize int
+	maxBlocks int
+}
+
+// NewHasher returns the hasher of model's prompts: blocks of blockSize
+// bytes (1 to MaxBlockSize; 0 means DefaultBlockSize), at most maxBlocks
+// per prompt (0 means DefaultMaxBlocks). The model name seeds the chain,
+// so that equal prompts to different models never share a block.
+func NewHasher(model string, blockSize, maxBlocks int) (Hasher, error) {
+	if blockSize == 0 {
+		blockSize = DefaultBlockSize
+	}
+	if maxBlocks == 0 {
+		maxBlocks = DefaultMaxBlocks
+	}
+	if blockSize < 1 || blockSize > MaxBlockSize {
+		return Hasher{}, fmt.Errorf("prefix: model %q: block size %d out of range 1..%d", model, blockSize, MaxBlockSize)
+	}
+	if maxBlocks < 1 || maxBlocks > MaxMaxBlocks {
+		return Hasher{}, fmt.Errorf("prefix: model %q: max blocks %d out of range 1..%d", model, maxBlocks, MaxMaxBlocks)
+	}
+	return Hasher{seed: xxhash.Sum64String(model), blockSize: blockSize, maxBlocks: maxBlocks}, nil
+}
+
+// BlockSize is the number of prompt bytes per block.
+func (h Hasher) BlockSize() int { return h.blockSize }
+
+// MaxBlocks is the most blocks Append produces for one prompt.
+func (h Hasher) MaxBlocks() int { return h.maxBlocks }
+
+// Append appends to dst the hashes of the full blocks of msgs, rendered as
+// the replica receives them, and returns the extended slice. A trailing
+// partial block is not hashed: an engine caches only full blocks, so it
+// could not be a hit. Hash i covers everything up to the end of block i,
+// so two prompts share hash i exactly when their first i+1 blocks are
+// equal (up to 64-bit collisions).
+//
+// Append allocates nothing when dst has room for MaxBlocks more hashes;
+// callers on the request path should reuse a buffer (a sync.Pool, or an
+// array on the stack).
+func (h Hasher) Append(dst []uint64, msgs []api.Message) []uint64 {
+	if h.blockSize == 0 {
+		return dst // the zero Hasher: nothing sensible to hash with
+	}
+	w := chainWriter{parent: h.seed, size: h.blockSize, left: h.maxBlocks, out: dst}
+	for i := range msgs {
+		if !w.field(msgs[i].Role) || !w.raw(endRole) ||
+			!w.field(msgs[i].Content) || !w.raw(endMessage) {
+			break
+		}
+	}
+	return w.out
+}
+
+// chainWriter is the streaming state of Append. It lives on Append's
+// stack: the rendered prompt is never built, each block is assembled in
+// buf and hashed as soon as it is full.
+type chainWriter struct {
+	// buf holds the parent hash (8 bytes, little endian) then the block,
+	// so that one call of the one-shot xxhash hashes both.
+	buf    [8 + MaxBlockSize]byte
+	fill   int // bytes of the current block in buf[8:]
+	size   int
+	parent uint64
+	left   int // blocks still allowed
+	out    []uint64
+}
+
+// field writes s with its 0xFF bytes escaped. It returns false once the
+// block cap is reached, to stop the rendering.
+func (w *chainWriter) field(s string) bool {
+	for {
+		i := strings.IndexByte(s, escape)
+		if i < 0 {
+			return w.raw(s)
+		}
+		if !w.raw(s[:i]) || !w.raw(escapedFF) {
+			return false
+		}
+		s = s[i+1:]
+	}
+}
+
+// raw writes s as is, hashing every block it completes.
+func (w *chainWriter) raw(s string) bool {
+	for len(s) > 0 {
+		n := copy(w.buf[8+w.fill:8+w.size], s)
+		w.fill += n
+		s = s[n:]
+		if w.fill < w.size {
+			break
+		}
+		binary.LittleEndian.PutUint64(w.buf[:8], w.parent)
+		w.parent = xxhash.Sum64(w.buf[:8+w.size])
+		w.out = append(w.out, w.parent)
+		w.fill = 0
+		if w.left--; w.left == 0 {
+			return false
+		}
+	}
+	return true
+}
