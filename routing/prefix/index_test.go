@@ -2,7 +2,6 @@ package prefix
 
 import (
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -31,8 +30,15 @@ func mustInsert(t testing.TB, x *Index, replica string, hashes []uint64) int {
 	return hit
 }
 
-// check verifies every invariant of the index's structure.
+// check verifies every invariant of the index's structure, including,
+// when the index only ever got chains from a Hasher, that every block is
+// in one segment and every segment is in the map.
 func check(t testing.TB, x *Index) {
+	t.Helper()
+	checkIndex(t, x, true)
+}
+
+func checkIndex(t testing.TB, x *Index, chains bool) {
 	t.Helper()
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -40,7 +46,7 @@ func check(t testing.TB, x *Index) {
 	for s := range x.reps {
 		r := &x.reps[s]
 		if !r.live {
-			if r != (&replica{}) && *r != (replica{}) {
+			if *r != (replica{}) {
 				t.Fatalf("free slot %d is not zero", s)
 			}
 			continue
@@ -49,51 +55,84 @@ func check(t testing.TB, x *Index) {
 		if x.slots[r.name] != s {
 			t.Fatalf("slot %d (%s) not in the name map", s, r.name)
 		}
-		n, prev, count := r.head, int32(none), 0
+		n, prev, blocks := r.head, int32(none), 0
 		for n != none {
 			nd := x.nodes[n]
-			if nd.prev != prev || int(nd.slot) != s || !x.entries[nd.entry].mask.has(s) {
+			if nd.prev != prev || int(nd.slot) != s || !x.segs[nd.seg].holders.has(s) {
 				t.Fatalf("slot %d: node %d inconsistent: %+v (prev should be %d)", s, n, nd, prev)
 			}
+			blocks += len(x.segs[nd.seg].run)
 			prev, n = n, nd.next
-			count++
+			held++
 		}
-		if r.tail != prev || count != r.blocks || count > x.capacity {
-			t.Fatalf("slot %d: list of %d nodes, tail %d (want %d), blocks %d, capacity %d", s, count, r.tail, prev, r.blocks, x.capacity)
+		if r.tail != prev || blocks != r.blocks || blocks > x.capacity {
+			t.Fatalf("slot %d: tail %d (want %d), %d blocks listed, %d counted, capacity %d", s, r.tail, prev, blocks, r.blocks, x.capacity)
 		}
-		held += count
 	}
 	if live != len(x.slots) {
 		t.Fatalf("%d live slots, %d names", live, len(x.slots))
 	}
-	holders := 0
-	for h, e := range x.byHash {
-		en := x.entries[e]
-		if en.hash != h {
-			t.Fatalf("entry %d has hash %x, mapped from %x", e, en.hash, h)
-		}
-		var seen slotSet
-		for n := en.pairs; n != none; n = x.nodes[n].sib {
-			nd := x.nodes[n]
-			if nd.entry != e || seen.has(int(nd.slot)) || !x.reps[nd.slot].live {
-				t.Fatalf("entry %d: holder %d inconsistent: %+v", e, n, nd)
+	holders, segs, blocks, runBytes := 0, 0, 0, int64(0)
+	seen := make(map[uint64]int32)
+	for si := range x.segs {
+		sg := &x.segs[si]
+		if len(sg.run) == 0 {
+			if !sg.holders.empty() {
+				t.Fatalf("free segment %d has holders", si)
 			}
-			seen.add(int(nd.slot))
+			continue
+		}
+		segs++
+		blocks += len(sg.run)
+		runBytes += int64(cap(sg.run)) * 8
+		if 2*len(sg.run) < cap(sg.run) && len(sg.run) > 1 {
+			t.Fatalf("segment %d: %d blocks pin an array of %d", si, len(sg.run), cap(sg.run))
+		}
+		var found slotSet
+		for n := sg.nodes; n != none; n = x.nodes[n].sib {
+			nd := x.nodes[n]
+			if nd.seg != int32(si) || found.has(int(nd.slot)) || !x.reps[nd.slot].live {
+				t.Fatalf("segment %d: holder %d inconsistent: %+v", si, n, nd)
+			}
+			found.add(int(nd.slot))
 			holders++
 		}
-		if seen != en.mask || seen.empty() {
-			t.Fatalf("entry %d: mask %x, holders %x", e, en.mask, seen)
+		if found != sg.holders || found.empty() {
+			t.Fatalf("segment %d: holders %x, nodes of %x", si, sg.holders, found)
+		}
+		if !chains {
+			continue
+		}
+		if x.byFirst[sg.run[0]] != int32(si) {
+			t.Fatalf("segment %d is not in the map under its first hash", si)
+		}
+		for _, h := range sg.run {
+			if other, dup := seen[h]; dup {
+				t.Fatalf("a block is in segments %d and %d", other, si)
+			}
+			seen[h] = int32(si)
 		}
 	}
 	if holders != held {
-		t.Fatalf("%d holders in the block table, %d nodes in the lists", holders, held)
+		t.Fatalf("%d holders in the segments, %d nodes in the lists", holders, held)
+	}
+	if segs != x.nsegs || blocks != x.blocks || runBytes != x.runBytes {
+		t.Fatalf("counted %d segments, %d blocks, %d run bytes; the index says %d, %d, %d", segs, blocks, runBytes, x.nsegs, x.blocks, x.runBytes)
+	}
+	if chains && len(x.byFirst) != segs {
+		t.Fatalf("%d segments, %d in the map", segs, len(x.byFirst))
+	}
+	for h, si := range x.byFirst {
+		if run := x.segs[si].run; len(run) == 0 || run[0] != h {
+			t.Fatalf("the map sends %x to segment %d, which does not start with it", h, si)
+		}
 	}
 	free := 0
-	for e := x.freeEntry; e != none; e = x.entries[e].pairs {
+	for si := x.freeSeg; si != none; si = x.segs[si].nodes {
 		free++
 	}
-	if free+len(x.byHash) != len(x.entries) {
-		t.Fatalf("%d free + %d used entries, %d in the arena", free, len(x.byHash), len(x.entries))
+	if free+segs != len(x.segs) {
+		t.Fatalf("%d free + %d used segments, %d in the arena", free, segs, len(x.segs))
 	}
 	free = 0
 	for n := x.freeNode; n != none; n = x.nodes[n].next {
@@ -286,13 +325,65 @@ func TestEviction(t *testing.T) {
 	if got := match(x, d, "r")[0]; got != capacity {
 		t.Fatalf("a prompt longer than the capacity matches %d blocks, want its first %d", got, capacity)
 	}
-	// Blocks shared with another replica survive this one's eviction.
+	// Blocks shared with another replica survive this one's eviction,
+	// whole or in part.
 	mustInsert(t, x, "s", a)
-	mustInsert(t, x, "r", chain(5, capacity))
+	mustInsert(t, x, "r", a)
+	mustInsert(t, x, "r", chain(5, 80)) // 120 blocks: a loses 20 on r only
+	check(t, x)
+	if got := match(x, a, "r", "s"); !slices.Equal(got, []int{20, 40}) {
+		t.Fatalf("after evicting half of a from r: %v, want [20 40]", got)
+	}
+	mustInsert(t, x, "r", chain(6, capacity))
 	check(t, x)
 	if got := match(x, a, "r", "s"); !slices.Equal(got, []int{0, 40}) {
 		t.Fatalf("after evicting a from r: %v, want [0 40]", got)
 	}
+}
+
+// TestSplit checks that prompts diverging inside a segment split it, and
+// that every replica keeps what it held.
+func TestSplit(t *testing.T) {
+	x := mustIndex(t, "m", Config{})
+	sys := text(30, 3000)
+	a := x.Hash(nil, msgs(api.RoleSystem, sys, api.RoleUser, "A "+text(31, 2000)))
+	b := x.Hash(nil, msgs(api.RoleSystem, sys, api.RoleUser, "B "+text(32, 2000)))
+	c := x.Hash(nil, msgs(api.RoleSystem, sys, api.RoleUser, "A "+text(31, 1000)+"C"))
+	shared := firstDiff(a, b)
+	mustInsert(t, x, "r0", a)
+	if st := x.Stats(); st.Segments != 1 {
+		t.Fatalf("%d segments after one prompt", st.Segments)
+	}
+	if hit := mustInsert(t, x, "r1", b); hit != 0 {
+		t.Fatalf("hit %d on a new replica", hit)
+	}
+	if hit := mustInsert(t, x, "r0", b); hit != shared {
+		t.Fatalf("hit %d, want the shared %d", hit, shared)
+	}
+	mustInsert(t, x, "r2", c)
+	check(t, x)
+	for _, q := range []struct {
+		hashes []uint64
+		want   []int
+	}{
+		{a, []int{len(a), shared, firstDiff(a, c)}},
+		{b, []int{len(b), len(b), shared}},
+		{c, []int{firstDiff(a, c), shared, len(c)}},
+		{a[:shared/2], []int{shared / 2, shared / 2, shared / 2}},
+	} {
+		if got := match(x, q.hashes, "r0", "r1", "r2"); !slices.Equal(got, q.want) {
+			t.Errorf("matched %v, want %v", got, q.want)
+		}
+	}
+	// A prompt ending inside a segment its replica holds does not split it.
+	before := x.Stats().Segments
+	if hit := mustInsert(t, x, "r1", b[:len(b)-3]); hit != len(b)-3 {
+		t.Fatalf("hit %d", hit)
+	}
+	if st := x.Stats(); st.Segments != before {
+		t.Fatalf("%d segments, want %d", st.Segments, before)
+	}
+	check(t, x)
 }
 
 // TestMemoryBound feeds far more distinct prompts than the index holds and
@@ -495,14 +586,12 @@ func TestSlotSet(t *testing.T) {
 	for _, i := range []int{0, 63, 64, 127} {
 		s.add(i)
 	}
-	if !s.has(0) || !s.has(127) || s.has(1) || bits.OnesCount64(s[0])+bits.OnesCount64(s[1]) != 4 {
+	if !s.has(0) || !s.has(127) || s.has(1) || s.count() != 4 {
 		t.Fatalf("%x", s)
 	}
-	o := slotSet{1 << 63, 0}
-	if !s.and(&o) || s != o {
-		t.Fatalf("%x", s)
+	for _, i := range []int{0, 63, 64, 127} {
+		s.del(i)
 	}
-	s.del(63)
 	if !s.empty() {
 		t.Fatalf("%x", s)
 	}
