@@ -187,6 +187,7 @@ func BenchmarkDecision(b *testing.B) {
 				cpu.stop()
 				st := x.Stats()
 				b.ReportMetric(st.HitRate()*100, "hit%")
+				b.ReportMetric(float64(st.MemoryBytes)/float64(st.Blocks), "B/block")
 			})
 		}
 	}

@@ -19,13 +19,17 @@
 // message included, with separators that make the rendering unambiguous),
 // cuts the byte stream into fixed blocks (64 bytes by default, about 16
 // tokens of English) and hashes each block together with its parent's
-// hash, starting from a seed derived from the model name. An [Index] keeps,
-// per replica, a bounded LRU set of the block hashes the gateway has sent
-// there; [Index.Match] tells, for each candidate replica, how many leading
-// blocks of a prompt it holds, and [Index.Insert] records a routing decision.
-// Insert touches a prompt's blocks so that its first block ends up the most
-// recent: eviction then trims chains from their tails, as the engines do,
-// and a shared system prompt outlives the conversations that follow it.
+// hash, starting from a seed derived from the model name. An [Index] keeps
+// what the gateway sent to each replica as a radix tree over these chains,
+// like SGLang's: a segment is a run of blocks held by the same replicas,
+// so a prompt costs a map lookup per segment on its path (its system
+// prompt, then each turn of its conversation), not one per block.
+// [Index.Match] tells, for each candidate replica, how many leading blocks
+// of a prompt it holds, and [Index.Insert] records a routing decision.
+// Each replica has a bounded LRU list of the segments it holds; Insert
+// puts a prompt's path at its front with the first segment most recent, so
+// that eviction trims chains from their tails, as the engines do, and a
+// shared system prompt outlives the conversations that follow it.
 //
 // # Why it is approximate
 //
@@ -51,14 +55,18 @@
 // # Memory bound
 //
 // Each replica remembers at most Capacity blocks (65,536 by default, about
-// a million tokens of KV cache). A block held by one replica costs about
-// 70 bytes (its LRU node, its entry in the block table and its map slot);
-// a block held by several replicas shares the entry and costs each further
-// replica a 20-byte node. The index of a model is therefore bounded by
-// about replicas × Capacity × 70 bytes (4.5 MiB per replica by default)
-// whatever clients send; a prompt longer than MaxBlocks (1,024 blocks,
-// 64 KiB, by default) is hashed only up to that length. [Index.Stats]
-// reports the current estimate. An index tracks at most [MaxReplicas]
-// replicas at once; Insert refuses a further one with an error until a
-// slot is freed by Remove.
+// a million tokens of KV cache); a prompt longer than MaxBlocks (1,024
+// blocks, 64 KiB, by default) is recorded only up to that length. What a
+// block costs depends on how prompts share prefixes: 8 bytes for its hash
+// (at most 16 while a run's array is half used), plus, per segment, about
+// 100 bytes (its header, its map slot, its array's rounding) and 20 bytes
+// per replica holding it. With segments of tens of blocks, as system
+// prompts and conversation turns make, that is 8 to 16 bytes per block.
+// In the worst case, prompts that diverge at every block, each segment is
+// one block and costs about 125 bytes. The index of a model is therefore
+// bounded by about replicas × Capacity × 125 bytes (8 MiB per replica by
+// default) whatever clients send, and usually holds a tenth of that;
+// [Index.Stats] reports the current estimate. An index tracks at most
+// [MaxReplicas] replicas at once; Insert refuses a further one with an
+// error until Remove frees a slot.
 package prefix

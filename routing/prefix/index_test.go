@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"runtime"
@@ -8,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/llmedge/llmedge/api"
 )
@@ -436,6 +439,50 @@ func TestMemoryBound(t *testing.T) {
 		t.Errorf("memory estimate %d bytes, heap used %d", est, used)
 	}
 	runtime.KeepAlive(x)
+}
+
+// TestMemoryWorstCase measures the bytes per block when every block is a
+// branch point, so every segment is one block long: all 2^16 chains of 16
+// blocks over a two-letter alphabet, on one replica that holds them all.
+func TestMemoryWorstCase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills an index")
+	}
+	const depth = 16
+	x := mustIndex(t, "m", Config{Capacity: 1 << 18})
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	h := make([]uint64, depth)
+	var buf [16]byte
+	for leaf := range 1 << depth {
+		parent := uint64(1)
+		for i := range h {
+			binary.LittleEndian.PutUint64(buf[:], parent)
+			buf[8] = byte(leaf >> (depth - 1 - i) & 1)
+			parent = xxhash.Sum64(buf[:])
+			h[i] = parent
+		}
+		mustInsert(t, x, "r", h)
+	}
+	used := heap() - before
+	st := x.Stats()
+	if st.Segments != st.Blocks || st.Blocks != 1<<(depth+1)-2 {
+		t.Fatalf("%d segments, %d blocks", st.Segments, st.Blocks)
+	}
+	perBlock := float64(used) / float64(st.Blocks)
+	t.Logf("%d one-block segments: heap %d B (%.1f B per block), estimate %d B", st.Segments, used, perBlock, st.MemoryBytes)
+	if perBlock > 160 {
+		t.Errorf("%.1f B per block in the worst case", perBlock)
+	}
+	if est := st.MemoryBytes; est < int64(used)*2/3 || est > int64(used)*3/2 {
+		t.Errorf("memory estimate %d bytes, heap used %d", est, used)
+	}
+	check(t, x)
 }
 
 func TestRemove(t *testing.T) {
