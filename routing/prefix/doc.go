@@ -18,8 +18,10 @@
 // messages the replica will receive (role and content of each, system
 // message included, with separators that make the rendering unambiguous),
 // cuts the byte stream into fixed blocks (64 bytes by default, about 16
-// tokens of English) and hashes each block together with its parent's
-// hash, starting from a seed derived from the model name. An [Index] keeps
+// tokens of English) and gives each block the hash of everything up to its
+// end — one running xxHash, seeded with the model name, read at every
+// block boundary — so that, as in vLLM, block i of two prompts matches
+// only when everything before it matches too. An [Index] keeps
 // what the gateway sent to each replica as a radix tree over these chains,
 // like SGLang's: a segment is a run of blocks held by the same replicas,
 // so a prompt costs a map lookup per segment on its path (its system

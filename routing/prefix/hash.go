@@ -1,7 +1,6 @@
 package prefix
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -18,8 +17,8 @@ const (
 	// DefaultMaxBlocks caps a prompt at 1,024 blocks (64 KiB): beyond that
 	// the prediction is decided already, and hashing more costs time.
 	DefaultMaxBlocks = 1024
-	// MaxBlockSize bounds BlockSize so that a block fits in a buffer on
-	// the hasher's stack; coarser blocks would only blur the prediction.
+	// MaxBlockSize bounds BlockSize: coarser blocks (256 tokens and more)
+	// would only blur the prediction.
 	MaxBlockSize = 1024
 	// MaxMaxBlocks bounds MaxBlocks (64 MiB prompts at the default block
 	// size), which keeps the index's int32 arena links far from overflow.
@@ -77,11 +76,12 @@ func (h Hasher) BlockSize() int { return h.blockSize }
 func (h Hasher) MaxBlocks() int { return h.maxBlocks }
 
 // Append appends to dst the hashes of the full blocks of msgs, rendered as
-// the replica receives them, and returns the extended slice. A trailing
-// partial block is not hashed: an engine caches only full blocks, so it
-// could not be a hit. Hash i covers everything up to the end of block i,
-// so two prompts share hash i exactly when their first i+1 blocks are
-// equal (up to 64-bit collisions).
+// the replica receives them, and returns the extended slice. Hash i is the
+// 64-bit xxHash, seeded by the model, of the rendering up to the end of
+// block i: two prompts share hash i exactly when their first i+1 blocks
+// are equal (up to collisions), and where they first differ, every later
+// hash differs too. A trailing partial block is not hashed: an engine
+// caches only full blocks, so it could not be a hit.
 //
 // Append allocates nothing when dst has room for MaxBlocks more hashes;
 // callers on the request path should reuse a buffer (a sync.Pool, or an
@@ -90,7 +90,8 @@ func (h Hasher) Append(dst []uint64, msgs []api.Message) []uint64 {
 	if h.blockSize == 0 {
 		return dst // the zero Hasher: nothing sensible to hash with
 	}
-	w := chainWriter{parent: h.seed, size: h.blockSize, left: h.maxBlocks, out: dst}
+	w := chainWriter{size: h.blockSize, left: h.maxBlocks, out: dst}
+	w.d.ResetWithSeed(h.seed)
 	for i := range msgs {
 		if !w.field(msgs[i].Role) || !w.raw(endRole) ||
 			!w.field(msgs[i].Content) || !w.raw(endMessage) {
@@ -101,17 +102,18 @@ func (h Hasher) Append(dst []uint64, msgs []api.Message) []uint64 {
 }
 
 // chainWriter is the streaming state of Append. It lives on Append's
-// stack: the rendered prompt is never built, each block is assembled in
-// buf and hashed as soon as it is full.
+// stack, and the rendered prompt is never built: one xxHash digest runs
+// over the whole rendering, and at each block boundary its running sum is
+// the block's hash. That chains the blocks through the digest's 256-bit
+// state rather than through the previous 64-bit hash, and costs per block
+// one finalization instead of hashing parent and block from scratch: 20 to
+// 40% less CPU in our benchmarks.
 type chainWriter struct {
-	// buf holds the parent hash (8 bytes, little endian) then the block,
-	// so that one call of the one-shot xxhash hashes both.
-	buf    [8 + MaxBlockSize]byte
-	fill   int // bytes of the current block in buf[8:]
-	size   int
-	parent uint64
-	left   int // blocks still allowed
-	out    []uint64
+	d    xxhash.Digest
+	fill int // bytes of the current block written
+	size int
+	left int // blocks still allowed
+	out  []uint64
 }
 
 // field writes s with its 0xFF bytes escaped. It returns false once the
@@ -129,18 +131,17 @@ func (w *chainWriter) field(s string) bool {
 	}
 }
 
-// raw writes s as is, hashing every block it completes.
+// raw writes s as is, taking the hash of every block it completes.
 func (w *chainWriter) raw(s string) bool {
 	for len(s) > 0 {
-		n := copy(w.buf[8+w.fill:8+w.size], s)
+		n := min(len(s), w.size-w.fill)
+		w.d.WriteString(s[:n])
 		w.fill += n
 		s = s[n:]
 		if w.fill < w.size {
 			break
 		}
-		binary.LittleEndian.PutUint64(w.buf[:8], w.parent)
-		w.parent = xxhash.Sum64(w.buf[:8+w.size])
-		w.out = append(w.out, w.parent)
+		w.out = append(w.out, w.d.Sum64())
 		w.fill = 0
 		if w.left--; w.left == 0 {
 			return false

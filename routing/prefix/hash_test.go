@@ -1,7 +1,6 @@
 package prefix
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -24,16 +23,15 @@ func render(msgs []api.Message) string {
 	return b.String()
 }
 
-// refHashes cuts render(msgs) into blocks and chains them, the obvious way.
+// refHashes hashes each prefix of render(msgs) that ends on a block
+// boundary, the obvious way.
 func refHashes(model string, blockSize, maxBlocks int, msgs []api.Message) []uint64 {
 	s := render(msgs)
-	parent := xxhash.Sum64String(model)
 	var out []uint64
-	for len(s) >= blockSize && len(out) < maxBlocks {
-		buf := binary.LittleEndian.AppendUint64(nil, parent)
-		parent = xxhash.Sum64(append(buf, s[:blockSize]...))
-		out = append(out, parent)
-		s = s[blockSize:]
+	for end := blockSize; end <= len(s) && len(out) < maxBlocks; end += blockSize {
+		d := xxhash.NewWithSeed(xxhash.Sum64String(model))
+		d.WriteString(s[:end])
+		out = append(out, d.Sum64())
 	}
 	return out
 }
