@@ -212,3 +212,36 @@ func BenchmarkDecisionParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkLockedParallel runs only the locked part of the decision (Match
+// and Insert of prompts hashed beforehand) from concurrent goroutines: the
+// index's throughput limit under contention. Compare -cpu 1,2.
+func BenchmarkLockedParallel(b *testing.B) {
+	w := newWorkload()
+	names := replicaNames(16)
+	x := mustIndex(b, "m", Config{})
+	hashed := make([][]uint64, len(w.prompts))
+	for i, m := range w.prompts {
+		hashed[i] = x.Hash(nil, m)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		r := rand.New(rand.NewPCG(rand.Uint64(), 2))
+		got := make([]int, 0, len(names))
+		for pb.Next() {
+			h := hashed[r.IntN(len(hashed))]
+			got = x.Match(got[:0], h, names)
+			best := r.IntN(len(names))
+			for i, n := range got {
+				if n > got[best] {
+					best = i
+				}
+			}
+			if _, err := x.Insert(names[best], h); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
