@@ -20,9 +20,9 @@ func replicaNames(n int) []string {
 	return names
 }
 
-// background fills each replica with chains of 256 random blocks, a
-// quarter of its capacity by default, so that lookups run in a map of
-// realistic size rather than a toy.
+// background gives each replica blocksEach blocks, in chains of 256
+// random blocks, so that lookups run in a map of realistic size rather
+// than in a toy.
 func background(b *testing.B, x *Index, names []string, blocksEach int) {
 	r := rand.New(rand.NewPCG(9, 9))
 	h := make([]uint64, 256)

@@ -14,8 +14,9 @@ const (
 	// DefaultBlockSize is 64 bytes, about 16 tokens of English: vLLM's
 	// block size, so that one block of ours stands for about one of theirs.
 	DefaultBlockSize = 64
-	// DefaultMaxBlocks caps a prompt at 1,024 blocks (64 KiB): beyond that
-	// the prediction is decided already, and hashing more costs time.
+	// DefaultMaxBlocks caps a prompt at 1,024 blocks (64 KiB): by then the
+	// ranking of replicas is almost always decided, and hashing more only
+	// costs time.
 	DefaultMaxBlocks = 1024
 	// MaxBlockSize bounds BlockSize: coarser blocks (256 tokens and more)
 	// would only blur the prediction.
@@ -75,8 +76,10 @@ func (h Hasher) BlockSize() int { return h.blockSize }
 // MaxBlocks is the most blocks Append produces for one prompt.
 func (h Hasher) MaxBlocks() int { return h.maxBlocks }
 
-// Append appends to dst the hashes of the full blocks of msgs, rendered as
-// the replica receives them, and returns the extended slice. Hash i is the
+// Append appends to dst the hashes of the full blocks of msgs and returns
+// the extended slice. msgs must be the messages as the replica receives
+// them, the system message the gateway sends included: that is what its
+// cache holds. Hash i is the
 // 64-bit xxHash, seeded by the model, of the rendering up to the end of
 // block i: two prompts share hash i exactly when their first i+1 blocks
 // are equal (up to collisions), and where they first differ, every later

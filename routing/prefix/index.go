@@ -308,8 +308,8 @@ func (x *Index) Insert(replica string, hashes []uint64) (int, error) {
 	return hit, nil
 }
 
-// Remove forgets replica and everything it held, freeing its slot for
-// another. Call it when a replica leaves the set, and when it restarts
+// Remove forgets the named replica and everything it held, freeing its
+// slot for another. Call it when a replica leaves the set, and when it restarts
 // (its cache is then empty). It reports whether the replica was tracked.
 func (x *Index) Remove(name string) bool {
 	x.mu.Lock()
