@@ -18,7 +18,7 @@ const eventStreamType = "text/event-stream; charset=utf-8"
 // that many tokens; with ErrorAfter it sends d's in-band error instead of
 // the rest and returns outcomeError.
 func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dialect, p plan, includeUsage bool) outcome {
-	rc, ok := startStream(ctx, w, cfg, eventStreamType)
+	rc, ok := startStream(ctx, w, p, eventStreamType)
 	if !ok {
 		return outcomeCancelled
 	}
