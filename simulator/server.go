@@ -17,7 +17,6 @@ type Server struct {
 	started time.Time
 	engine  *engine
 
-
 	mu    sync.Mutex
 	cfg   Config
 	stats Stats
