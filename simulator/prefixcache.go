@@ -100,22 +100,31 @@ func (c *prefixCache) lookup(blocks []uint64, blockSize, tokens int) int {
 // It goes from the last block to the first, so that the first block ends
 // most recently used and eviction takes a prompt's tail before its head,
 // as vLLM frees a request's blocks in reverse order: a block is never kept
-// longer than its parent, which it could not match without.
+// longer than its parent, which it could not match without. A prompt of
+// more blocks than the capacity keeps its first ones.
 func (c *prefixCache) insert(blocks []uint64, blockSize int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if blockSize != c.blockSize || c.capacity <= 0 {
 		return
 	}
+	blocks = blocks[:min(len(blocks), c.capacity)]
+	// Take the blocks already cached off the list first, so that making
+	// room for the new ones cannot evict them; with at most capacity
+	// blocks, enough others are left to evict.
+	for _, h := range blocks {
+		if n, ok := c.index[h]; ok && c.linked(n) {
+			c.unlinkLocked(n)
+		}
+	}
 	for i := len(blocks) - 1; i >= 0; i-- {
 		h := blocks[i]
-		if n, ok := c.index[h]; ok {
-			c.unlinkLocked(n)
-			c.pushFrontLocked(n)
-			continue
-		}
-		var n int32
+		n, ok := c.index[h]
 		switch {
+		case ok:
+			if c.linked(n) { // the same hash twice in one prompt
+				c.unlinkLocked(n)
+			}
 		case len(c.index) >= c.capacity:
 			n = c.evictLocked()
 		case len(c.free) > 0:
@@ -125,8 +134,10 @@ func (c *prefixCache) insert(blocks []uint64, blockSize int) {
 			n = int32(len(c.nodes))
 			c.nodes = append(c.nodes, lruNode{})
 		}
-		c.nodes[n].hash = h
-		c.index[h] = n
+		if !ok {
+			c.nodes[n].hash = h
+			c.index[h] = n
+		}
 		c.pushFrontLocked(n)
 	}
 }
@@ -140,11 +151,16 @@ func (c *prefixCache) evictLocked() int32 {
 	return n
 }
 
+// unlinkLocked takes node n off the list; it stays unlinked (prev -1)
+// until pushed again.
 func (c *prefixCache) unlinkLocked(n int32) {
 	p, nx := c.nodes[n].prev, c.nodes[n].next
 	c.nodes[p].next = nx
 	c.nodes[nx].prev = p
+	c.nodes[n].prev, c.nodes[n].next = -1, -1
 }
+
+func (c *prefixCache) linked(n int32) bool { return c.nodes[n].prev >= 0 }
 
 func (c *prefixCache) pushFrontLocked(n int32) {
 	first := c.nodes[0].next

@@ -129,24 +129,33 @@ var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': t
 // strings.Fields delimits words (runs of non-space runes; invalid UTF-8 is
 // not space); start == end when there is none. It allocates nothing.
 func nextWord(s string, i int) (start, end int) {
-	isSpace := func(j int) (bool, int) {
-		if b := s[j]; b < utf8.RuneSelf {
-			return asciiSpace[b], 1
-		}
-		r, size := utf8.DecodeRuneInString(s[j:])
-		return unicode.IsSpace(r), size
-	}
+	// The ASCII paths are written out, not shared in a helper: this loop
+	// runs once per prompt byte, twice per request.
 	for i < len(s) {
-		sp, size := isSpace(i)
-		if !sp {
+		if b := s[i]; b < utf8.RuneSelf {
+			if !asciiSpace[b] {
+				break
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !unicode.IsSpace(r) {
 			break
 		}
 		i += size
 	}
 	start = i
 	for i < len(s) {
-		sp, size := isSpace(i)
-		if sp {
+		if b := s[i]; b < utf8.RuneSelf {
+			if asciiSpace[b] {
+				break
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if unicode.IsSpace(r) {
 			break
 		}
 		i += size
