@@ -146,7 +146,7 @@ func (q *sequence) firstToken(ctx context.Context) bool {
 	}
 	q.prefill = time.Duration(q.tokens-cached) * cfg.PrefillPerToken.D()
 	ok := sleep(ctx, q.prefill)
-	if ok && !cfg.NoPrefixCache {
+	if ok && len(blocks) > 0 {
 		// A prefill cut short caches nothing.
 		e.cache.insert(blocks, cfg.BlockSize)
 	}

@@ -30,6 +30,26 @@ type metric struct {
 // names, or fails as Config.MetricsFault says. Ollama and native have no
 // such endpoint and never get here.
 //
+// Names and types follow the engines' documentation:
+//
+//	vLLM      vllm:num_requests_running, vllm:num_requests_waiting,
+//	          vllm:kv_cache_usage_perc (gauges), vllm:prefix_cache_queries_total,
+//	          vllm:prefix_cache_hits_total (counters, in prompt tokens)
+//	SGLang    sglang:num_running_reqs, sglang:num_queue_reqs,
+//	          sglang:token_usage, sglang:cache_hit_rate (gauges)
+//	TGI       tgi_queue_size, tgi_batch_current_size (gauges)
+//	llama.cpp llamacpp:requests_processing, llamacpp:requests_deferred,
+//	          llamacpp:kv_cache_usage_ratio (gauges)
+//
+// Running is the engine's running requests, waiting its waiting ones
+// (engine.go); KV usage (kv_cache_usage_perc, token_usage,
+// kv_cache_usage_ratio) the fraction of the KV cache running sequences
+// hold. SGLang's cache_hit_rate is taken here since start or /sim/reset
+// (SGLang reports recent batches). Versions differ: vLLM before V1 named
+// KV usage vllm:gpu_cache_usage_perc, and recent llama.cpp builds no longer
+// export llamacpp:kv_cache_usage_ratio; a gateway should cope with either
+// missing, and the simulator serves only the names above.
+//
 // vLLM and SGLang label every series with model_name (vLLM also with
 // engine="0", as its V1 engine does); TGI and llama.cpp label none. Counters
 // carry the _total suffix in their HELP and TYPE lines, as Python's
