@@ -109,7 +109,8 @@ type Config struct {
 	BlockSize int `json:"block_size"`
 	// KVCacheBlocks is the KV cache's size in blocks (default 16384): the
 	// prefix cache holds at most this many (LRU), and KV usage is the
-	// blocks running sequences hold over it.
+	// blocks running sequences hold over it. Lowering it at run time
+	// evicts the least recently used blocks beyond it.
 	KVCacheBlocks int `json:"kv_cache_blocks"`
 	// NoPrefixCache turns the prefix cache off (vLLM's
 	// --no-enable-prefix-caching): every prompt token is prefilled, and

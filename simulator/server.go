@@ -15,7 +15,9 @@ import (
 // it arrived.
 type Server struct {
 	started time.Time
-	engine  *engine
+	// engine is the simulated GPU the chat requests share; it has its own
+	// locks, taken after mu when both are.
+	engine *engine
 
 	mu    sync.Mutex
 	cfg   Config
