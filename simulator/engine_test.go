@@ -3,6 +3,7 @@ package simulator
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -300,4 +301,39 @@ func BenchmarkEnginePass(b *testing.B) {
 			q.end()
 		}
 	})
+}
+
+// TestStreamWaitsForPrefill streams a long prompt twice: the first chunk
+// comes after the prefill, and the repeat hits the cache.
+func TestStreamWaitsForPrefill(t *testing.T) {
+	const per = 50 * time.Microsecond
+	ts, sim := start(t, Config{PrefillPerToken: Duration(per), Tokens: 2})
+	msgs := userMsgs(3, 1000)
+	b, _ := json.Marshal(map[string]any{"messages": msgs, "stream": true})
+	firstChunk := func() time.Duration {
+		t0 := time.Now()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(string(b)))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		buf := make([]byte, 1)
+		if _, err := resp.Body.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(t0)
+		io.Copy(io.Discard, resp.Body)
+		return took
+	}
+	cold := firstChunk()
+	if want := time.Duration(promptTokens(msgs)) * per; cold < want {
+		t.Errorf("first chunk after %s, before the prefill's %s", cold, want)
+	}
+	if warm := firstChunk(); warm >= cold {
+		t.Errorf("warm first chunk after %s, not sooner than cold %s", warm, cold)
+	}
+	if st := sim.Stats(); st.PrefixCacheHits != int64((promptTokens(msgs)-1)/16*16) {
+		t.Errorf("prefix cache hits %d", st.PrefixCacheHits)
+	}
 }
