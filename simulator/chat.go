@@ -13,7 +13,9 @@ type decodeFunc func(r *http.Request, w http.ResponseWriter) (*chat, error)
 // handleChat answers a chat request of dialect d, read with decode.
 // Checks come in vLLM's order (API key, body, context length); then, in
 // order, the concurrency cap, an injected error, a hang, or the answer
-// (streamed or not), possibly dropped or failed in-band.
+// (streamed or not), possibly dropped or failed in-band. Only answers go
+// through the engine (engine.go): its sequence slots, prefill lane and
+// prefix cache.
 func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, d *dialect, decode decodeFunc) {
 	cfg, n, inFlight := s.begin()
 	o := outcomeRejected
@@ -38,6 +40,8 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, d *dialect, 
 		e.writeAs(w, d)
 		return
 	}
+	p.seq = s.engine.sequence(cfg, c.Messages, p)
+	defer p.seq.end() // releases its slot and lane even on abortConnection
 	ctx := r.Context()
 	switch {
 	case cfg.MaxConcurrent > 0 && inFlight > int64(cfg.MaxConcurrent):
@@ -54,7 +58,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, d *dialect, 
 		o = outcomeCancelled
 	case cfg.ErrorAfter > 0 && cfg.ErrorAfter <= len(p.Tokens) && !c.Stream:
 		o = outcomeError
-		if !sleep(ctx, generationTime(cfg, cfg.ErrorAfter)) {
+		if !p.seq.firstToken(ctx) || !sleep(ctx, decodeTime(cfg, cfg.ErrorAfter)) {
 			o = outcomeCancelled
 			break
 		}
@@ -98,9 +102,9 @@ func (s *Server) recordRequest(lr *LastRequest) {
 	s.stats.LastRequest = lr
 }
 
-// generationTime is how long producing the first k tokens takes.
-func generationTime(cfg Config, k int) time.Duration {
-	return cfg.TTFT.D() + time.Duration(max(k-1, 0))*cfg.ITL.D()
+// decodeTime is how long producing tokens 2..k takes after the first.
+func decodeTime(cfg Config, k int) time.Duration {
+	return time.Duration(max(k-1, 0)) * cfg.ITL.D()
 }
 
 // completeReply sends the non-streamed answer of p after the time its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"time"
 )
 
 // Defaults applied to zero-valued fields of a Config.
@@ -12,6 +13,30 @@ const (
 	DefaultModel       = "sim-model"
 	DefaultTokens      = 16
 	DefaultErrorStatus = http.StatusInternalServerError
+	// DefaultBlockSize is vLLM's default KV block size in tokens.
+	DefaultBlockSize = 16
+	// DefaultKVCacheBlocks holds 262,144 tokens at the default block size:
+	// about 32 conversations of 8K tokens.
+	DefaultKVCacheBlocks = 16384
+)
+
+// Bounds of the engine-model fields, checked by Validate.
+const (
+	maxBlockSize       = 4096
+	maxKVCacheBlocks   = 1 << 24
+	maxPrefillPerToken = Duration(time.Second)
+)
+
+// Metrics faults (Config.MetricsFault).
+const (
+	// MetricsFaultError answers /metrics with a 500.
+	MetricsFaultError = "error"
+	// MetricsFaultGarbage answers /metrics 200 with text no Prometheus
+	// parser accepts.
+	MetricsFaultGarbage = "garbage"
+	// MetricsFaultHang accepts /metrics and never answers until the client
+	// goes away.
+	MetricsFaultHang = "hang"
 )
 
 // Config is the behaviour of a simulated replica. Zero values mean "off"
@@ -73,6 +98,38 @@ type Config struct {
 	// engine does when overloaded (TGI: 429, others: 503). 0 means no cap.
 	MaxConcurrent int `json:"max_concurrent"`
 
+	// The engine model (engine.go): a prefix cache, prefill cost and a cap
+	// on running sequences. With the defaults the prefix cache counts hits
+	// but prefill costs nothing and nothing queues, so timing is as without
+	// them.
+
+	// BlockSize is the KV-cache block size in tokens (vLLM's --block-size,
+	// default 16): prompts are cached in full blocks of this many tokens.
+	// Changing it at run time empties the prefix cache.
+	BlockSize int `json:"block_size"`
+	// KVCacheBlocks is the KV cache's size in blocks (default 16384): the
+	// prefix cache holds at most this many (LRU), and KV usage is the
+	// blocks running sequences hold over it. Lowering it at run time
+	// evicts the least recently used blocks beyond it.
+	KVCacheBlocks int `json:"kv_cache_blocks"`
+	// NoPrefixCache turns the prefix cache off (vLLM's
+	// --no-enable-prefix-caching): every prompt token is prefilled, and
+	// no hits or queries are counted.
+	NoPrefixCache bool `json:"no_prefix_cache"`
+	// PrefillPerToken is the prefill time of one uncached prompt token
+	// (0..1s). When set, prefills go one at a time through a FIFO lane, so
+	// that load queues; 0 (the default) costs nothing and skips the lane.
+	PrefillPerToken Duration `json:"prefill_per_token"`
+	// MaxNumSeqs caps the sequences running at once (vLLM's
+	// --max-num-seqs); requests beyond it wait in FIFO order, counted as
+	// waiting, instead of being refused as with MaxConcurrent. 0 means no
+	// cap.
+	MaxNumSeqs int `json:"max_num_seqs"`
+	// MetricsFault makes GET /metrics fail: "error" (500), "garbage"
+	// (unparsable text) or "hang" (no answer until the client leaves).
+	// "" serves the metrics.
+	MetricsFault string `json:"metrics_fault"`
+
 	// HealthStatus is the status GET /health answers (default 200), e.g.
 	// 503 to fail a Consul check while chat keeps working.
 	HealthStatus int `json:"health_status,omitempty"`
@@ -115,6 +172,21 @@ func (c Config) Validate() error {
 	if c.MaxConcurrent < 0 {
 		bad("max_concurrent must not be negative, got %d", c.MaxConcurrent)
 	}
+	if c.BlockSize < 0 || c.BlockSize > maxBlockSize {
+		bad("block_size must be between 1 and %d (0 for the default %d), got %d", maxBlockSize, DefaultBlockSize, c.BlockSize)
+	}
+	if c.KVCacheBlocks < 0 || c.KVCacheBlocks > maxKVCacheBlocks {
+		bad("kv_cache_blocks must be between 1 and %d (0 for the default %d), got %d", maxKVCacheBlocks, DefaultKVCacheBlocks, c.KVCacheBlocks)
+	}
+	if c.PrefillPerToken < 0 || c.PrefillPerToken > maxPrefillPerToken {
+		bad("prefill_per_token must be between 0s and %s, got %s", maxPrefillPerToken, c.PrefillPerToken)
+	}
+	if c.MaxNumSeqs < 0 {
+		bad("max_num_seqs must not be negative, got %d", c.MaxNumSeqs)
+	}
+	if !validMetricsFault(c.MetricsFault) {
+		bad("metrics_fault must be one of error, garbage, hang or empty, got %q", c.MetricsFault)
+	}
 	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
 		bad("health_status must be between 200 and 599, got %d", c.HealthStatus)
 	}
@@ -131,6 +203,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ErrorStatus == 0 {
 		c.ErrorStatus = DefaultErrorStatus
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = DefaultBlockSize
+	}
+	if c.KVCacheBlocks == 0 {
+		c.KVCacheBlocks = DefaultKVCacheBlocks
 	}
 	return c
 }
@@ -156,8 +234,28 @@ func (c Config) clamped() Config {
 	c.Loading = max(c.Loading, 0)
 	c.ErrorAfter = max(c.ErrorAfter, 0)
 	c.MaxConcurrent = max(c.MaxConcurrent, 0)
+	if c.BlockSize < 0 || c.BlockSize > maxBlockSize {
+		c.BlockSize = 0
+	}
+	if c.KVCacheBlocks < 0 || c.KVCacheBlocks > maxKVCacheBlocks {
+		c.KVCacheBlocks = 0
+	}
+	c.PrefillPerToken = min(max(c.PrefillPerToken, 0), maxPrefillPerToken)
+	c.MaxNumSeqs = max(c.MaxNumSeqs, 0)
+	if !validMetricsFault(c.MetricsFault) {
+		c.MetricsFault = ""
+	}
 	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
 		c.HealthStatus = 0
 	}
 	return c
+}
+
+// validMetricsFault reports whether f is a known MetricsFault, or none.
+func validMetricsFault(f string) bool {
+	switch f {
+	case "", MetricsFaultError, MetricsFaultGarbage, MetricsFaultHang:
+		return true
+	}
+	return false
 }

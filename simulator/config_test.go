@@ -56,6 +56,17 @@ func TestConfigValidate(t *testing.T) {
 		{"status 600", Config{ErrorStatus: 600}, false},
 		{"negative drop", Config{DropAfter: -1}, false},
 		{"negative max len", Config{MaxModelLen: -1}, false},
+		{"engine model", Config{BlockSize: 32, KVCacheBlocks: 100, NoPrefixCache: true, PrefillPerToken: Duration(time.Millisecond), MaxNumSeqs: 4, MetricsFault: "hang"}, true},
+		{"largest engine model", Config{BlockSize: maxBlockSize, KVCacheBlocks: maxKVCacheBlocks, PrefillPerToken: maxPrefillPerToken}, true},
+		{"negative block size", Config{BlockSize: -1}, false},
+		{"block size too large", Config{BlockSize: maxBlockSize + 1}, false},
+		{"negative kv blocks", Config{KVCacheBlocks: -1}, false},
+		{"kv blocks too many", Config{KVCacheBlocks: maxKVCacheBlocks + 1}, false},
+		{"negative prefill", Config{PrefillPerToken: -1}, false},
+		{"prefill too slow", Config{PrefillPerToken: maxPrefillPerToken + 1}, false},
+		{"negative max seqs", Config{MaxNumSeqs: -1}, false},
+		{"metrics faults", Config{MetricsFault: "error"}, true},
+		{"unknown metrics fault", Config{MetricsFault: "slow"}, false},
 	}
 	for _, tt := range tests {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
@@ -70,11 +81,14 @@ func TestNewAppliesDefaultsAndClamps(t *testing.T) {
 		in   Config
 		want Config
 	}{
-		{"defaults", Config{}, Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorStatus: DefaultErrorStatus}},
-		{"kept", Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5},
-			Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5}},
-		{"clamped", Config{TTFT: -5, ErrorRate: 7, ErrorStatus: 200, DropAfter: -1, MaxModelLen: -3},
-			Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorRate: 1, ErrorStatus: DefaultErrorStatus}},
+		{"defaults", Config{}, Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorStatus: DefaultErrorStatus,
+			BlockSize: DefaultBlockSize, KVCacheBlocks: DefaultKVCacheBlocks}},
+		{"kept", Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5, BlockSize: 8, KVCacheBlocks: 10, PrefillPerToken: 3, MaxNumSeqs: 2, MetricsFault: "garbage"},
+			Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5, BlockSize: 8, KVCacheBlocks: 10, PrefillPerToken: 3, MaxNumSeqs: 2, MetricsFault: "garbage"}},
+		{"clamped", Config{TTFT: -5, ErrorRate: 7, ErrorStatus: 200, DropAfter: -1, MaxModelLen: -3,
+			BlockSize: -1, KVCacheBlocks: maxKVCacheBlocks + 1, PrefillPerToken: Duration(time.Hour), MaxNumSeqs: -2, MetricsFault: "?"},
+			Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorRate: 1, ErrorStatus: DefaultErrorStatus,
+				BlockSize: DefaultBlockSize, KVCacheBlocks: DefaultKVCacheBlocks, PrefillPerToken: maxPrefillPerToken}},
 	}
 	for _, tt := range tests {
 		if got := New(tt.in).Config(); got != tt.want {

@@ -56,6 +56,7 @@ func (s *Server) mergeConfig(w http.ResponseWriter, r *http.Request) {
 	cfg, err := mergeJSON(s.cfg, body)
 	if err == nil {
 		s.cfg = cfg
+		s.engine.configure(cfg)
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(body, &fields) == nil && fields["loading"] != nil {
 			// A new loading period starts now.

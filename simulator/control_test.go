@@ -14,7 +14,8 @@ func TestSimConfigGet(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	want := `{"model":"sim-model","ttft":"0s","itl":"0s","tokens":16,"seed":0,"error_rate":0,"error_status":500,"hang":false,"drop_after":0,"max_model_len":0,"api_key":"","dialect":"","loading":"0s","no_usage":false,"usage_in_finish":false,"error_after":0,"max_concurrent":0}`
+	want := `{"model":"sim-model","ttft":"0s","itl":"0s","tokens":16,"seed":0,"error_rate":0,"error_status":500,"hang":false,"drop_after":0,"max_model_len":0,"api_key":"","dialect":"","loading":"0s","no_usage":false,"usage_in_finish":false,"error_after":0,"max_concurrent":0,` +
+		`"block_size":16,"kv_cache_blocks":16384,"no_prefix_cache":false,"prefill_per_token":"0s","max_num_seqs":0,"metrics_fault":""}`
 	if string(b) != want {
 		t.Errorf("GET /sim/config\n got %s\nwant %s", b, want)
 	}
@@ -40,6 +41,7 @@ func TestSimConfigMerge(t *testing.T) {
 		{"tokens for the check below", `{"tokens":3}`, true, Config{Model: "m2", Seed: 5, Tokens: 3, ErrorStatus: 500}},
 	}
 	for _, st := range steps {
+		st.want = st.want.withDefaults() // the engine model's defaults
 		resp, b := do(t, http.MethodPost, ts.URL+"/sim/config", st.patch)
 		if st.ok {
 			if resp.StatusCode != 200 {
@@ -76,7 +78,9 @@ func TestSimStatsAndReset(t *testing.T) {
 	}
 
 	_, b := do(t, http.MethodGet, ts.URL+"/sim/stats", "")
-	want := `{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"health_checks":0,"in_flight":0,"last_request":` +
+	// Prompt tokens queried: 6 (hello) + 11 (system "be brief", user "hi").
+	want := `{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"health_checks":0,"in_flight":0,` +
+		`"running":0,"waiting":0,"prefix_cache_queries":17,"prefix_cache_hits":0,"prefix_cache_blocks":0,"kv_cache_usage":0,"metrics_scrapes":0,"last_request":` +
 		`{"model":"x","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],` +
 		`"temperature":0.25,"stream":true,"max_tokens":5,"max_completion_tokens":null,"include_usage":true,"has_authorization":true}}`
 	if string(b) != want {
@@ -91,7 +95,8 @@ func TestSimStatsAndReset(t *testing.T) {
 	}
 
 	resp, b = do(t, http.MethodPost, ts.URL+"/sim/reset", "")
-	zero := `{"requests":0,"completed":0,"cancelled":0,"errors":0,"rejected":0,"dropped":0,"health_checks":0,"in_flight":0,"last_request":null}`
+	zero := `{"requests":0,"completed":0,"cancelled":0,"errors":0,"rejected":0,"dropped":0,"health_checks":0,"in_flight":0,` +
+		`"running":0,"waiting":0,"prefix_cache_queries":0,"prefix_cache_hits":0,"prefix_cache_blocks":0,"kv_cache_usage":0,"metrics_scrapes":0,"last_request":null}`
 	if resp.StatusCode != 200 || string(b) != zero {
 		t.Errorf("POST /sim/reset: %d %s", resp.StatusCode, b)
 	}

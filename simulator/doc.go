@@ -12,18 +12,33 @@
 //	GET  /health               200 (or Config.HealthStatus), empty body
 //	GET  /v1/models            OpenAI model list with the served model
 //	POST /v1/chat/completions  non-streamed and streamed (SSE) answers
+//	GET  /metrics              Prometheus text: the engine's load and cache
 //	GET  /sim/config           the current Config
 //	POST /sim/config           merge a partial Config (fields present override)
-//	GET  /sim/stats            request counters and the last chat request
-//	POST /sim/reset            zero the counters
+//	GET  /sim/stats            counters, engine gauges, the last chat request
+//	POST /sim/reset            zero the counters, empty the prefix cache
+//
+// For LLM-aware routing it models what an engine's load and cache do to
+// time to first token (engine.go): a prefix cache of the prompt's KV
+// blocks (prompt.go: a ChatML rendering, one token per word plus 4 per
+// message, blocks of Config.BlockSize tokens hashed as a chain, an LRU of
+// Config.KVCacheBlocks blocks); prefill of the uncached tokens at
+// Config.PrefillPerToken each, serialised through one FIFO prefill lane so
+// that load queues; and a cap of Config.MaxNumSeqs running sequences, the
+// others waiting in FIFO order. GET /metrics reports running and waiting
+// requests, KV usage and prefix-cache hits under the engine's own metric
+// names (metrics.go), and Config.MetricsFault makes it fail. The defaults
+// cost no time: the cache counts hits, but prefill is free and nothing
+// queues.
 //
 // Config.Dialect makes it imitate another engine instead (dialect.go):
 // sglang, tgi and llamacpp keep the paths above with their own framing and
 // error shapes (llama.cpp's /health answers {"status":"ok"}, SGLang also
 // has /health_generate); ollama serves GET / and POST /api/chat (NDJSON);
 // native serves GET /healthz and POST /tasks/assistant_inference (llmedge's
-// public API). Loading, NoUsage, UsageInFinish, ErrorAfter and
-// MaxConcurrent reproduce the engines' startup, usage and failure modes.
+// public API); neither has /metrics. Loading, NoUsage, UsageInFinish,
+// ErrorAfter and MaxConcurrent reproduce the engines' startup, usage and
+// failure modes.
 //
 // A Server never lets a goroutine outlive a request: every wait ends as
 // soon as the client goes away.

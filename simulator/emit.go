@@ -6,30 +6,36 @@ import (
 )
 
 // waitWhole waits the time a whole reply of p takes before a non-streamed
-// answer. It reports true when the answer is to be written now; otherwise
+// answer: the engine's wait for the first token, then ITL per further
+// token. It reports true when the answer is to be written now; otherwise
 // the outcome says why not: the client left, or DropAfter applies (the
 // first DropAfter tokens' time has passed and the connection is to be
 // dropped).
 func waitWhole(ctx context.Context, cfg Config, p plan) (outcome, bool) {
+	if !p.seq.firstToken(ctx) {
+		return outcomeCancelled, false
+	}
 	if d := cfg.DropAfter; d > 0 && d <= len(p.Tokens) {
-		if !sleep(ctx, generationTime(cfg, d)) {
+		if !sleep(ctx, decodeTime(cfg, d)) {
 			return outcomeCancelled, false
 		}
 		return outcomeDropped, false
 	}
-	if !sleep(ctx, generationTime(cfg, len(p.Tokens))) {
+	if !sleep(ctx, decodeTime(cfg, len(p.Tokens))) {
 		return outcomeCancelled, false
 	}
 	return outcomeCompleted, true
 }
 
 // startStream sends the 200 and headers of a stream of contentType, then
-// waits TTFT. It reports false when the client left.
-func startStream(ctx context.Context, w http.ResponseWriter, cfg Config, contentType string) (*http.ResponseController, bool) {
+// waits for p's first token (the engine's queues, prefill and TTFT): like
+// the engines' HTTP servers, it answers before the request is scheduled.
+// It reports false when the client left.
+func startStream(ctx context.Context, w http.ResponseWriter, p plan, contentType string) (*http.ResponseController, bool) {
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", contentType)
 	w.WriteHeader(http.StatusOK)
-	return rc, rc.Flush() == nil && sleep(ctx, cfg.TTFT.D())
+	return rc, rc.Flush() == nil && p.seq.firstToken(ctx)
 }
 
 // emitTokens sends the tokens of p one by one with send, ITL apart. After

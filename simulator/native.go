@@ -57,7 +57,7 @@ func nativeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		writeJSON(w, http.StatusOK, answer())
 		return outcomeCompleted
 	}
-	rc, ok := startStream(ctx, w, cfg, eventStreamType)
+	rc, ok := startStream(ctx, w, p, eventStreamType)
 	if !ok {
 		return outcomeCancelled
 	}

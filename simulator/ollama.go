@@ -80,8 +80,9 @@ func ollamaReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		l.LoadDuration = 1_000_000
 		if !cfg.NoUsage {
 			l.PromptEvalCount, l.EvalCount = p.PromptTokens, len(p.Tokens)
-			l.PromptEvalDuration = max(cfg.TTFT.D().Nanoseconds(), 1)
-			l.EvalDuration = max((total - cfg.TTFT.D()).Nanoseconds(), 1)
+			prompt := p.seq.prefill + cfg.TTFT.D()
+			l.PromptEvalDuration = max(prompt.Nanoseconds(), 1)
+			l.EvalDuration = max((total - prompt).Nanoseconds(), 1)
 		}
 		return l
 	}
@@ -95,7 +96,7 @@ func ollamaReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		return outcomeCompleted
 	}
 
-	rc, ok := startStream(ctx, w, cfg, ndjsonType)
+	rc, ok := startStream(ctx, w, p, ndjsonType)
 	if !ok {
 		return outcomeCancelled
 	}

@@ -11,6 +11,9 @@ type plan struct {
 	Tokens       []string
 	FinishReason string
 	PromptTokens int
+	// seq is the request's passage through the engine; handleChat sets it
+	// once the request is to be answered.
+	seq *sequence
 }
 
 // planReply applies the reply length, max_tokens and the context length

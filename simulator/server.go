@@ -15,6 +15,9 @@ import (
 // it arrived.
 type Server struct {
 	started time.Time
+	// engine is the simulated GPU the chat requests share; it has its own
+	// locks, taken after mu when both are.
+	engine *engine
 
 	mu    sync.Mutex
 	cfg   Config
@@ -30,7 +33,7 @@ type Server struct {
 func New(cfg Config) *Server {
 	now := time.Now()
 	cfg = cfg.clamped().withDefaults()
-	return &Server{started: now, cfg: cfg, readyAt: now.Add(cfg.Loading.D())}
+	return &Server{started: now, engine: newEngine(cfg), cfg: cfg, readyAt: now.Add(cfg.Loading.D())}
 }
 
 // Config returns the current configuration.
@@ -49,6 +52,7 @@ func (s *Server) SetConfig(cfg Config) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg = cfg.withDefaults()
+	s.engine.configure(s.cfg)
 	s.readyAt = time.Now().Add(cfg.Loading.D())
 	return nil
 }
@@ -61,20 +65,28 @@ func (s *Server) loading() (bool, *dialect, Config) {
 	return time.Now().Before(s.readyAt), dialectOf(s.cfg), s.cfg
 }
 
-// Stats returns a snapshot of the counters.
+// Stats returns a snapshot of the counters and of the engine's state.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stats
+	st, capacity := s.stats, s.cfg.KVCacheBlocks
+	s.mu.Unlock()
+	cs := s.engine.cache.stats()
+	st.Running, st.Waiting = s.engine.running.Load(), s.engine.waiting.Load()
+	st.PrefixCacheQueries, st.PrefixCacheHits, st.PrefixCacheBlocks = cs.queries, cs.hits, cs.blocks
+	st.KVCacheUsage = s.engine.kvUsage(capacity)
+	return st
 }
 
-// Reset zeroes the counters (but not InFlight), forgets the last request
-// and restarts the sequence of injected errors.
+// Reset zeroes the counters (but not InFlight, Running and Waiting, which
+// are requests still there), forgets the last request, restarts the
+// sequence of injected errors and empties the prefix cache, so that a
+// benchmark can start each run cold.
 func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats = Stats{InFlight: s.stats.InFlight}
 	s.seq = 0
+	s.engine.cache.reset()
 }
 
 // ServeHTTP routes a request by dialect. Paths under /v1 require the API
@@ -111,7 +123,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveOpenAI serves the OpenAI-compatible engines: vLLM, SGLang, TGI and
-// llama.cpp.
+// llama.cpp, each with its Prometheus /metrics (metrics.go).
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect) {
 	path := r.URL.Path
 	switch {
@@ -128,6 +140,9 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 		w.WriteHeader(status)
 	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
 		s.handleChat(w, r, d, decodeChat) // checks the API key itself, to count rejections
+	case path == "/metrics":
+		// Outside /v1, so no API key, as in vLLM.
+		s.handleMetrics(w, r, d)
 	case strings.HasPrefix(path, "/v1"):
 		if !authorized(s.Config().APIKey, r) {
 			writeUnauthorized(w)

@@ -8,7 +8,9 @@ import (
 
 // Stats are the chat-request counters served by GET /sim/stats. Every chat
 // request ends in exactly one of Completed, Cancelled, Errors, Rejected or
-// Dropped, so Requests is their sum plus InFlight (until a reset).
+// Dropped, so Requests is their sum plus InFlight (until a reset). A reset
+// keeps the gauges of requests still there: InFlight, Running, Waiting and
+// KVCacheUsage.
 type Stats struct {
 	// Requests counts chat requests received.
 	Requests int64 `json:"requests"`
@@ -30,6 +32,24 @@ type Stats struct {
 	// InFlight is the number of chat requests being handled now; a reset
 	// keeps it.
 	InFlight int64 `json:"in_flight"`
+	// Running is the number of chat requests prefilling or decoding in the
+	// engine (vllm:num_requests_running).
+	Running int64 `json:"running"`
+	// Waiting is the number of chat requests waiting for a sequence slot
+	// (MaxNumSeqs) or for the prefill lane (vllm:num_requests_waiting).
+	Waiting int64 `json:"waiting"`
+	// PrefixCacheQueries counts the prompt tokens looked up in the prefix
+	// cache, and PrefixCacheHits those found there (vLLM's
+	// prefix_cache_queries and prefix_cache_hits).
+	PrefixCacheQueries int64 `json:"prefix_cache_queries"`
+	PrefixCacheHits    int64 `json:"prefix_cache_hits"`
+	// PrefixCacheBlocks is the number of blocks the prefix cache holds.
+	PrefixCacheBlocks int `json:"prefix_cache_blocks"`
+	// KVCacheUsage is the fraction (0..1) of the KV cache that running
+	// sequences hold (vllm:kv_cache_usage_perc).
+	KVCacheUsage float64 `json:"kv_cache_usage"`
+	// MetricsScrapes counts GETs of /metrics, answered or failed.
+	MetricsScrapes int64 `json:"metrics_scrapes"`
 	// LastRequest is the last chat request whose body could be decoded,
 	// or null.
 	LastRequest *LastRequest `json:"last_request"`

@@ -10,15 +10,15 @@ import (
 const eventStreamType = "text/event-stream; charset=utf-8"
 
 // streamReply sends p as server-sent events in d's framing, flushing each
-// one: after TTFT the role chunk and the first token, then one token chunk
-// per ITL, the finishing chunk, the usage chunk when includeUsage, and
-// "[DONE]". Usage goes on the finishing chunk instead with UsageInFinish
+// one: once the first token is due (engine.go: queues, prefill, TTFT) the
+// role chunk and the first token, then one token chunk per ITL, the
+// finishing chunk, the usage chunk when includeUsage, and "[DONE]". Usage goes on the finishing chunk instead with UsageInFinish
 // (or llama.cpp), and nowhere with NoUsage. TGI adds ":" keep-alive comments
 // and sends empty ids. With DropAfter it returns outcomeDropped right after
 // that many tokens; with ErrorAfter it sends d's in-band error instead of
 // the rest and returns outcomeError.
 func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dialect, p plan, includeUsage bool) outcome {
-	rc, ok := startStream(ctx, w, cfg, eventStreamType)
+	rc, ok := startStream(ctx, w, p, eventStreamType)
 	if !ok {
 		return outcomeCancelled
 	}

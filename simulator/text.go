@@ -3,7 +3,6 @@ package simulator
 import (
 	"hash/fnv"
 	"math/rand/v2"
-	"strings"
 
 	"github.com/llmedge/llmedge/api"
 )
@@ -47,14 +46,4 @@ func replyTokens(seed int64, msgs []api.Message, n int) []string {
 		toks = append(toks, w)
 	}
 	return toks
-}
-
-// promptTokens is the simulated prompt length of msgs: the words of every
-// content plus 4 per message for the chat template.
-func promptTokens(msgs []api.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += len(strings.Fields(m.Content)) + 4
-	}
-	return n
 }

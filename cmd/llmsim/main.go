@@ -2,6 +2,12 @@
 // -dialect an SGLang, TGI, llama.cpp, Ollama or native one, so that the
 // gateway's local runs, integration tests and benchmarks need no GPU.
 //
+// For LLM-aware routing it models a prefix cache (-block-size,
+// -kv-cache-blocks, -no-prefix-cache), prefill cost through one FIFO
+// prefill lane (-prefill-per-token), a cap on running sequences with a FIFO
+// waiting queue (-max-num-seqs), and serves the engine's Prometheus
+// /metrics (-metrics-fault makes it fail). The defaults cost no time.
+//
 // With -loading and the vLLM dialect it refuses connections for that long
 // (vLLM opens its port only once the model is loaded): it prints its
 // address, closes the port, and listens on it again afterwards.
@@ -58,6 +64,12 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.BoolVar(&cfg.UsageInFinish, "usage-in-finish", false, "put a stream's usage on its finishing chunk, not a separate one")
 	fs.IntVar(&cfg.ErrorAfter, "error-after", 0, "fail streams in-band after this many tokens (0 = off)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "refuse chat requests beyond this many in flight as overloaded (0 = no cap)")
+	fs.IntVar(&cfg.BlockSize, "block-size", simulator.DefaultBlockSize, "KV-cache block size in tokens: prompts are cached in full blocks (1..4096)")
+	fs.IntVar(&cfg.KVCacheBlocks, "kv-cache-blocks", simulator.DefaultKVCacheBlocks, "KV cache size in blocks: bounds the prefix cache (LRU) and is the denominator of KV usage")
+	fs.BoolVar(&cfg.NoPrefixCache, "no-prefix-cache", false, "turn the prefix cache off: prefill every prompt token")
+	prefill := fs.Duration("prefill-per-token", 0, "prefill time per uncached prompt token, prefills serialised one at a time (0 = free, no queue; max 1s)")
+	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", 0, "run at most this many sequences at once; more wait in FIFO order (0 = no cap)")
+	fs.StringVar(&cfg.MetricsFault, "metrics-fault", "", "make GET /metrics fail: error (500), garbage (unparsable) or hang")
 	consulOpts.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", cfg, err
@@ -67,6 +79,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	}
 	cfg.TTFT, cfg.ITL = simulator.Duration(*ttft), simulator.Duration(*itl)
 	cfg.Loading = simulator.Duration(*loading)
+	cfg.PrefillPerToken = simulator.Duration(*prefill)
 	if err := cfg.Validate(); err != nil {
 		return "", cfg, err
 	}
@@ -100,10 +113,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	fmt.Fprintf(stdout, "llmsim listening on http://%s\n", ln.Addr())
-	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d",
+	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d block_size=%d kv_cache_blocks=%d no_prefix_cache=%t prefill_per_token=%s max_num_seqs=%d metrics_fault=%q",
 		cfg.Model, cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.Seed, cfg.ErrorRate, cfg.ErrorStatus,
 		cfg.Hang, cfg.DropAfter, cfg.MaxModelLen, cfg.APIKey != "",
-		cfg.Dialect, cfg.Loading, cfg.NoUsage, cfg.UsageInFinish, cfg.ErrorAfter, cfg.MaxConcurrent)
+		cfg.Dialect, cfg.Loading, cfg.NoUsage, cfg.UsageInFinish, cfg.ErrorAfter, cfg.MaxConcurrent,
+		cfg.BlockSize, cfg.KVCacheBlocks, cfg.NoPrefixCache, cfg.PrefillPerToken, cfg.MaxNumSeqs, cfg.MetricsFault)
 
 	if (cfg.Dialect == "" || cfg.Dialect == simulator.DialectVLLM) && cfg.Loading > 0 {
 		// vLLM opens its port only once the model is loaded: refuse

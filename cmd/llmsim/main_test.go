@@ -18,7 +18,7 @@ import (
 )
 
 func TestParseFlags(t *testing.T) {
-	defaults := simulator.Config{Model: "sim-model", Tokens: 16, ErrorStatus: 500}
+	defaults := simulator.Config{Model: "sim-model", Tokens: 16, ErrorStatus: 500, BlockSize: 16, KVCacheBlocks: 16384}
 	tests := []struct {
 		name     string
 		args     []string
@@ -32,12 +32,21 @@ func TestParseFlags(t *testing.T) {
 			"-seed", "7", "-error-rate", "0.25", "-error-status", "503", "-hang", "-drop-after", "3",
 			"-max-model-len", "4096", "-api-key", "k", "-dialect", "tgi", "-loading", "2s", "-no-usage",
 			"-usage-in-finish", "-error-after", "2", "-max-concurrent", "4",
+			"-block-size", "32", "-kv-cache-blocks", "1000", "-no-prefix-cache", "-prefill-per-token", "50us",
+			"-max-num-seqs", "8", "-metrics-fault", "garbage",
 		}, "127.0.0.1:0", simulator.Config{
 			Model: "m", TTFT: simulator.Duration(250 * time.Millisecond), ITL: simulator.Duration(20 * time.Millisecond),
 			Tokens: 5, Seed: 7, ErrorRate: 0.25, ErrorStatus: 503, Hang: true, DropAfter: 3, MaxModelLen: 4096, APIKey: "k",
 			Dialect: "tgi", Loading: simulator.Duration(2 * time.Second), NoUsage: true, UsageInFinish: true,
 			ErrorAfter: 2, MaxConcurrent: 4,
+			BlockSize: 32, KVCacheBlocks: 1000, NoPrefixCache: true, PrefillPerToken: simulator.Duration(50 * time.Microsecond),
+			MaxNumSeqs: 8, MetricsFault: "garbage",
 		}, false},
+		{"block size out of range", []string{"-block-size", "5000"}, "", simulator.Config{}, true},
+		{"kv cache blocks out of range", []string{"-kv-cache-blocks", "-1"}, "", simulator.Config{}, true},
+		{"negative prefill", []string{"-prefill-per-token", "-1ms"}, "", simulator.Config{}, true},
+		{"negative max num seqs", []string{"-max-num-seqs", "-1"}, "", simulator.Config{}, true},
+		{"unknown metrics fault", []string{"-metrics-fault", "slow"}, "", simulator.Config{}, true},
 		{"unknown dialect", []string{"-dialect", "klingon"}, "", simulator.Config{}, true},
 		{"rate out of range", []string{"-error-rate", "1.5"}, "", simulator.Config{}, true},
 		{"status out of range", []string{"-error-status", "200"}, "", simulator.Config{}, true},
@@ -105,7 +114,8 @@ func TestBinary(t *testing.T) {
 
 	stdout := &firstLine{line: make(chan string, 1)}
 	var stderr bytes.Buffer
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-tokens", "4", "-seed", "1", "-itl", "1ms")
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-tokens", "4", "-seed", "1", "-itl", "1ms",
+		"-block-size", "4", "-prefill-per-token", "10us", "-max-num-seqs", "2")
 	cmd.Stdout, cmd.Stderr = stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -179,6 +189,27 @@ func TestBinary(t *testing.T) {
 	resp.Body.Close()
 	if err != nil || st.Requests != 2 || st.Completed != 2 || st.InFlight != 0 || st.LastRequest == nil || !st.LastRequest.Stream {
 		t.Fatalf("stats %+v (%v)", st, err)
+	}
+
+	// The same 7-token prompt twice, in blocks of 4: the second found the
+	// first block (the last token is always computed).
+	resp, err = http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	for _, line := range []string{
+		`vllm:num_requests_running{engine="0",model_name="sim-model"} 0`,
+		`vllm:prefix_cache_queries_total{engine="0",model_name="sim-model"} 14`,
+		`vllm:prefix_cache_hits_total{engine="0",model_name="sim-model"} 4`,
+	} {
+		if !strings.Contains(string(m), "\n"+line+"\n") {
+			t.Errorf("/metrics lacks %s:\n%s", line, m)
+		}
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {

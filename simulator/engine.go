@@ -1,0 +1,197 @@
+package simulator
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// engine is the simulated GPU that a Server's chat requests share. It models
+// what an LLM-aware router must reckon with, deterministically and cheaply:
+//
+//   - A prefix cache (prefixcache.go) of the prompt's KV blocks
+//     (prompt.go): a request's cached prefix is the leading run of its
+//     blocks the cache holds; after its prefill all its blocks are inserted
+//     or touched.
+//   - Sequence slots: at most Config.MaxNumSeqs requests run at once (like
+//     vLLM's --max-num-seqs); the others wait for a slot in FIFO order.
+//   - One prefill lane: a GPU prefills one batch at a time, and the
+//     simulator serialises prefills through a FIFO lane, so that prefill
+//     work queues under load. A request holds the lane for its uncached
+//     prompt tokens × Config.PrefillPerToken. Decoding is not serialised:
+//     every running sequence emits a token each ITL, as a batch would.
+//
+// Time to first token is therefore: waiting for a slot, waiting for the
+// lane, the prefill of the uncached tokens, then the fixed Config.TTFT (the
+// engine's per-request overhead, which overlaps with other requests). With
+// PrefillPerToken 0 the lane is skipped altogether (there is nothing to
+// serialise), so the defaults keep the simulator's timing as it was.
+//
+// A request is waiting (vllm:num_requests_waiting) until its prefill begins,
+// whether it waits for a slot or for the lane, and running
+// (vllm:num_requests_running) from then until it ends. KV usage is the
+// blocks running sequences hold over Config.KVCacheBlocks, each reserving
+// ceil((prompt + reply tokens) / BlockSize) blocks from its prefill on, as
+// if none shared a block; blocks cached but held by no running request
+// count as free, as vLLM and SGLang count them. The prefix cache itself is
+// bounded by KVCacheBlocks on its own: the simulator models neither memory
+// pressure between the two nor preemption.
+//
+// Every wait ends at once when the client goes away, releasing what the
+// request held.
+type engine struct {
+	cache *prefixCache
+	seqs  fifo // running-sequence slots, limited to MaxNumSeqs
+	lane  fifo // the prefill lane, limited to 1
+
+	running, waiting atomic.Int64
+	kvHeld           atomic.Int64 // blocks reserved by running sequences
+}
+
+func newEngine(cfg Config) *engine {
+	e := &engine{cache: newPrefixCache(cfg.BlockSize, cfg.KVCacheBlocks)}
+	e.seqs.limit = cfg.MaxNumSeqs
+	e.lane.limit = 1
+	return e
+}
+
+// configure applies a changed Config to the shared state: the cache's
+// geometry and the sequence cap, which admits waiters at once if raised.
+func (e *engine) configure(cfg Config) {
+	e.cache.configure(cfg.BlockSize, cfg.KVCacheBlocks)
+	e.seqs.setLimit(cfg.MaxNumSeqs)
+}
+
+// kvUsage is the fraction (0..1) of capacity blocks running sequences hold.
+func (e *engine) kvUsage(capacity int) float64 {
+	if capacity <= 0 {
+		return 0
+	}
+	return min(float64(e.kvHeld.Load())/float64(capacity), 1)
+}
+
+// seqState is where a sequence is in the engine.
+type seqState uint8
+
+const (
+	seqNew seqState = iota
+	seqWaiting
+	seqRunning
+)
+
+// sequence is one chat request's passage through the engine. A handler
+// creates it once the request is valid, calls firstToken before its first
+// token, and end when it is done, whatever happened.
+type sequence struct {
+	e        *engine
+	cfg      Config
+	msgs     []api.Message
+	tokens   int   // prompt tokens
+	kvBlocks int64 // blocks reserved while running
+	state    seqState
+	seqHeld  bool
+	laneHeld bool
+	buf      *[]uint64 // pooled block hashes
+	// prefill is the time the prefill took (uncached tokens ×
+	// PrefillPerToken), once firstToken got that far.
+	prefill time.Duration
+}
+
+// blockBufs recycles the block-hash slices of finished requests, so that
+// hashing a prompt allocates nothing in the steady state.
+var blockBufs = sync.Pool{New: func() any { b := make([]uint64, 0, 64); return &b }}
+
+// maxPooledBlocks keeps unusually long prompts' slices out of the pool.
+const maxPooledBlocks = 1 << 14
+
+// sequence returns the passage of a request of p under cfg.
+func (e *engine) sequence(cfg Config, msgs []api.Message, p plan) *sequence {
+	bs := int64(max(cfg.BlockSize, 1))
+	return &sequence{e: e, cfg: cfg, msgs: msgs, tokens: p.PromptTokens,
+		kvBlocks: (int64(p.PromptTokens+len(p.Tokens)) + bs - 1) / bs}
+}
+
+// firstToken waits for everything before the first token: a sequence slot,
+// the prefill lane (when PrefillPerToken is set), the prefill of the prompt
+// tokens the prefix cache lacks, and TTFT. It reports false when the client
+// left first. Call it once.
+func (q *sequence) firstToken(ctx context.Context) bool {
+	e, cfg := q.e, q.cfg
+	var blocks []uint64
+	if !cfg.NoPrefixCache && q.tokens >= cfg.BlockSize {
+		// Hash before queueing: it needs no lock, and the lane stays short.
+		q.buf = blockBufs.Get().(*[]uint64)
+		*q.buf, _ = promptBlocks((*q.buf)[:0], q.msgs, cfg.BlockSize)
+		blocks = *q.buf
+	}
+	q.setState(seqWaiting)
+	if q.seqHeld = e.seqs.acquire(ctx); !q.seqHeld {
+		return false
+	}
+	lane := cfg.PrefillPerToken > 0
+	if lane {
+		if q.laneHeld = e.lane.acquire(ctx); !q.laneHeld {
+			return false
+		}
+	}
+	q.setState(seqRunning)
+	// Look up only now, in the lane: the prefills ahead of this one may
+	// have just cached its prefix.
+	cached := 0
+	if !cfg.NoPrefixCache {
+		cached = e.cache.lookup(blocks, cfg.BlockSize, q.tokens)
+	}
+	q.prefill = time.Duration(q.tokens-cached) * cfg.PrefillPerToken.D()
+	ok := sleep(ctx, q.prefill)
+	if ok && len(blocks) > 0 {
+		// A prefill cut short caches nothing.
+		e.cache.insert(blocks, cfg.BlockSize)
+	}
+	if lane {
+		e.lane.release()
+		q.laneHeld = false
+	}
+	return ok && sleep(ctx, cfg.TTFT.D())
+}
+
+// setState moves q to s and keeps the engine's gauges in step.
+func (q *sequence) setState(s seqState) {
+	switch q.state {
+	case seqWaiting:
+		q.e.waiting.Add(-1)
+	case seqRunning:
+		q.e.running.Add(-1)
+		q.e.kvHeld.Add(-q.kvBlocks)
+	}
+	q.state = s
+	switch s {
+	case seqWaiting:
+		q.e.waiting.Add(1)
+	case seqRunning:
+		q.e.running.Add(1)
+		q.e.kvHeld.Add(q.kvBlocks)
+	}
+}
+
+// end releases whatever q holds. It is safe to call on a sequence that
+// never started, and more than once.
+func (q *sequence) end() {
+	if q.laneHeld {
+		q.e.lane.release()
+		q.laneHeld = false
+	}
+	if q.seqHeld {
+		q.e.seqs.release()
+		q.seqHeld = false
+	}
+	q.setState(seqNew)
+	if q.buf != nil {
+		if cap(*q.buf) <= maxPooledBlocks {
+			blockBufs.Put(q.buf)
+		}
+		q.buf = nil
+	}
+}
