@@ -197,6 +197,7 @@ func (g *Gateway) observe(ex *Exchange) {
 		ModelType: model, Status: ex.Status,
 		Total: time.Since(ex.Start), Upstream: ex.Upstream, TTFT: ex.TTFT, Attempts: ex.Attempts,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
+		Reason: ex.Choice.Reason,
 	})
 }
 

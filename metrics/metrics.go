@@ -22,6 +22,8 @@ type Metrics struct {
 	retries      *prometheus.CounterVec
 	tokensIssued prometheus.Counter
 	authFailures *prometheus.CounterVec
+	decisions    *prometheus.CounterVec
+	scrapeErrors *prometheus.CounterVec
 }
 
 // Source reports the state behind the scrape-time gauges.
@@ -32,6 +34,30 @@ type Source interface {
 	// BreakerStates returns, per model type, each replica's breaker state:
 	// 0 closed, 1 half-open, 2 open.
 	BreakerStates() map[string]map[string]int
+	// EngineLoads returns every replica's load as its engine reported it,
+	// for the replicas whose figures are fresh.
+	EngineLoads() []EngineLoad
+	// PrefixStats returns, per model type with a prefix index, its figures.
+	PrefixStats() map[string]PrefixStats
+}
+
+// EngineLoad is one replica's load as its engine reported it.
+type EngineLoad struct {
+	Model, Replica   string
+	Running, Waiting float64
+	// KVUsage is the used share of its KV cache; negative when unknown.
+	KVUsage float64
+	// Age is how old the figures are.
+	Age time.Duration
+}
+
+// PrefixStats are a model's prefix-index figures.
+type PrefixStats struct {
+	// HitRate is the predicted share of prompt blocks cached on the
+	// replicas chosen.
+	HitRate     float64
+	Blocks      int
+	MemoryBytes int64
 }
 
 // Buckets for latencies: the gateway's own overhead lives in
@@ -72,6 +98,12 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmedge_auth_failures_total", Help: "Refused logins and tokens, by reason.",
 		}, []string{"reason"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_routing_decisions_total", Help: "Replica choices by model type and reason (prefix, load, affinity, only, round_robin, random).",
+		}, []string{"model_type", "reason"}),
+		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_load_scrape_errors_total", Help: "Failed reads of replicas' own load metrics (their in-flight count stands in).",
+		}, []string{"model_type"}),
 	}
 	var err error
 	m.requests = register(reg, m.requests, &err)
@@ -82,6 +114,8 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.retries = register(reg, m.retries, &err)
 	m.tokensIssued = register(reg, m.tokensIssued, &err)
 	m.authFailures = register(reg, m.authFailures, &err)
+	m.decisions = register(reg, m.decisions, &err)
+	m.scrapeErrors = register(reg, m.scrapeErrors, &err)
 	if src != nil {
 		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -117,6 +151,8 @@ type Request struct {
 	Attempts         int
 	PromptTokens     int
 	CompletionTokens int
+	// Reason is why the last attempt's replica was chosen.
+	Reason string
 }
 
 // ObserveRequest records one answered inference request. A nil *Metrics
@@ -136,6 +172,9 @@ func (m *Metrics) ObserveRequest(r Request) {
 	}
 	if r.TTFT > 0 {
 		m.ttft.WithLabelValues(r.ModelType).Observe(r.TTFT.Seconds())
+	}
+	if r.Reason != "" {
+		m.decisions.WithLabelValues(r.ModelType, r.Reason).Inc()
 	}
 	if r.Attempts > 1 {
 		m.retries.WithLabelValues(r.ModelType).Add(float64(r.Attempts - 1))
@@ -162,17 +201,31 @@ func (m *Metrics) AuthFailure(reason string) {
 	}
 }
 
+// ScrapeError counts a failed read of a replica's load metrics.
+func (m *Metrics) ScrapeError(model string) {
+	if m != nil {
+		m.scrapeErrors.WithLabelValues(model).Inc()
+	}
+}
+
 // stateCollector turns Source's state into gauges at scrape time.
 type stateCollector struct{ src Source }
 
 var (
 	replicasDesc = prometheus.NewDesc("llmedge_replicas", "Replicas per model type and state.", []string{"model_type", "state"}, nil)
 	breakerDesc  = prometheus.NewDesc("llmedge_breaker_state", "Circuit breaker state per replica: 0 closed, 1 half-open, 2 open.", []string{"model_type", "replica"}, nil)
+	engineDesc   = prometheus.NewDesc("llmedge_replica_engine_requests", "Requests a replica's engine reports running or waiting (fresh figures only).", []string{"model_type", "replica", "state"}, nil)
+	kvDesc       = prometheus.NewDesc("llmedge_replica_kv_cache_usage_ratio", "Used share of a replica's KV cache as its engine reports it (fresh figures only).", []string{"model_type", "replica"}, nil)
+	loadAgeDesc  = prometheus.NewDesc("llmedge_replica_load_age_seconds", "Age of a replica's engine load figures.", []string{"model_type", "replica"}, nil)
+	prefixDesc   = prometheus.NewDesc("llmedge_prefix_predicted_hit_ratio", "Predicted share of prompt blocks cached on the replicas chosen, per model type.", []string{"model_type"}, nil)
+	blocksDesc   = prometheus.NewDesc("llmedge_prefix_index_blocks", "Prompt blocks the prefix index remembers, per model type.", []string{"model_type"}, nil)
+	indexMemDesc = prometheus.NewDesc("llmedge_prefix_index_bytes", "Estimated memory of the prefix index, per model type.", []string{"model_type"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- replicasDesc
-	ch <- breakerDesc
+	for _, d := range []*prometheus.Desc{replicasDesc, breakerDesc, engineDesc, kvDesc, loadAgeDesc, prefixDesc, blocksDesc, indexMemDesc} {
+		ch <- d
+	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -185,5 +238,18 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for replica, state := range replicas {
 			ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, float64(state), model, replica)
 		}
+	}
+	for _, l := range c.src.EngineLoads() {
+		ch <- prometheus.MustNewConstMetric(engineDesc, prometheus.GaugeValue, l.Running, l.Model, l.Replica, "running")
+		ch <- prometheus.MustNewConstMetric(engineDesc, prometheus.GaugeValue, l.Waiting, l.Model, l.Replica, "waiting")
+		if l.KVUsage >= 0 {
+			ch <- prometheus.MustNewConstMetric(kvDesc, prometheus.GaugeValue, l.KVUsage, l.Model, l.Replica)
+		}
+		ch <- prometheus.MustNewConstMetric(loadAgeDesc, prometheus.GaugeValue, l.Age.Seconds(), l.Model, l.Replica)
+	}
+	for model, p := range c.src.PrefixStats() {
+		ch <- prometheus.MustNewConstMetric(prefixDesc, prometheus.GaugeValue, p.HitRate, model)
+		ch <- prometheus.MustNewConstMetric(blocksDesc, prometheus.GaugeValue, float64(p.Blocks), model)
+		ch <- prometheus.MustNewConstMetric(indexMemDesc, prometheus.GaugeValue, float64(p.MemoryBytes), model)
 	}
 }

@@ -15,6 +15,15 @@ func (f fakeSource) ReplicaStates() map[string]map[string]int { return f }
 func (f fakeSource) BreakerStates() map[string]map[string]int {
 	return map[string]map[string]int{"qwen": {"http://a:1": 2}}
 }
+func (f fakeSource) EngineLoads() []EngineLoad {
+	return []EngineLoad{
+		{Model: "qwen", Replica: "http://a:1", Running: 3, Waiting: 2, KVUsage: 0.5, Age: 1500 * time.Millisecond},
+		{Model: "qwen", Replica: "http://b:1", Running: 1, KVUsage: -1},
+	}
+}
+func (f fakeSource) PrefixStats() map[string]PrefixStats {
+	return map[string]PrefixStats{"qwen": {HitRate: 0.75, Blocks: 100, MemoryBytes: 4096}}
+}
 
 func TestObserveAndScrape(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -24,10 +33,11 @@ func TestObserveAndScrape(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ObserveRequest(Request{ModelType: "qwen", Status: 200, Total: 110 * time.Millisecond, Upstream: 100 * time.Millisecond,
-		TTFT: 20 * time.Millisecond, Attempts: 2, PromptTokens: 5, CompletionTokens: 7})
+		TTFT: 20 * time.Millisecond, Attempts: 2, PromptTokens: 5, CompletionTokens: 7, Reason: "prefix"})
 	m.ObserveRequest(Request{ModelType: "qwen", Status: 503, Total: time.Millisecond})
 	m.TokenIssued()
 	m.AuthFailure("invalid_token")
+	m.ScrapeError("qwen")
 
 	checks := []struct {
 		c    prometheus.Collector
@@ -40,6 +50,8 @@ func TestObserveAndScrape(t *testing.T) {
 		{m.tokens.WithLabelValues("qwen", "completion"), 7},
 		{m.tokensIssued, 1},
 		{m.authFailures.WithLabelValues("invalid_token"), 1},
+		{m.decisions.WithLabelValues("qwen", "prefix"), 1},
+		{m.scrapeErrors.WithLabelValues("qwen"), 1},
 	}
 	for i, c := range checks {
 		if got := testutil.ToFloat64(c.c); got != c.want {
@@ -57,8 +69,26 @@ llmedge_replicas{model_type="qwen",state="usable"} 2
 # HELP llmedge_breaker_state Circuit breaker state per replica: 0 closed, 1 half-open, 2 open.
 # TYPE llmedge_breaker_state gauge
 llmedge_breaker_state{model_type="qwen",replica="http://a:1"} 2
+# HELP llmedge_replica_engine_requests Requests a replica's engine reports running or waiting (fresh figures only).
+# TYPE llmedge_replica_engine_requests gauge
+llmedge_replica_engine_requests{model_type="qwen",replica="http://a:1",state="running"} 3
+llmedge_replica_engine_requests{model_type="qwen",replica="http://a:1",state="waiting"} 2
+llmedge_replica_engine_requests{model_type="qwen",replica="http://b:1",state="running"} 1
+llmedge_replica_engine_requests{model_type="qwen",replica="http://b:1",state="waiting"} 0
+# HELP llmedge_replica_kv_cache_usage_ratio Used share of a replica's KV cache as its engine reports it (fresh figures only).
+# TYPE llmedge_replica_kv_cache_usage_ratio gauge
+llmedge_replica_kv_cache_usage_ratio{model_type="qwen",replica="http://a:1"} 0.5
+# HELP llmedge_replica_load_age_seconds Age of a replica's engine load figures.
+# TYPE llmedge_replica_load_age_seconds gauge
+llmedge_replica_load_age_seconds{model_type="qwen",replica="http://a:1"} 1.5
+llmedge_replica_load_age_seconds{model_type="qwen",replica="http://b:1"} 0
+# HELP llmedge_prefix_predicted_hit_ratio Predicted share of prompt blocks cached on the replicas chosen, per model type.
+# TYPE llmedge_prefix_predicted_hit_ratio gauge
+llmedge_prefix_predicted_hit_ratio{model_type="qwen"} 0.75
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "llmedge_replicas", "llmedge_breaker_state"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "llmedge_replicas", "llmedge_breaker_state",
+		"llmedge_replica_engine_requests", "llmedge_replica_kv_cache_usage_ratio", "llmedge_replica_load_age_seconds",
+		"llmedge_prefix_predicted_hit_ratio"); err != nil {
 		t.Fatal(err)
 	}
 	// A reload registering again in the same registry adopts the collectors.

@@ -71,7 +71,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"gateway args", ":80 {\n\tllm_gateway extra\n}\n", "wrong argument count"},
 		{"auth api", ":80 {\n\tllm_auth x\n}\n", `llm_auth: unknown API "x" (want one of native`},
 		{"auth args", ":80 {\n\tllm_auth native more\n}\n", "llm_auth takes one optional argument"},
-		{"unknown policy", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tlb_policy fastest\n\t\t}\n\t}\n}\n:80\n", `unknown lb_policy "fastest" (want one of least_requests, p2c, random, round_robin`},
+		{"unknown policy", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tlb_policy fastest\n\t\t}\n\t}\n}\n:80\n", `unknown lb_policy "fastest" (want one of least_requests, p2c, prefix_cache, random, round_robin)`},
 		{"unknown protocol", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tprotocol grpc\n\t\t}\n\t}\n}\n:80\n", `unknown protocol "grpc" (want one of llamacpp, native, ollama, openai, sglang, tgi, vllm)`},
 		{"protocol options", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tprotocol vllm fast\n\t\t}\n\t}\n}\n:80\n", "protocol vllm takes no options"},
 		{"static and consul", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tstatic http://a:1\n\t\t\tconsul_service s\n\t\t}\n\t}\n}\n:80\n", "exclude each other"},

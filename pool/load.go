@@ -49,9 +49,9 @@ func (r *Replica) Load() float64 {
 	return n / float64(r.weight())
 }
 
-// Saturated reports whether r's engine says it is full: requests waiting
-// in its own queue, or its KV cache at least kvFull used.
+// Saturated reports whether r's engine says its KV cache is at least
+// kvFull used: a new request would wait for memory or preempt another.
 func (r *Replica) Saturated(kvFull float64) bool {
 	l, ok := r.EngineLoad()
-	return ok && (l.Waiting > 0 || (l.KVUsage >= 0 && kvFull > 0 && l.KVUsage >= kvFull))
+	return ok && l.KVUsage >= 0 && kvFull > 0 && l.KVUsage >= kvFull
 }

@@ -37,6 +37,9 @@ const (
 	SGLang   = "sglang"
 	TGI      = "tgi"
 	LlamaCPP = "llamacpp"
+	// Auto reads whichever engine's names the endpoint carries, for a
+	// replica whose engine is not named (protocol openai).
+	Auto = "auto"
 )
 
 // DefaultDialects returns a fresh copy of the built-in table, keyed by
@@ -44,6 +47,23 @@ const (
 // the copy (add a dialect, prepend a renamed metric) and pass it as
 // Scraper.Dialects.
 func DefaultDialects() map[string]Dialect {
+	d := builtin()
+	var auto Dialect
+	for _, name := range []string{VLLM, SGLang, TGI, LlamaCPP} {
+		e := d[name]
+		auto.Running = append(auto.Running, e.Running...)
+		auto.Waiting = append(auto.Waiting, e.Waiting...)
+		auto.KVUsage = append(auto.KVUsage, e.KVUsage...)
+		auto.Prefix = append(auto.Prefix, e.Prefix...)
+		auto.CopyLabels = append(auto.CopyLabels, e.CopyLabels...)
+	}
+	// No model label: TGI and llama.cpp have none, and one endpoint serves
+	// one engine's names only.
+	d[Auto] = auto
+	return d
+}
+
+func builtin() map[string]Dialect {
 	return map[string]Dialect{
 		VLLM: {
 			Running: []string{"vllm:num_requests_running"},

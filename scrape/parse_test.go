@@ -280,3 +280,26 @@ func BenchmarkParseVLLM(b *testing.B) {
 		}
 	}
 }
+
+// The auto dialect reads any engine's names, for replicas whose engine is
+// not named.
+func TestParseAutoDialect(t *testing.T) {
+	auto := DefaultDialects()[Auto]
+	for _, name := range []string{VLLM, TGI, SGLang, LlamaCPP} {
+		body, err := os.ReadFile(filepath.Join("testdata", name+".prom"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Parse(body, DefaultDialects()[name], "")
+		if err != nil {
+			t.Fatalf("%s with its own dialect: %v", name, err)
+		}
+		got, err := Parse(body, auto, "")
+		if err != nil {
+			t.Fatalf("%s with auto: %v", name, err)
+		}
+		if got != want {
+			t.Errorf("%s: auto read %+v, its own dialect %+v", name, got, want)
+		}
+	}
+}

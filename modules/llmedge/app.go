@@ -319,6 +319,13 @@ func (a *App) Start() error {
 		a.bg.run(ctx, a.keyLoop)
 	}
 	a.prober.Start()
+	for _, m := range a.models {
+		if m.scraper != nil {
+			if err := m.scraper.Start(); err != nil {
+				return fmt.Errorf("model %q: load metrics: %w", m.Name, err)
+			}
+		}
+	}
 	if a.usersFile != "" {
 		interval := time.Duration(a.UsersFileRefresh)
 		if interval <= 0 {
@@ -346,6 +353,11 @@ func (a *App) Start() error {
 func (a *App) Stop() error {
 	if a.prober != nil {
 		a.prober.Stop()
+	}
+	for _, m := range a.models {
+		if m.scraper != nil {
+			m.scraper.Stop()
+		}
 	}
 	if a.bg != nil {
 		a.bg.stop()

@@ -102,7 +102,7 @@ func TestModelBuildErrors(t *testing.T) {
 		{"unknown protocol", ModelConfig{Name: "m", ProtocolRaw: json.RawMessage(`{"protocol":"grpc"}`)},
 			`unknown protocol "grpc" (want one of llamacpp, native, ollama, openai, sglang, tgi, vllm)`},
 		{"unknown policy", ModelConfig{Name: "m", PolicyRaw: json.RawMessage(`{"policy":"fastest"}`)},
-			`unknown lb_policy "fastest" (want one of least_requests, p2c, random, round_robin`},
+			`unknown lb_policy "fastest" (want one of least_requests, p2c, prefix_cache, random, round_robin)`},
 		{"unknown source", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"dns"}`)},
 			`unknown source "dns" (want one of consul, static)`},
 		{"static prefix", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"static","replicas":["mystery+http://a:1"]}`)},

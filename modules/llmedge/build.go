@@ -13,14 +13,16 @@ import (
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/metrics"
+	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmsource"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/routing"
 )
 
 // Defaults of the guest modules a model block may name.
 const (
 	DefaultProtocol = "openai"
-	DefaultPolicy   = "p2c"
+	DefaultPolicy   = "prefix_cache"
 	DefaultSource   = "static"
 )
 
@@ -47,6 +49,8 @@ type builtModel struct {
 	probe *health.Target
 	// syncer is its replica source when that answers later (Consul).
 	syncer llmsource.Syncer
+	// scraper reads its replicas' own load, nil when off.
+	scraper *loadScraper
 	// close ends its watch of replicas.
 	close []func()
 }
@@ -103,6 +107,7 @@ func (mc *ModelConfig) build(d *modelDeps) (_ *builtModel, err error) {
 	if err := mc.watchReplicas(d, b); err != nil {
 		return nil, err
 	}
+	b.scraper = mc.newLoadScraper(b, d.logger, d.metrics.ScrapeError)
 	return b, nil
 }
 
@@ -130,6 +135,21 @@ func (mc *ModelConfig) policy(ctx caddy.Context) (pool.Policy, error) {
 	policy, ok := mod.(pool.Policy)
 	if !ok {
 		return nil, fmt.Errorf("lb_policy: module %T is not a pool.Policy", mod)
+	}
+	if b, ok := mod.(llmpolicy.ModelBound); ok {
+		if err := b.BindModel(mc.Name); err != nil {
+			return nil, err
+		}
+	}
+	if a := mc.Affinity; a != nil {
+		key := routing.ByUser
+		switch a.By {
+		case "header":
+			key = routing.ByHeader(a.Name)
+		case "cookie":
+			key = routing.ByCookie(a.Name)
+		}
+		policy = &routing.Affinity{Key: key, Inner: policy, LoadFactor: a.LoadFactor}
 	}
 	return policy, nil
 }

@@ -3,6 +3,7 @@ package llmedge
 import (
 	"encoding/json"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/modules/llmsource"
+	"github.com/llmedge/llmedge/scrape"
 )
 
 func init() {
@@ -63,6 +65,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			source              <name> [<args>] { ... }    # a module of llmedge.sources
 //			protocol            <name> [{ ... }]           # a module of llmedge.protocols
 //			lb_policy           <name> [{ ... }]           # a module of llmedge.policies
+//			affinity            user|header <name>|cookie <name> [{ load_factor <x> }]
+//			load_metrics        off | { interval <d>; timeout <d>; path <path>; dialect <name> }
 //			upstream_model      <name>
 //			system_message      <text>
 //			max_tokens          <n>
@@ -228,6 +232,12 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			m.ProtocolRaw, err = guestModule(d, "protocol", protocolNamespace, "protocol")
 		case "lb_policy":
 			m.PolicyRaw, err = guestModule(d, "lb_policy", policyNamespace, "policy")
+		case "affinity":
+			m.Affinity = new(AffinityConfig)
+			err = m.Affinity.unmarshalCaddyfile(d)
+		case "load_metrics":
+			m.LoadMetrics = new(LoadMetricsConfig)
+			err = m.LoadMetrics.unmarshalCaddyfile(d)
 		case "upstream_model":
 			err = oneString(d, &m.UpstreamModel)
 		case "system_message":
@@ -333,6 +343,72 @@ func guestModule(d *caddyfile.Dispenser, option, namespace, inlineKey string) (j
 		return nil, err
 	}
 	return caddyconfig.JSONModuleObject(mod, inlineKey, name, nil), nil
+}
+
+// unmarshalCaddyfile parses `affinity user|header <name>|cookie <name> [{ load_factor <x> }]`.
+func (a *AffinityConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 1 && args[0] == "user":
+		a.By = "user"
+	case len(args) == 2 && (args[0] == "header" || args[0] == "cookie"):
+		a.By, a.Name = args[0], args[1]
+	default:
+		return d.Errf("affinity: want user, header <name> or cookie <name>")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "load_factor":
+			var v string
+			if err := oneString(d, &v); err != nil {
+				return err
+			}
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 1 {
+				return d.Errf("affinity load_factor: want a number ≥ 1, got %q", v)
+			}
+			a.LoadFactor = f
+		default:
+			return d.Errf("unrecognized affinity option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// unmarshalCaddyfile parses `load_metrics off | { interval <d>; timeout <d>; path <path>; dialect <name> }`.
+func (l *LoadMetricsConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("load_metrics: want 'off' or a block")
+		}
+		l.Disabled = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch opt := d.Val(); opt {
+		case "interval":
+			err = positiveDuration(d, "load_metrics interval", &l.Interval)
+		case "timeout":
+			err = positiveDuration(d, "load_metrics timeout", &l.Timeout)
+		case "path":
+			if err = oneString(d, &l.Path); err == nil && !strings.HasPrefix(l.Path, "/") {
+				err = d.Errf("load_metrics path: want a path starting with /, got %q", l.Path)
+			}
+		case "dialect":
+			if err = oneString(d, &l.Dialect); err == nil {
+				if _, ok := scrape.DefaultDialects()[l.Dialect]; !ok {
+					err = d.Errf("load_metrics dialect: want one of vllm, sglang, tgi, llamacpp, auto, got %q", l.Dialect)
+				}
+			}
+		default:
+			return d.Errf("unrecognized load_metrics option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *BreakerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {

@@ -22,8 +22,14 @@ type ModelConfig struct {
 	// llmedge.protocols. Default: openai. A replica may name another.
 	ProtocolRaw json.RawMessage `json:"protocol,omitempty" caddy:"namespace=llmedge.protocols inline_key=protocol"`
 	// PolicyRaw chooses a replica per request: a module of namespace
-	// llmedge.policies. Default: p2c.
+	// llmedge.policies. Default: prefix_cache.
 	PolicyRaw json.RawMessage `json:"lb_policy,omitempty" caddy:"namespace=llmedge.policies inline_key=policy"`
+	// Affinity keeps a session on one replica (consistent hashing with
+	// bounded loads); requests without a session key go to the policy.
+	Affinity *AffinityConfig `json:"affinity,omitempty"`
+	// LoadMetrics configures reading the replicas' own load from their
+	// engines' Prometheus endpoint. Default: on for engines that have one.
+	LoadMetrics *LoadMetricsConfig `json:"load_metrics,omitempty"`
 	// UpstreamModel is the model name sent to replicas.
 	UpstreamModel string `json:"upstream_model,omitempty"`
 	// SystemMessage is added when a request carries none.
@@ -108,8 +114,10 @@ func (mc *ModelConfig) validate() error {
 	if mc.APIKey != "" && mc.APIKeyEnv != "" {
 		return fmt.Errorf("model %q: api_key and api_key_env are exclusive", mc.Name)
 	}
-	if err := mc.Queue.validate(); err != nil {
-		return fmt.Errorf("model %q: %w", mc.Name, err)
+	for _, err := range []error{mc.Queue.validate(), mc.Affinity.validate(), mc.LoadMetrics.validate()} {
+		if err != nil {
+			return fmt.Errorf("model %q: %w", mc.Name, err)
+		}
 	}
 	return mc.Breaker.settings().Validate()
 }
@@ -124,6 +132,64 @@ func (mc *ModelConfig) apiKey(repl *caddy.Replacer) (string, error) {
 		return "", fmt.Errorf("api_key_env: environment variable %s is not set", mc.APIKeyEnv)
 	}
 	return key, nil
+}
+
+// AffinityConfig says what keys a session.
+type AffinityConfig struct {
+	// By is "user" (the credential's subject), "header" or "cookie".
+	By string `json:"by"`
+	// Name is the header or cookie name.
+	Name string `json:"name,omitempty"`
+	// LoadFactor bounds a session replica's load relative to the mean
+	// (default 1.25).
+	LoadFactor float64 `json:"load_factor,omitempty"`
+}
+
+func (a *AffinityConfig) validate() error {
+	switch {
+	case a == nil:
+	case a.By == "user" && a.Name != "":
+		return fmt.Errorf("affinity user takes no name")
+	case (a.By == "header" || a.By == "cookie") && a.Name == "":
+		return fmt.Errorf("affinity %s: want the %s's name", a.By, a.By)
+	case a.By != "user" && a.By != "header" && a.By != "cookie":
+		return fmt.Errorf("affinity: want user, header <name> or cookie <name>, got %q", a.By)
+	case a.LoadFactor != 0 && a.LoadFactor < 1:
+		return fmt.Errorf("affinity load_factor must be at least 1, got %v", a.LoadFactor)
+	}
+	return nil
+}
+
+// LoadMetricsConfig configures the scrape of the replicas' metrics.
+type LoadMetricsConfig struct {
+	// Disabled leaves every replica's load to the gateway's own count.
+	Disabled bool `json:"disabled,omitempty"`
+	// Interval between scrapes of a replica. Default 1s.
+	Interval caddy.Duration `json:"interval,omitempty"`
+	// Timeout of one scrape. Default: the interval.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Path of the endpoint. Default /metrics.
+	Path string `json:"path,omitempty"`
+	// Dialect names the engine's metrics (vllm, sglang, tgi, llamacpp,
+	// auto), overriding what the protocol says.
+	Dialect string `json:"dialect,omitempty"`
+}
+
+// Defaults of LoadMetricsConfig.
+const (
+	DefaultLoadInterval = time.Second
+	DefaultLoadPath     = "/metrics"
+)
+
+func (l *LoadMetricsConfig) validate() error {
+	switch {
+	case l == nil:
+	case l.Interval < 0 || l.Timeout < 0:
+		return fmt.Errorf("load_metrics interval and timeout must be positive")
+	case l.Path != "" && l.Path[0] != '/':
+		return fmt.Errorf("load_metrics path must start with /, got %q", l.Path)
+	}
+	return nil
 }
 
 // BreakerConfig configures each replica's circuit breaker (gobreaker v2).

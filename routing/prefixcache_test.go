@@ -1,0 +1,200 @@
+package routing
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/routing/prefix"
+)
+
+func newPrefixPool(t testing.TB, n int) (*pool.Pool, []*pool.Replica, *PrefixCache) {
+	t.Helper()
+	idx, err := prefix.New("m", prefix.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &PrefixCache{Index: idx}
+	p := pool.New("m", pc)
+	var urls []string
+	for i := range n {
+		urls = append(urls, fmt.Sprintf("http://r%d:1", i))
+	}
+	rs := replicas(t, urls...)
+	p.Set(rs)
+	return p, rs, pc
+}
+
+// conversation is a tenant's multi-turn chat: a long system prompt, then
+// turns that resend the whole history.
+func conversation(tenant, conv, turns int) []api.Message {
+	msgs := []api.Message{{Role: "system", Content: fmt.Sprintf("tenant %d: ", tenant) + strings.Repeat("You are a careful assistant. ", 60)}}
+	for t := range turns {
+		msgs = append(msgs,
+			api.Message{Role: "user", Content: fmt.Sprintf("conversation %d, question %d: %s", conv, t, strings.Repeat("why? ", 30))},
+			api.Message{Role: "assistant", Content: strings.Repeat("because. ", 30)})
+	}
+	return msgs[:len(msgs)-1] // ends with the user's turn
+}
+
+func route(t testing.TB, p *pool.Pool, msgs []api.Message) pool.Lease {
+	t.Helper()
+	l, err := p.Acquire(&pool.Request{Model: "m", Messages: msgs}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// Each turn of a conversation lands where the previous turns went, with a
+// prediction that grows with the history; conversations that share only
+// their tenant's system prompt do not follow each other once load spreads
+// them.
+func TestPrefixCacheKeepsConversationsWhereTheirHistoryIs(t *testing.T) {
+	p, _, _ := newPrefixPool(t, 4)
+	// Hold each first turn's slot so that the four conversations spread
+	// over the four replicas (the bound sends the later ones elsewhere).
+	home := map[int]*pool.Replica{}
+	var held []pool.Lease
+	for conv := range 4 {
+		l := route(t, p, conversation(1, conv, 1))
+		home[conv] = l.Replica
+		held = append(held, l)
+	}
+	seen := map[*pool.Replica]bool{}
+	for _, r := range home {
+		seen[r] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("four conversations under load went to %d replicas", len(seen))
+	}
+	for _, l := range held {
+		l.Release(pool.Success)
+	}
+	for turn := 2; turn <= 5; turn++ {
+		for conv := range 4 {
+			l := route(t, p, conversation(1, conv, turn))
+			if l.Replica != home[conv] {
+				t.Fatalf("conversation %d turn %d went to %s, its history is on %s", conv, turn, l.Replica.URL, home[conv].URL)
+			}
+			if l.Choice.Reason != pool.ReasonPrefix || l.Choice.Cached < 0.5 {
+				t.Fatalf("turn %d: choice %+v, want a prefix hit over half the prompt", turn, l.Choice)
+			}
+			l.Release(pool.Success)
+		}
+	}
+}
+
+// The replica holding the prefix is skipped once it is loaded beyond the
+// bound, for the least loaded one.
+func TestPrefixCacheBoundsLoad(t *testing.T) {
+	p, rs, _ := newPrefixPool(t, 3)
+	msgs := conversation(1, 1, 2)
+	first := route(t, p, msgs)
+	warm := first.Replica
+	first.Release(pool.Success)
+	var held []pool.Lease
+	for range 6 { // the warm replica's own requests
+		l, err := p.Acquire(&pool.Request{Model: "m"}, otherThan(rs, warm))
+		if err != nil || l.Replica != warm {
+			t.Fatalf("setup: %v %v", l.Replica, err)
+		}
+		held = append(held, l)
+	}
+	l := route(t, p, msgs)
+	if l.Replica == warm || l.Choice.Reason != pool.ReasonLoad {
+		t.Fatalf("an overloaded warm replica was chosen: %s %+v", l.Replica.URL, l.Choice)
+	}
+	l.Release(pool.Success)
+	for _, h := range held {
+		h.Release(pool.Success)
+	}
+	if l := route(t, p, msgs); l.Replica != warm && l.Choice.Reason == pool.ReasonPrefix && l.Choice.Cached < 0.9 {
+		t.Fatalf("after the load went, the prompt should find its prefix again: %s %+v", l.Replica.URL, l.Choice)
+	}
+}
+
+// A popular prefix (one tenant's system prompt, many conversations at
+// once) spreads over every replica instead of piling onto one.
+func TestPrefixCachePopularPrefixSpreads(t *testing.T) {
+	p, rs, _ := newPrefixPool(t, 4)
+	var held []pool.Lease
+	for conv := range 40 {
+		held = append(held, route(t, p, conversation(7, conv, 1)))
+	}
+	for _, r := range rs {
+		if o := r.Outstanding(); o < 6 || o > 14 {
+			t.Fatalf("replica %s holds %d of 40 requests sharing a prefix", r.URL, o)
+		}
+	}
+	for _, l := range held {
+		l.Release(pool.Success)
+	}
+}
+
+// An engine that reports its KV cache full is avoided while others are not.
+func TestPrefixCacheAvoidsFullKVCache(t *testing.T) {
+	p, rs, _ := newPrefixPool(t, 2)
+	msgs := conversation(1, 1, 2)
+	first := route(t, p, msgs)
+	warm := first.Replica
+	first.Release(pool.Success)
+	warm.SetEngineLoad(pool.EngineLoad{KVUsage: 0.99, Until: farFuture})
+	l := route(t, p, msgs)
+	if l.Replica == warm {
+		t.Fatal("chose the replica whose KV cache is full")
+	}
+	l.Release(pool.Success)
+	for _, r := range rs {
+		r.SetEngineLoad(pool.EngineLoad{KVUsage: 0.99, Until: farFuture})
+	}
+	if l := route(t, p, msgs); l.Choice.Reason != pool.ReasonPrefix || l.Choice.Cached < 0.9 {
+		t.Fatalf("with every cache full, the prefix should decide again: %+v", l.Choice)
+	}
+}
+
+// Replicas that leave the pool leave the index.
+func TestPrefixCacheForgetsReplicasThatLeave(t *testing.T) {
+	p, rs, pc := newPrefixPool(t, 3)
+	for conv := range 6 {
+		l := route(t, p, conversation(1, conv, 1))
+		l.Release(pool.Success)
+	}
+	p.Set(rs[:2])
+	for _, r := range pc.Index.Stats().Replicas {
+		if r.Replica == rs[2].URL {
+			t.Fatal("the index still tracks a replica that left")
+		}
+	}
+}
+
+func otherThan(rs []*pool.Replica, keep *pool.Replica) []*pool.Replica {
+	var out []*pool.Replica
+	for _, r := range rs {
+		if r != keep {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func BenchmarkPrefixCacheSelect16KiB(b *testing.B) {
+	p, _, _ := newPrefixPool(b, 4)
+	msgs := conversation(1, 1, 14) // about 16 KiB
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Content)
+	}
+	b.ReportMetric(float64(n), "prompt-bytes")
+	req := &pool.Request{Model: "m", Messages: msgs}
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := p.Acquire(req, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release(pool.Success)
+	}
+}
