@@ -43,7 +43,7 @@ type TokenResponse struct {
 }
 
 // TokenEndpoint serves POST /auth/token, the OAuth 2.0 password grant in
-// the shape of FastAPI's OAuth2PasswordRequestForm (see DESIGN.md §1).
+// the shape of FastAPI's OAuth2PasswordRequestForm.
 //
 // Answers, all with Cache-Control: no-store and Pragma: no-cache:
 //   - 200 TokenResponse; scope is the granted "model:<type>" scopes;

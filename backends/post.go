@@ -22,20 +22,27 @@ import (
 // *Error (TransportError, StatusError) or wraps ctx.Err() (Canceled); no
 // cancel needs calling then.
 func Post(ctx context.Context, client *http.Client, url string, body any, apiKey, accept string) (resp *http.Response, cancel context.CancelFunc, sent time.Time, err error) {
+	resp, cancel, _, sent, err = post(ctx, client, url, body, apiKey, accept)
+	return resp, cancel, sent, err
+}
+
+// post is Post, also returning the function that unlinks the request from
+// ctx (see RequestContext).
+func post(ctx context.Context, client *http.Client, url string, body any, apiKey, accept string) (resp *http.Response, cancel context.CancelFunc, unlink func() bool, sent time.Time, err error) {
 	buf, err := json.Marshal(body)
 	if err != nil {
 		// Only non-finite temperatures can get here; the message names the
 		// value kind, never prompt text.
-		return nil, nil, time.Time{}, &Error{Kind: KindBadRequest, Message: "cannot encode the chat request", Err: err}
+		return nil, nil, nil, time.Time{}, &Error{Kind: KindBadRequest, Message: "cannot encode the chat request", Err: err}
 	}
 	if client == nil {
 		client = http.DefaultClient
 	}
-	rctx, cancel := context.WithCancel(ctx)
+	rctx, cancel, unlink := RequestContext(ctx)
 	hr, err := http.NewRequestWithContext(rctx, http.MethodPost, url, bytes.NewReader(buf))
 	if err != nil {
 		cancel()
-		return nil, nil, time.Time{}, &Error{Kind: KindConnect, Message: "invalid replica URL", Err: err}
+		return nil, nil, nil, time.Time{}, &Error{Kind: KindConnect, Message: "invalid replica URL", Err: err}
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", accept)
@@ -47,15 +54,15 @@ func Post(ctx context.Context, client *http.Client, url string, body any, apiKey
 	resp, err = client.Do(hr)
 	if err != nil {
 		cancel()
-		return nil, nil, sent, TransportError(ctx, err)
+		return nil, nil, nil, sent, TransportError(ctx, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		err := StatusError(ctx, resp)
 		_ = resp.Body.Close()
 		cancel()
-		return nil, nil, sent, err
+		return nil, nil, nil, sent, err
 	}
-	return resp, cancel, sent, nil
+	return resp, cancel, unlink, sent, nil
 }
 
 // Exchange posts body to url (see Post) and hands the 2xx response body
@@ -63,19 +70,25 @@ func Post(ctx context.Context, client *http.Client, url string, body any, apiKey
 // gets the response status; the result gets Sent.
 func Exchange(ctx context.Context, client *http.Client, url string, body any, apiKey, accept string,
 	parse func(io.Reader) (*Result, error)) (*Result, error) {
-	resp, cancel, sent, err := Post(ctx, client, url, body, apiKey, accept)
+	resp, cancel, unlink, sent, err := post(ctx, client, url, body, apiKey, accept)
 	if err != nil {
 		return nil, err
 	}
-	defer cancel()
-	defer resp.Body.Close()
 	res, err := parse(resp.Body)
 	if err != nil {
+		_ = resp.Body.Close()
+		cancel()
 		var be *Error
 		if errors.As(err, &be) && be.Status == 0 {
 			be.Status = resp.StatusCode
 		}
 		return nil, err
+	}
+	if unlink() {
+		Release(resp.Body, cancel) // what follows the last line, for connection reuse
+	} else {
+		_ = resp.Body.Close()
+		cancel()
 	}
 	res.Sent = sent
 	return res, nil
@@ -118,4 +131,36 @@ func (c *Collector) Add(ctx context.Context, text string) error {
 // already passed on.
 func (c *Collector) Fail(kind Kind, msg string, err error) *Error {
 	return &Error{Kind: kind, Message: msg, Started: c.Deltas > 0, Err: err}
+}
+
+// RequestContext returns the context of one replica request: cancelled
+// when ctx is, until the caller unlinks the two once the answer is
+// complete. After that, the rest of the body (a stream's terminating
+// chunk) can be drained in the background with Release and the connection
+// reused, even though the caller's ctx ends at once: a drain cut short
+// closes the connection, and every next request would dial again.
+func RequestContext(ctx context.Context) (rctx context.Context, cancel context.CancelFunc, unlink func() bool) {
+	rctx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	return rctx, cancel, context.AfterFunc(ctx, cancel)
+}
+
+// Draining after the end of an answer: what may follow is at most the end
+// of the chunked body, read in the background so the connection returns
+// to the pool without delaying the caller.
+const (
+	drainLimit = 4 << 10
+	drainGrace = time.Second
+)
+
+// Release reads what little may follow the end of an answer so the
+// connection can be reused, then closes body and calls cancel. It runs in
+// the background and gives up after drainGrace or drainLimit bytes.
+func Release(body io.ReadCloser, cancel context.CancelFunc) {
+	go func() {
+		t := time.AfterFunc(drainGrace, cancel)
+		_, _ = io.CopyN(io.Discard, body, drainLimit)
+		t.Stop()
+		_ = body.Close()
+		cancel()
+	}()
 }

@@ -178,7 +178,7 @@ func (wc WatchConfig) withDefaults() WatchConfig {
 
 // Watcher follows the passing instances of one Consul service with
 // blocking queries on the health API and hands complete sets to its
-// subscribers. The rules it keeps (see notes/replicas.md): every call has a
+// subscribers. The rules it keeps (see docs/engines.md): every call has a
 // deadline; the index is reset when it goes backwards (and after an error)
 // and a zero index is never sent; a token bucket bounds the query rate; identical answers are
 // not passed on; after an error it backs off exponentially and keeps the

@@ -255,7 +255,9 @@ func TestConsulDiscovery(t *testing.T) {
 	g := startGateway(t, GatewayConfig{
 		Options: "\t\tconsul " + agent.Addr,
 		Models: map[string]string{
-			"qwen":  "\t\t\tconsul_service llm-qwen\n\t\t\tupstream_model default-name",
+			// Spread by turns: the test is about discovery, and the same
+			// prompt would otherwise follow its prefix to one replica.
+			"qwen":  "\t\t\tconsul_service llm-qwen\n\t\t\tupstream_model default-name\n\t\t\tlb_policy round_robin",
 			"gemma": "\t\t\tconsul_service llm-gemma",
 		},
 	})
@@ -407,7 +409,7 @@ func TestConsulChurn200Replicas(t *testing.T) {
 	}
 	g := startGateway(t, GatewayConfig{
 		Options: "\t\tconsul " + agent.Addr,
-		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-churn"},
+		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-churn\n\t\t\tlb_policy round_robin"},
 	})
 	token := g.Token(t, "demo", "demo", "")
 	g.waitReplicas(t, "qwen", live, 10*time.Second)

@@ -24,7 +24,7 @@ func (e errorBody) detailText() string {
 	return string(e.Detail)
 }
 
-// TestErrorRows checks each error row of DESIGN.md §1 against the real server.
+// TestErrorRows checks each error row of the README's error table against the real server.
 func TestErrorRows(t *testing.T) {
 	ok := startSim(t)
 	failing := startSim(t, "-error-rate", "1", "-error-status", "500")
@@ -33,13 +33,14 @@ func TestErrorRows(t *testing.T) {
 	g := startGateway(t, GatewayConfig{
 		Options: "\t\tmax_body_size 4KB",
 		Models: map[string]string{
-			"qwen":   staticModel(ok),
-			"gemma":  staticModel(ok),
-			"broken": staticModel(failing),
-			"slow":   staticModel(hanging) + "\n\t\t\tfirst_token_timeout 500ms",
-			"busy":   staticModel(hanging) + "\n\t\t\tmax_concurrency 1",
-			"empty":  "\t\t\tprotocol openai",
-			"tiny":   staticModel(short),
+			"qwen":    staticModel(ok),
+			"gemma":   staticModel(ok),
+			"broken":  staticModel(failing),
+			"slow":    staticModel(hanging) + "\n\t\t\tfirst_token_timeout 500ms\n\t\t\tresponse_timeout 500ms",
+			"watched": staticModel(hanging) + "\n\t\t\tfirst_token_timeout 500ms\n\t\t\tstream_upstream always",
+			"busy":    staticModel(hanging) + "\n\t\t\tmax_concurrency 1",
+			"empty":   "\t\t\tprotocol openai",
+			"tiny":    staticModel(short),
 		},
 	})
 	demo := g.Token(t, "demo", "demo", "")
@@ -78,7 +79,9 @@ func TestErrorRows(t *testing.T) {
 		{"saturated", demo, withModel("busy"), 429, "busy", "", true},
 		{"replica 500s", demo, withModel("broken"), 502, "broken", "", false},
 		{"no replicas", demo, withModel("empty"), 503, "'empty'", "", true},
-		{"first token timeout", demo, withModel("slow"), 504, "slow", "", false},
+		{"response timeout", demo, withModel("slow"), 504, "slow", "", false},
+		{"first token timeout", demo, withModel("watched"), 504, "watched", "", false},
+		{"first token timeout, streamed", demo, withModel("slow", "stream", true), 504, "slow", "", false},
 		{"context length", demo, withModel("tiny"), 422, "context", "", false},
 	}
 	for _, tt := range tests {

@@ -169,6 +169,7 @@ type Gateway struct {
 	dir    string
 	data   string
 	conf   string
+	bin    string
 	port   int
 	// adminPort serves Caddy's admin API (config loads, pprof).
 	adminPort int
@@ -183,6 +184,7 @@ type GatewayConfig struct {
 	Models  map[string]string // model name -> lines of its block
 	Site    string            // site block body; default llm_gateway
 	Data    string            // Caddy storage folder; default a fresh one
+	Binary  string            // the gateway binary; default the one TestMain built
 }
 
 const demoHash = "$2a$10$ngDIGOWd/mWmXe4DFe3PbumaGvU4efLBmpSULOmmmxCXBil3ugzii" // "demo"
@@ -221,6 +223,10 @@ func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
 	if g.data == "" {
 		g.data = filepath.Join(g.dir, "data")
 	}
+	g.bin = cfg.Binary
+	if g.bin == "" {
+		g.bin = filepath.Join(binDir, "llmedge")
+	}
 	g.conf = filepath.Join(g.dir, "Caddyfile")
 	if err := os.WriteFile(g.conf, g.caddyfile(t, cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -252,7 +258,7 @@ func (g *Gateway) caddyfile(t *testing.T, cfg GatewayConfig) []byte {
 func (g *Gateway) start(t *testing.T) {
 	t.Helper()
 	g.log = new(syncBuffer)
-	g.cmd = exec.Command(filepath.Join(binDir, "llmedge"), "run", "--config", g.conf, "--adapter", "caddyfile")
+	g.cmd = exec.Command(g.bin, "run", "--config", g.conf, "--adapter", "caddyfile")
 	g.cmd.Env = append(os.Environ(), "HOME="+g.dir, "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	if err := g.cmd.Start(); err != nil {

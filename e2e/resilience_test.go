@@ -106,6 +106,7 @@ func TestFrozenReplicaRetriedThenBreakerCycles(t *testing.T) {
 	model := staticModel(a, b, c) + `
 			lb_policy round_robin
 			first_token_timeout 1s
+			stream_upstream always
 			breaker {
 				consecutive_failures 2
 				open_timeout 5s

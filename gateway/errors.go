@@ -61,7 +61,7 @@ func publicError(model string, openTimeout time.Duration, err error) *api.Error 
 			return api.NewError(http.StatusGatewayTimeout, "The replica for model '"+model+"' could not be reached in time")
 		}
 		// Every replica tried refused or dropped the connection: none is
-		// healthy now (DESIGN.md §1's 503, rather than 502).
+		// healthy now: the README's 503, rather than 502.
 		return api.NewError(http.StatusServiceUnavailable,
 			"No healthy replica is available for model '"+model+"'").WithHeader("Retry-After", "5")
 	case backends.KindTimeout:

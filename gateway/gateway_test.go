@@ -323,3 +323,34 @@ func TestReadinessCountsUsableReplicas(t *testing.T) {
 		t.Fatalf("none usable: %v %+v", ok, st["qwen"])
 	}
 }
+
+// The hand-written native answer is what encoding/json makes of an
+// api.InferenceResponse.
+func TestNativeResponseEncoding(t *testing.T) {
+	for _, a := range []Answer{
+		{Content: "Hello <you> & \"them\"\n", Model: "qwen", Usage: api.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7},
+			UsageKnown: true, Processing: 1234567 * time.Microsecond, Inference: 7 * time.Microsecond, MessageCount: 2},
+		{Content: "", Model: "gemma", Processing: 0, Inference: 25 * time.Second, MessageCount: 1},
+	} {
+		resp := api.InferenceResponse{Content: a.Content, ModelType: a.Model, Usage: a.Usage,
+			ProcessingTime: seconds(a.Processing), InferenceTime: seconds(a.Inference), MessageCount: a.MessageCount}
+		if !a.UsageKnown {
+			resp.UsageReported = api.UsageNotReported()
+		}
+		want, _ := json.Marshal(resp)
+		if got := appendNativeResponse(nil, &a); string(got) != string(want) {
+			t.Errorf("got  %s\nwant %s", got, want)
+		}
+		wantDelta := "data: " + string(must(json.Marshal(api.StreamDelta{Content: a.Content}))) + "\n\n"
+		if got := (NativeFront{}).AppendDelta(nil, &a, a.Content); string(got) != wantDelta {
+			t.Errorf("delta %q, want %q", got, wantDelta)
+		}
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/internal/jsonx"
 )
 
 // NativeFront is llmedge's own public API, POST /tasks/assistant_inference:
@@ -30,17 +31,21 @@ func (NativeFront) WriteError(w http.ResponseWriter, err *api.Error) { err.Write
 
 // WriteAnswer implements Front.
 func (NativeFront) WriteAnswer(w http.ResponseWriter, a *Answer) {
-	api.WriteJSON(w, http.StatusOK, nativeResponse(a))
+	writeJSONBytes(w, http.StatusOK, appendNativeResponse(make([]byte, 0, 192+len(a.Content)), a))
 }
 
-// AppendDelta implements Front.
+// AppendDelta implements Front: `data: {"content":"<text>"}`.
 func (NativeFront) AppendDelta(b []byte, _ *Answer, text string) []byte {
-	return appendEvent(b, "", marshal(api.StreamDelta{Content: text}))
+	b = append(b, `data: {"content":`...)
+	b = jsonx.String(b, text)
+	return append(b, "}\n\n"...)
 }
 
-// AppendEnd implements Front.
+// AppendEnd implements Front: `event: done` with the whole answer.
 func (NativeFront) AppendEnd(b []byte, a *Answer) []byte {
-	return appendEvent(b, "done", marshal(nativeResponse(a)))
+	b = append(b, "event: done\ndata: "...)
+	b = appendNativeResponse(b, a)
+	return append(b, "\n\n"...)
 }
 
 // AppendStreamError implements Front.
@@ -48,20 +53,32 @@ func (NativeFront) AppendStreamError(b []byte, _ *Answer, err *api.Error) []byte
 	return appendEvent(b, "error", marshal(map[string]any{"detail": err.Detail}))
 }
 
-func nativeResponse(a *Answer) api.InferenceResponse {
-	resp := api.InferenceResponse{
-		Content:        a.Content,
-		ModelType:      a.Model,
-		Usage:          a.Usage,
-		ProcessingTime: seconds(a.Processing),
-		InferenceTime:  seconds(a.Inference),
-		MessageCount:   a.MessageCount,
-	}
+// appendNativeResponse appends the api.InferenceResponse of a, as
+// encoding/json would write it (TestNativeResponseEncoding holds it to
+// that), without reflection: it is written once per request.
+func appendNativeResponse(b []byte, a *Answer) []byte {
+	b = append(b, `{"content":`...)
+	b = jsonx.String(b, a.Content)
+	b = append(b, `,"model_type":`...)
+	b = jsonx.String(b, a.Model)
+	b = append(b, `,"usage":{"prompt_tokens":`...)
+	b = jsonx.Int(b, int64(a.Usage.PromptTokens))
+	b = append(b, `,"completion_tokens":`...)
+	b = jsonx.Int(b, int64(a.Usage.CompletionTokens))
+	b = append(b, `,"total_tokens":`...)
+	b = jsonx.Int(b, int64(a.Usage.TotalTokens))
+	b = append(b, '}')
 	if !a.UsageKnown {
 		// Never invent numbers: the zeros are flagged as unknown.
-		resp.UsageReported = api.UsageNotReported()
+		b = append(b, `,"usage_reported":false`...)
 	}
-	return resp
+	b = append(b, `,"processing_time":`...)
+	b = jsonx.Float(b, seconds(a.Processing))
+	b = append(b, `,"inference_time":`...)
+	b = jsonx.Float(b, seconds(a.Inference))
+	b = append(b, `,"message_count":`...)
+	b = jsonx.Int(b, int64(a.MessageCount))
+	return append(b, '}')
 }
 
 var _ Front = NativeFront{}

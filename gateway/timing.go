@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 )
@@ -30,4 +31,19 @@ func appendMetric(b []byte, name string, d time.Duration) []byte {
 // seconds rounds d to microseconds, as the public timing fields carry it.
 func seconds(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1e6
+}
+
+// Header values set on every answer, shared: a one-element slice that
+// net/http only reads, so no answer allocates its own.
+var (
+	jsonContentType = []string{"application/json"}
+)
+
+// writeJSONBytes writes body, a JSON document, as the answer.
+func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }

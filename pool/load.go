@@ -14,6 +14,9 @@ type EngineLoad struct {
 	// KVUsage is the share (0..1) of its KV cache in use; negative when the
 	// engine does not report it.
 	KVUsage float64
+	// Own is how many of the gateway's own requests were outstanding on
+	// the replica when the figures were read: the engine counts them too.
+	Own float64
 	// At is when the figures were read; Until is when they stop counting.
 	At, Until time.Time
 }
@@ -37,14 +40,19 @@ func (r *Replica) EngineLoad() (EngineLoad, bool) {
 }
 
 // Load is the work r has in hand, per unit of weight: the gateway's own
-// outstanding requests, or the engine's running and waiting requests when
-// a fresh figure says more (it also sees requests that came another way,
-// e.g. through another gateway instance). The gateway's count stands in
-// whenever the engine's figure is unknown or stale.
+// outstanding requests, always current, plus what a fresh engine figure
+// says beyond the gateway's own requests at the time it was read — the
+// requests that came another way (another gateway instance, another
+// client). An engine figure is seconds old; taken as it stands, it would
+// count the gateway's requests that have finished since, and keep a
+// replica that just served a conversation from serving its next turn.
+// Without a fresh figure, the gateway's count stands alone.
 func (r *Replica) Load() float64 {
 	n := float64(r.outstanding.Load())
-	if l := r.engine.Load(); l != nil && l.Running+l.Waiting > n && time.Now().Before(l.Until) {
-		n = l.Running + l.Waiting
+	if l := r.engine.Load(); l != nil && time.Now().Before(l.Until) {
+		if other := l.Running + l.Waiting - l.Own; other > 0 {
+			n += other
+		}
 	}
 	return n / float64(r.weight())
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Dialects the simulator speaks (Config.Dialect), as notes/replicas.md
+// Dialects the simulator speaks (Config.Dialect), as docs/engines.md
 // describes each engine.
 const (
 	// DialectVLLM: /v1/chat/completions, "data: {json}", usage in a separate

@@ -9,7 +9,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 )
 
-// nativeRequest is the public inference request (DESIGN.md §1).
+// nativeRequest is the public inference request (see README).
 type nativeRequest struct {
 	Messages    []api.Message `json:"messages"`
 	ModelType   string        `json:"model_type"`

@@ -1,5 +1,5 @@
 // Package native implements backends.Backend for replicas that speak
-// llmedge's own public API (POST /tasks/assistant_inference, DESIGN.md §1),
+// llmedge's own public API (POST /tasks/assistant_inference, see README),
 // e.g. another llmedge or a FastAPI service with the same contract. The
 // gateway still authenticates, validates, routes and re-times the request.
 //

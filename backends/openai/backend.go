@@ -3,7 +3,6 @@ package openai
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"time"
 
@@ -51,8 +50,9 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	stream := onDelta != nil
 
 	// rctx is cancelled whenever Chat gives up on the body, so the replica
-	// request is aborted even if closing the body alone would not do it.
-	rctx, cancel := context.WithCancel(ctx)
+	// request is aborted even if closing the body alone would not do it;
+	// and with ctx, until the answer is complete (see RequestContext).
+	rctx, cancel, unlink := backends.RequestContext(ctx)
 	httpReq, err := newHTTPRequest(rctx, req, stream)
 	if err != nil {
 		cancel()
@@ -82,7 +82,7 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	if !stream || isJSON(resp.Header) {
 		// A replica that ignored "stream": true answers with one JSON
 		// completion; it is delivered as a single delta.
-		if err := readCompletion(ctx, resp.Body, b.maxBodyBytes(), res); err != nil {
+		if err := readCompletion(ctx, resp.Body, resp.ContentLength, b.maxBodyBytes(), res); err != nil {
 			return nil, withStatus(err, resp.StatusCode)
 		}
 		if stream && res.Content != "" {
@@ -108,9 +108,9 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	if res.FirstByte.IsZero() {
 		res.FirstByte = res.Done
 	}
-	if out.sawDone {
+	if out.sawDone && unlink() {
 		released = true
-		releaseBody(resp.Body, cancel)
+		backends.Release(resp.Body, cancel)
 	}
 	return res, nil
 }
@@ -137,25 +137,4 @@ func withStatus(err error, status int) error {
 		be.Status = status
 	}
 	return err
-}
-
-// Draining after [DONE]: what may follow is at most the end of the chunked
-// body, read in the background so the connection returns to the pool
-// without delaying the caller.
-const (
-	drainLimit = 4 << 10
-	drainGrace = time.Second
-)
-
-// releaseBody reads what little may follow [DONE] so the connection can be
-// reused, then closes body and calls cancel. It runs in the background and
-// gives up after drainGrace or drainLimit bytes.
-func releaseBody(body io.ReadCloser, cancel context.CancelFunc) {
-	go func() {
-		t := time.AfterFunc(drainGrace, cancel)
-		_, _ = io.CopyN(io.Discard, body, drainLimit)
-		t.Stop()
-		_ = body.Close()
-		cancel()
-	}()
 }

@@ -2,8 +2,10 @@ package openai
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // decodeChunk decodes one streamed chunk into c. Every answer a replica
@@ -12,7 +14,12 @@ import (
 // encoding/json's reflection; anything else — errors, usage, several
 // choices, escapes in keys, unexpected types — goes to encoding/json,
 // whose behaviour defines the result (FuzzDecodeChunk checks they agree).
+//
+// c is reset first; its Choices array is reused, so a caller that decodes
+// chunk after chunk into one wireResponse allocates it once.
 func decodeChunk(data []byte, c *wireResponse) error {
+	choices := c.Choices[:0]
+	*c = wireResponse{Choices: choices}
 	var s chunkScanner
 	if s.decode(data, c) {
 		return nil
@@ -52,26 +59,49 @@ func (s *chunkScanner) peek() byte {
 // str reads a string token; ok is false when it has escapes or invalid
 // UTF-8 (its value then needs a real decoder) or is not a string.
 func (s *chunkScanner) str() (string, bool) {
-	if s.peek() != '"' {
+	raw, ok := s.rawStr()
+	if !ok {
 		return "", false
+	}
+	return intern(raw), true
+}
+
+// rawStr is str without the copy: the bytes of the string's value, valid
+// until the scanner's input changes.
+func (s *chunkScanner) rawStr() ([]byte, bool) {
+	if s.peek() != '"' {
+		return nil, false
 	}
 	start := s.i + 1
 	ascii := true
 	for j := start; j < len(s.b); j++ {
 		switch c := s.b[j]; {
 		case c == '\\', c < 0x20:
-			return "", false
+			return nil, false
 		case c == '"':
 			if !ascii && !utf8.Valid(s.b[start:j]) {
-				return "", false // encoding/json substitutes U+FFFD
+				return nil, false // encoding/json substitutes U+FFFD
 			}
 			s.i = j + 1
-			return string(s.b[start:j]), true
+			return s.b[start:j], true
 		case c >= utf8.RuneSelf:
 			ascii = false
 		}
 	}
-	return "", false
+	return nil, false
+}
+
+// interned are the values every chunk repeats: returned as constants,
+// they cost no allocation per token.
+var interned = []string{"chat.completion.chunk", "chat.completion", "stop", "length", ""}
+
+func intern(raw []byte) string {
+	for _, v := range interned {
+		if string(raw) == v {
+			return v
+		}
+	}
+	return string(raw)
 }
 
 // strOrEscaped reads a string token, decoding escapes when there are any.
@@ -265,10 +295,12 @@ func (s *chunkScanner) object(wanted []string, field func(key string) bool) bool
 		return true
 	}
 	for {
-		key, ok := s.str()
+		raw, ok := s.rawStr()
 		if !ok || s.peek() != ':' {
 			return false
 		}
+		// A view of the key, not a copy: field callbacks only compare it.
+		key := unsafe.String(unsafe.SliceData(raw), len(raw))
 		s.i++
 		known := false
 		for n, w := range wanted {
@@ -305,7 +337,46 @@ var (
 	chunkKeys   = []string{"object", "error", "choices", "usage"}
 	choiceKeys  = []string{"delta", "message", "finish_reason"}
 	messageKeys = []string{"content"}
+	usageKeys   = []string{"prompt_tokens", "completion_tokens", "total_tokens"}
 )
+
+// usage reads a usage object of plain integer counts; anything else (a
+// fraction, an exponent, a number beyond int) goes to encoding/json.
+func (s *chunkScanner) usage(c *wireResponse) bool {
+	u := &wireUsage{}
+	ok := s.object(usageKeys, func(key string) bool {
+		if s.null() {
+			return true
+		}
+		n, ok := s.int()
+		if !ok {
+			return false
+		}
+		switch key {
+		case "prompt_tokens":
+			u.PromptTokens = &n
+		case "completion_tokens":
+			u.CompletionTokens = &n
+		case "total_tokens":
+			u.TotalTokens = &n
+		}
+		return true
+	})
+	c.Usage = u
+	return ok
+}
+
+// int reads an integer token: -?(0|[1-9][0-9]*), within int's range.
+func (s *chunkScanner) int() (int, bool) {
+	s.ws()
+	start := s.i
+	if !s.skipNumber() {
+		return 0, false
+	}
+	raw := s.b[start:s.i]
+	n, err := strconv.Atoi(unsafe.String(unsafe.SliceData(raw), len(raw)))
+	return n, err == nil
+}
 
 func (s *chunkScanner) decode(data []byte, c *wireResponse) bool {
 	s.b, s.i = data, 0
@@ -327,7 +398,10 @@ func (s *chunkScanner) decode(data []byte, c *wireResponse) bool {
 		case "choices":
 			return s.choices(c)
 		case "usage":
-			return s.null() // usage counts: the rare path
+			if s.null() {
+				return true
+			}
+			return s.usage(c)
 		}
 		return false
 	})
@@ -347,7 +421,9 @@ func (s *chunkScanner) choices(c *wireResponse) bool {
 		return false
 	}
 	s.i++
-	c.Choices = []wireChoice{}
+	if c.Choices == nil {
+		c.Choices = []wireChoice{}
+	}
 	if s.peek() == ']' {
 		s.i++
 		return true

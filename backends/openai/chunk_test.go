@@ -30,6 +30,11 @@ var chunkSeeds = []string{
 	`{"a":"\u00e9\n","choices":[{"delta":{"content":"ok"}}]}`, `{"a":-0.5E+10,"b":[true,false,null,{}],"choices":[]}`,
 	`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"choices":[]}`,
 	`{"choices":[{"delta":{"content":"x"},"finish_reason":nullx}]}`,
+	// Usage, as the last chunk and the whole completion carry it.
+	`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}`,
+	`{"usage":{"prompt_tokens":1.5}}`, `{"usage":{"prompt_tokens":1e3}}`, `{"usage":{"prompt_tokens":-0,"total_tokens":null}}`,
+	`{"usage":{"prompt_tokens":99999999999999999999999}}`, `{"usage":{"completion_tokens":3,"completion_tokens":4}}`,
+	`{"usage":{"prompt_tokens":"7"}}`, `{"usage":{"Prompt_Tokens":7}}`, `{"usage":{},"choices":[]}`, `{"usage":[]}`,
 }
 
 // TestDecodeChunkMatchesEncodingJSON: the fast path decodes exactly what

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"mime"
 	"net/http"
@@ -14,8 +13,8 @@ import (
 
 // readCompletion reads a non-streamed chat.completion of at most limit
 // bytes from body and fills res (Content, FinishReason, Usage, Done).
-func readCompletion(ctx context.Context, body io.Reader, limit int64, res *backends.Result) error {
-	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+func readCompletion(ctx context.Context, body io.Reader, size, limit int64, res *backends.Result) error {
+	data, err := readAll(body, size, limit)
 	if err != nil {
 		return backends.BodyError(ctx, err, "response body broken", false)
 	}
@@ -25,7 +24,7 @@ func readCompletion(ctx context.Context, body io.Reader, limit int64, res *backe
 	res.Done = time.Now()
 
 	var w wireResponse
-	if err := json.Unmarshal(data, &w); err != nil {
+	if err := decodeChunk(data, &w); err != nil {
 		return &backends.Error{Kind: backends.KindProtocol, Message: "malformed JSON in the response", Err: err}
 	}
 	if w.isError() {
@@ -39,6 +38,17 @@ func readCompletion(ctx context.Context, body io.Reader, limit int64, res *backe
 	res.FinishReason = c.finishReason()
 	res.Usage, res.UsageKnown = w.Usage.toAPI()
 	return nil
+}
+
+// readAll reads body, of size bytes when that is known (not negative),
+// into one buffer, and at most limit+1 bytes.
+func readAll(body io.Reader, size, limit int64) ([]byte, error) {
+	if size >= 0 && size <= limit {
+		data := make([]byte, size)
+		_, err := io.ReadFull(body, data)
+		return data, err
+	}
+	return io.ReadAll(io.LimitReader(body, limit+1))
 }
 
 // isJSON reports whether the response is application/json (a replica that

@@ -3,61 +3,25 @@ package openai
 import (
 	"bytes"
 	"context"
-	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/internal/jsonx"
 )
 
 // chatPath is the OpenAI-compatible chat completions endpoint.
 const chatPath = "/v1/chat/completions"
 
-// chatRequest is the JSON body of POST /v1/chat/completions.
-type chatRequest struct {
-	Model       string        `json:"model,omitempty"`
-	Messages    []api.Message `json:"messages"`
-	Temperature *float64      `json:"temperature,omitempty"`
-	TopP        *float64      `json:"top_p,omitempty"`
-	Stream      bool          `json:"stream"`
-	MaxTokens   int           `json:"max_tokens,omitempty"`
-	Stop        []string      `json:"stop,omitempty"`
-	Seed        *int64        `json:"seed,omitempty"`
-	// StreamOptions is only sent with stream: vLLM answers 400 to it on a
-	// non-streamed request.
-	StreamOptions *streamOptions `json:"stream_options,omitempty"`
-}
-
-// streamOptions asks for the usage chunk at the end of a stream.
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
 // newHTTPRequest builds the replica request for req, bound to ctx.
 func newHTTPRequest(ctx context.Context, req *backends.Request, stream bool) (*http.Request, error) {
-	body := chatRequest{
-		Model:       req.Model,
-		Messages:    req.Messages,
-		Temperature: req.Temperature,
-		TopP:        req.TopP,
-		Stream:      stream,
-		Stop:        req.Stop,
-		Seed:        req.Seed,
-	}
-	if body.Messages == nil {
-		body.Messages = []api.Message{}
-	}
-	if req.MaxTokens > 0 {
-		body.MaxTokens = req.MaxTokens
-	}
-	if stream {
-		body.StreamOptions = &streamOptions{IncludeUsage: true}
-	}
-	buf, err := json.Marshal(body)
+	buf, err := appendChatRequest(make([]byte, 0, 256+messagesSize(req.Messages)), req, stream)
 	if err != nil {
-		// Only non-finite temperatures can get here; the message names the
-		// value kind, never prompt text.
+		// Only non-finite sampling values can get here; the message names
+		// the value kind, never prompt text.
 		return nil, &backends.Error{Kind: backends.KindBadRequest, Message: "cannot encode the chat request", Err: err}
 	}
 
@@ -66,16 +30,97 @@ func newHTTPRequest(ctx context.Context, req *backends.Request, stream bool) (*h
 	if err != nil {
 		return nil, &backends.Error{Kind: backends.KindConnect, Message: "invalid replica URL", Err: err}
 	}
-	hr.Header.Set("Content-Type", "application/json")
+	h := hr.Header
+	h["Content-Type"] = jsonType
 	if stream {
-		hr.Header.Set("Accept", "text/event-stream")
+		h["Accept"] = sseType
 		// A compressing hop would hold tokens back; ask for none.
-		hr.Header.Set("Accept-Encoding", "identity")
+		h["Accept-Encoding"] = identity
 	} else {
-		hr.Header.Set("Accept", "application/json")
+		h["Accept"] = jsonType
 	}
 	if req.APIKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+req.APIKey)
+		h.Set("Authorization", "Bearer "+req.APIKey)
 	}
 	return hr, nil
+}
+
+// Header values of every replica request, shared (net/http only reads them).
+var (
+	jsonType = []string{"application/json"}
+	sseType  = []string{"text/event-stream"}
+	identity = []string{"identity"}
+)
+
+// appendChatRequest appends the JSON body of POST /v1/chat/completions
+// for req (chatRequest in the tests describes its shape), as encoding/json
+// would write it (TestAppendChatRequest holds it to that), without
+// reflection: it is written once per replica call.
+func appendChatRequest(b []byte, req *backends.Request, stream bool) ([]byte, error) {
+	b = append(b, '{')
+	if req.Model != "" {
+		b = append(b, `"model":`...)
+		b = jsonx.String(b, req.Model)
+		b = append(b, ',')
+	}
+	b = append(b, `"messages":[`...)
+	for i, m := range req.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"role":`...)
+		b = jsonx.String(b, m.Role)
+		b = append(b, `,"content":`...)
+		b = jsonx.String(b, m.Content)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"temperature", req.Temperature}, {"top_p", req.TopP}} {
+		if f.v == nil {
+			continue
+		}
+		if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) {
+			return nil, fmt.Errorf("%s is not a finite number", f.name)
+		}
+		b = append(b, `,"`...)
+		b = append(b, f.name...)
+		b = append(b, `":`...)
+		b = jsonx.Float(b, *f.v)
+	}
+	b = append(b, `,"stream":`...)
+	b = jsonx.Bool(b, stream)
+	if req.MaxTokens > 0 {
+		b = append(b, `,"max_tokens":`...)
+		b = jsonx.Int(b, int64(req.MaxTokens))
+	}
+	if len(req.Stop) > 0 {
+		b = append(b, `,"stop":[`...)
+		for i, s := range req.Stop {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonx.String(b, s)
+		}
+		b = append(b, ']')
+	}
+	if req.Seed != nil {
+		b = append(b, `,"seed":`...)
+		b = jsonx.Int(b, *req.Seed)
+	}
+	if stream {
+		// Only with stream: vLLM answers 400 to it on a non-streamed request.
+		b = append(b, `,"stream_options":{"include_usage":true}`...)
+	}
+	return append(b, '}'), nil
+}
+
+func messagesSize(msgs []api.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + 24
+	}
+	return n
 }

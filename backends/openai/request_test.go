@@ -3,6 +3,7 @@ package openai
 import (
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -12,6 +13,27 @@ import (
 	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/backends/backendtest"
 )
+
+// chatRequest is the JSON body of POST /v1/chat/completions, as
+// appendChatRequest writes it.
+type chatRequest struct {
+	Model       string        `json:"model,omitempty"`
+	Messages    []api.Message `json:"messages"`
+	Temperature *float64      `json:"temperature,omitempty"`
+	TopP        *float64      `json:"top_p,omitempty"`
+	Stream      bool          `json:"stream"`
+	MaxTokens   int           `json:"max_tokens,omitempty"`
+	Stop        []string      `json:"stop,omitempty"`
+	Seed        *int64        `json:"seed,omitempty"`
+	// StreamOptions is only sent with stream: vLLM answers 400 to it on a
+	// non-streamed request.
+	StreamOptions *streamOptions `json:"stream_options,omitempty"`
+}
+
+// streamOptions asks for the usage chunk at the end of a stream.
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
 
 // captured is one request as the replica saw it.
 type captured struct {
@@ -138,5 +160,34 @@ func TestChatNilMessagesSendsEmptyArray(t *testing.T) {
 	checkError(t, err, backends.KindBadRequest, 400, false, "must not be empty")
 	if body := <-got; body != `{"messages":[],"stream":false}` {
 		t.Errorf("body = %s", body)
+	}
+}
+
+// The hand-written request body is what encoding/json makes of the
+// chatRequest it stands for, whatever the request carries.
+func TestAppendChatRequest(t *testing.T) {
+	seed := int64(7)
+	for _, req := range []backends.Request{
+		{Messages: []api.Message{{Role: "user", Content: "hi <b> & \"q\"\n"}}},
+		{Model: "Qwen/Qwen2.5-7B-Instruct", Messages: []api.Message{{Role: "system", Content: "é"}, {Role: "user", Content: "\u2028"}},
+			Temperature: backendtest.Float(0.3), TopP: backendtest.Float(1e-7), MaxTokens: 64, Stop: []string{"\n\n", "END"}, Seed: &seed},
+		{Messages: []api.Message{}, Temperature: backendtest.Float(0)},
+	} {
+		for _, stream := range []bool{false, true} {
+			want := chatRequest{Model: req.Model, Messages: req.Messages, Temperature: req.Temperature, TopP: req.TopP,
+				Stream: stream, MaxTokens: req.MaxTokens, Stop: req.Stop, Seed: req.Seed}
+			if stream {
+				want.StreamOptions = &streamOptions{IncludeUsage: true}
+			}
+			wantJSON, _ := json.Marshal(want)
+			got, err := appendChatRequest(nil, &req, stream)
+			if err != nil || string(got) != string(wantJSON) {
+				t.Errorf("got  %s (%v)\nwant %s", got, err, wantJSON)
+			}
+		}
+	}
+	nan := math.NaN()
+	if _, err := appendChatRequest(nil, &backends.Request{Temperature: &nan}, false); err == nil {
+		t.Error("a NaN temperature was encoded")
 	}
 }

@@ -46,6 +46,7 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 	out := &streamOutcome{Collector: backends.Collector{OnDelta: onDelta}}
 	events := sse.NewReader(r, maxLine)
 	fail := func(kind backends.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
+	var c wireResponse // reused chunk after chunk
 	for {
 		if ctx.Err() != nil {
 			return nil, backends.Canceled(ctx)
@@ -84,7 +85,6 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta backends
 			return out, nil
 		}
 
-		var c wireResponse
 		if err := decodeChunk(data, &c); err != nil {
 			return nil, fail(backends.KindProtocol, "malformed JSON in a stream chunk", err)
 		}

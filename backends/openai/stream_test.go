@@ -12,7 +12,7 @@ import (
 	"github.com/llmedge/llmedge/backends"
 )
 
-// Exact bytes of each engine's stream, as described in notes/replicas.md.
+// Exact bytes of each engine's stream, as docs/engines.md describes them.
 var (
 	vllmStream = []string{
 		`data: {"id":"chatcmpl-7f3a","object":"chat.completion.chunk","created":1735689600,"model":"Qwen/Qwen2.5-7B-Instruct","choices":[{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}` + "\n\n",

@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -303,5 +304,53 @@ func TestChatConcurrent(t *testing.T) {
 		if err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+// A connection to a replica is reused from one answer to the next, also
+// when the caller's context ends the moment Chat returns (as a gateway
+// attempt's does): a stream's terminating chunk is drained in the
+// background, and a non-streamed body is read to its end.
+func TestChatReusesConnections(t *testing.T) {
+	for _, stream := range []bool{true, false} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			var conns atomic.Int32
+			// The end of the chunked body comes a little after [DONE], as
+			// from a busy replica.
+			var h http.HandlerFunc = func(w http.ResponseWriter, r *http.Request) {
+				sseHandler(vllmStream...)(w, r)
+				w.(http.Flusher).Flush()
+				time.Sleep(20 * time.Millisecond)
+			}
+			if !stream {
+				h = bodyHandler(200, "application/json", `{"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]}`)
+			}
+			srv := httptest.NewUnstartedServer(h)
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					conns.Add(1)
+				}
+			}
+			srv.Start()
+			defer srv.Close()
+			client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+			defer client.CloseIdleConnections()
+			for range 20 {
+				ctx, cancel := context.WithCancel(t.Context())
+				var onDelta backends.DeltaFunc
+				if stream {
+					onDelta = func(string) error { return nil }
+				}
+				_, err := (&Backend{}).Chat(ctx, client, testRequest(srv.URL), onDelta)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(40 * time.Millisecond) // the background drain
+			}
+			if n := conns.Load(); n > 2 {
+				t.Fatalf("20 answers one after another opened %d connections", n)
+			}
+		})
 	}
 }

@@ -104,7 +104,7 @@ func (l *loadScraper) report(t scrape.Target, load scrape.Load, err error) {
 		kv = load.KVUsage
 	}
 	rep.SetEngineLoad(pool.EngineLoad{
-		Running: float64(load.Running), Waiting: float64(load.Waiting), KVUsage: kv,
+		Running: float64(load.Running), Waiting: float64(load.Waiting), KVUsage: kv, Own: float64(rep.Outstanding()),
 		At: load.Time, Until: load.Time.Add(staleAfter * time.Duration(l.cfg.Interval)),
 	})
 	if l.changed(url, false) {
