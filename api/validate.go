@@ -23,6 +23,11 @@ type Limits struct {
 	// MaxContentChars is the longest accepted content of one message, in
 	// Unicode characters (as pydantic counts them).
 	MaxContentChars int `json:"max_content_chars,omitempty"`
+	// MaxHeaderBytes bounds a request's header fields (names and values);
+	// larger ones get 431. The HTTP server's own limit (Caddy's
+	// max_header_size, 1 MiB by default) stays above it: beyond that one
+	// the server answers itself, in plain text.
+	MaxHeaderBytes int `json:"max_header_bytes,omitempty"`
 }
 
 // Default limits (README, "The API").
@@ -30,6 +35,7 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultMaxMessages     = 256
 	DefaultMaxContentChars = 100_000
+	DefaultMaxHeaderBytes  = 16 << 10
 	DefaultTemperature     = 0.3
 	MaxTemperature         = 2.0
 )
@@ -45,7 +51,27 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxContentChars <= 0 {
 		l.MaxContentChars = DefaultMaxContentChars
 	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	return l
+}
+
+// HeadersTooLarge returns the 431 answer when r's header fields (names,
+// values and the request target) take more than limit bytes, and nil
+// otherwise.
+func HeadersTooLarge(r *http.Request, limit int) *Error {
+	n := len(r.URL.RawQuery) + len(r.URL.Path)
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // ": " and CRLF
+		}
+	}
+	if n <= limit {
+		return nil
+	}
+	return NewError(http.StatusRequestHeaderFieldsTooLarge,
+		fmt.Sprintf("Request header fields too large: the limit is %d bytes", limit))
 }
 
 // Validator turns request bodies into InferenceRequests, or into the

@@ -181,6 +181,7 @@ type Gateway struct {
 // GatewayConfig fills the test Caddyfile template.
 type GatewayConfig struct {
 	Options string            // extra lines in the llmedge block
+	Global  string            // extra global options
 	Models  map[string]string // model name -> lines of its block
 	Site    string            // site block body; default llm_gateway
 	Data    string            // Caddy storage folder; default a fresh one
@@ -194,6 +195,7 @@ var caddyfileTmpl = template.Must(template.New("").Parse(`{
 	storage file_system {{.Data}}
 	skip_install_trust
 	auto_https disable_redirects
+{{.Global}}
 	llmedge {
 		user demo ` + demoHash + `
 		user alice ` + demoHash + ` qwen
@@ -247,7 +249,7 @@ func (g *Gateway) caddyfile(t *testing.T, cfg GatewayConfig) []byte {
 	var buf bytes.Buffer
 	err := caddyfileTmpl.Execute(&buf, map[string]any{
 		"AdminPort": g.adminPort, "Port": g.port, "Data": g.data,
-		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site,
+		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site, "Global": cfg.Global,
 	})
 	if err != nil {
 		t.Fatal(err)

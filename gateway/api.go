@@ -32,11 +32,18 @@ type API struct {
 	// Done, when set, hears every inference request once it is answered
 	// (the Caddy module adds its figures to the access log).
 	Done func(r *http.Request, ex *Exchange)
+	// MaxHeaderBytes bounds a request's header fields (431 beyond, in
+	// the API's JSON shape); 0 means api.DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
 }
 
 // ServeHTTP dispatches by exact path; next gets unknown paths when
 // Passthrough is set.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if e := api.HeadersTooLarge(r, headerLimit(a.MaxHeaderBytes)); e != nil && isAPIPath(r.URL.Path) {
+		e.Write(w)
+		return
+	}
 	switch r.URL.Path {
 	case PathInference:
 		if allow(w, r, http.MethodPost) {
@@ -71,6 +78,21 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 		api.NewError(http.StatusNotFound, "Not Found").Write(w)
 	}
+}
+
+func isAPIPath(p string) bool {
+	switch p {
+	case PathInference, PathToken, PathJWKS, PathHealth, PathOpenAPI, PathReady:
+		return true
+	}
+	return false
+}
+
+func headerLimit(n int) int {
+	if n <= 0 {
+		return api.DefaultMaxHeaderBytes
+	}
+	return n
 }
 
 func (a *API) serveChat(w http.ResponseWriter, r *http.Request, front Front) {

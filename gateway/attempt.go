@@ -27,8 +27,6 @@ var (
 // sides less; ResponseTimeout, when set, bounds that call.
 func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call backends.Request,
 	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange) (*backends.Result, error) {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	call.BaseURL, call.Model, call.APIKey = rep.URL, m.upstreamModel(rep), m.apiKey(rep)
 	client := m.Client
 	if client == nil {
@@ -37,18 +35,22 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 	start := time.Now()
 
 	if sse == nil && !m.StreamUpstream {
+		cctx := ctx
 		if to.Response > 0 {
-			t := time.AfterFunc(to.Response, func() { cancel(errResponseTimeout) })
-			defer t.Stop()
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeoutCause(ctx, to.Response, errResponseTimeout)
+			defer cancel()
 		}
-		res, err := m.backendFor(rep).Chat(actx, client, &call, nil)
+		res, err := m.backendFor(rep).Chat(cctx, client, &call, nil)
 		ex.Upstream += time.Since(start)
 		if err == nil {
 			ex.TTFT = res.FirstByte.Sub(res.Sent)
 		}
-		return res, timeoutCause(actx, err, false)
+		return res, timeoutCause(cctx, err, false)
 	}
 
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	var gotFirst atomic.Bool
 	watchdog := time.AfterFunc(to.FirstToken, func() {
 		if gotFirst.Load() {

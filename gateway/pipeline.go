@@ -45,6 +45,9 @@ type Pipeline struct {
 	// Realm names the protected space in WWW-Authenticate challenges.
 	Realm   string
 	Gateway *Gateway
+	// MaxHeaderBytes bounds a request's header fields (431 beyond); 0
+	// means api.DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
 }
 
 // Through runs the stages after the request's current one, up to and
@@ -67,7 +70,7 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, front Front, 
 		var ok bool
 		switch ex.Stage + 1 {
 		case StageAuthenticated:
-			ok = p.authenticate(w, r, ex)
+			ok = p.checkHeaders(w, r, ex) && p.authenticate(w, r, ex)
 		case StageDecoded:
 			ok = p.decode(w, r, ex)
 		case StageAuthorized:
@@ -114,6 +117,14 @@ func RestoreBody(r *http.Request, ex *Exchange) {
 		r.Body = io.NopCloser(bytes.NewReader(ex.body))
 		r.ContentLength = int64(len(ex.body))
 	}
+}
+
+func (p *Pipeline) checkHeaders(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
+	if e := api.HeadersTooLarge(r, headerLimit(p.MaxHeaderBytes)); e != nil {
+		p.reject(w, ex, e, "")
+		return false
+	}
+	return true
 }
 
 func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {

@@ -49,10 +49,15 @@ func (b *Backend) Chat(ctx context.Context, client *http.Client, req *backends.R
 	}
 	stream := onDelta != nil
 
-	// rctx is cancelled whenever Chat gives up on the body, so the replica
-	// request is aborted even if closing the body alone would not do it;
-	// and with ctx, until the answer is complete (see RequestContext).
-	rctx, cancel, unlink := backends.RequestContext(ctx)
+	// A stream's rctx is cancelled whenever Chat gives up on the body, so
+	// the replica request is aborted even if closing the body alone would
+	// not do it; and with ctx, until the answer is complete (see
+	// RequestContext). A one-JSON answer is read to its end before Chat
+	// returns, and closing its body aborts it: ctx serves as it is.
+	rctx, cancel, unlink := ctx, context.CancelFunc(func() {}), func() bool { return false }
+	if stream {
+		rctx, cancel, unlink = backends.RequestContext(ctx)
+	}
 	httpReq, err := newHTTPRequest(rctx, req, stream)
 	if err != nil {
 		cancel()

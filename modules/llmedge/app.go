@@ -8,6 +8,7 @@ package llmedge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
+	"github.com/llmedge/llmedge/internal/portlock"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/modules/llmsource"
 )
@@ -94,6 +96,8 @@ type App struct {
 
 	usersFile string // UsersFile with placeholders replaced
 	openapi   []byte
+	ctx       caddy.Context
+	portLocks []func()
 }
 
 // Defaults.
@@ -132,7 +136,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // Provision sets up users, keys, metrics and the models, then the
 // pipeline that serves them.
 func (a *App) Provision(ctx caddy.Context) (err error) {
-	a.logger = ctx.Logger()
+	a.ctx, a.logger = ctx, ctx.Logger()
 	a.setDefaults()
 	defer func() {
 		if err != nil {
@@ -162,8 +166,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
 		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize)}
 	a.pipeline = &gateway.Pipeline{
-		Auth:  &auth.BearerAuth{Verifier: verifier, Realm: Realm},
-		Realm: Realm,
+		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm},
+		Realm:          Realm,
+		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
 		Gateway: &gateway.Gateway{
 			Models:       models,
 			Client:       a.client,
@@ -313,6 +318,9 @@ func (a *App) allUsers(fileUsers []auth.User) []auth.User {
 // Start begins the periodic work: key refresh and rotation, reloading
 // the users file, and health probing of static replicas.
 func (a *App) Start() error {
+	if err := a.lockAddresses(); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.bg = &background{cancel: cancel}
 	if a.storedKeys() {
@@ -361,6 +369,35 @@ func (a *App) Stop() error {
 	}
 	if a.bg != nil {
 		a.bg.stop()
+	}
+	for _, release := range a.portLocks {
+		release()
+	}
+	a.portLocks = nil
+	return nil
+}
+
+// lockAddresses takes, for this process, the address of every server of
+// the http app: a second llmedge started on the same port would otherwise
+// share it silently (Caddy listens with SO_REUSEPORT) and take half of the
+// connections, with its own certificate, keys and users.
+func (a *App) lockAddresses() error {
+	v, err := a.ctx.AppIfConfigured("http")
+	if err != nil {
+		return nil // no HTTP servers in this config
+	}
+	for _, srv := range v.(*caddyhttp.App).Servers {
+		for _, addr := range srv.Listen {
+			release, err := portlock.Acquire("llmedge", addr)
+			if errors.Is(err, portlock.ErrHeld) {
+				return fmt.Errorf("another llmedge process already serves %s: stop it, or give this one other addresses (and another admin address)", addr)
+			}
+			if err != nil {
+				a.logger.Warn("could not lock the address against a second process", zap.String("address", addr), zap.Error(err))
+				continue
+			}
+			a.portLocks = append(a.portLocks, release)
+		}
 	}
 	return nil
 }

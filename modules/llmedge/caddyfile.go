@@ -39,6 +39,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		users_file        <path>
 //		default_model     <name>
 //		max_body_size     <size>
+//		max_header_size   <size>
 //		max_messages      <n>
 //		max_content_chars <n>
 //		ping_interval     <duration>|off
@@ -129,6 +130,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("max_body_size %q: want a positive size such as 1MiB", s)
 				}
 				a.Limits.MaxBodyBytes = int64(n)
+			}
+		case "max_header_size":
+			var v string
+			if err = oneString(d, &v); err == nil {
+				n, perr := humanize.ParseBytes(v)
+				if perr != nil || n == 0 || n > 1<<20 {
+					return d.Errf("max_header_size %q: want a positive size up to 1MiB, e.g. 32KiB", v)
+				}
+				a.Limits.MaxHeaderBytes = int(n)
 			}
 		case "max_messages":
 			err = positiveInt(d, d.Val(), &a.Limits.MaxMessages)

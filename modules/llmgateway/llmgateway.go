@@ -47,6 +47,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Native:      app.Native(),
 		Passthrough: h.Passthrough,
 		Done:        llmedge.LogFields,
+
+		MaxHeaderBytes: app.Pipeline().MaxHeaderBytes,
 	}
 	return nil
 }
