@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1 -timeout 40m
 
-.PHONY: all build run test unit fuzz vet fmt xcaddy consul clean bench
+.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama clean bench
 
 all: build
 
@@ -14,7 +14,7 @@ build: ## bin/llmedge (Caddy + llmedge modules) and bin/llmsim (replica simulato
 run: build ## demo: simulated replicas + gateway on https://localhost:8443, user demo/demo
 	./scripts/run.sh
 
-test: vet consul ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
+test: vet consul ollama ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 50000x
 
@@ -37,6 +37,25 @@ consul: $(BIN)/consul ## the Consul agent the tests run (v1.20.6, pinned in tool
 # pin changes), into the git-ignored bin/. The committed go.sum verifies it.
 $(BIN)/consul: tools/consul/go.mod tools/consul/go.sum
 	cd tools/consul && $(GO) build -o ../../$(BIN)/consul github.com/hashicorp/consul
+
+ollama: $(BIN)/ollama ## a real inference engine for the tests (Ollama, pinned in tools/ollama), built once
+
+# The pinned version, read from the tools module so it is written down once.
+OLLAMA_VERSION = $(shell awk '$$1 == "github.com/ollama/ollama" { sub(/^v/, "", $$2); print $$2 }' tools/ollama/go.mod)
+
+# About 3 minutes on 2 cores (mostly llama.cpp's C++), 35 MB, CPU only:
+# built only when missing or when the pin changes. The module zip lacks
+# llama.cpp's vendored headers: nlohmann/json and stb come from Debian
+# (nlohmann-json3-dev, libstb-dev; .ci/run installs them), miniaudio from
+# the stub in tools/ollama/include (audio input only, which we never use).
+$(BIN)/ollama: tools/ollama/go.mod tools/ollama/go.sum tools/ollama/include/miniaudio/miniaudio.h
+	@for h in nlohmann/json_fwd.hpp stb/stb_image.h; do \
+		echo "#include <$$h>" | $${CXX:-c++} -E -x c++ - >/dev/null 2>&1 || \
+		{ echo "$$h not found: apt-get install nlohmann-json3-dev libstb-dev"; exit 1; }; \
+	done
+	cd tools/ollama && CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/tools/ollama/include" \
+		$(GO) build -trimpath -ldflags "-s -w -X github.com/ollama/ollama/version.Version=$(OLLAMA_VERSION)" \
+		-o ../../$(BIN)/ollama github.com/ollama/ollama
 
 bench: build ## replica alone vs stock Caddy vs llmedge, < 3 min; e.g. BENCHFLAGS="-write BENCHMARKS.md -long 30s"
 	$(GO) build -o $(BIN)/llmbench ./cmd/llmbench
