@@ -14,6 +14,10 @@ build: ## bin/llmedge (Caddy + llmedge modules) and bin/llmsim (replica simulato
 run: build ## demo: simulated replicas + gateway on https://localhost:8443, user demo/demo
 	./scripts/run.sh
 
+run-real: build ollama ## the same demo with real engines: Ollama with tiny random-weight models on the replicas' ports
+	$(GO) build -o $(BIN)/tinymodel ./cmd/tinymodel
+	./scripts/run-real.sh
+
 test: vet consul ollama ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 50000x
