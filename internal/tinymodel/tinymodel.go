@@ -245,8 +245,15 @@ func Answer(c Config, n int) []string {
 // Modelfile is an Ollama Modelfile for the GGUF file at path: the ChatML
 // template, <|im_end|> as the stop sequence, and a context of numCtx
 // tokens.
+//
+// It also sets one compute thread. The model is too small to gain from
+// more, and llama.cpp's threads wait for each other by spinning at every
+// step of every token: on a machine whose cores are busy with other work
+// (CI, a test suite running in parallel), a descheduled thread makes the
+// others spin for a whole time slice, and decoding fell from about 1,000
+// to 5 tokens/s when we left it at the default (one thread per core).
 func Modelfile(path string, numCtx int) string {
-	return fmt.Sprintf("FROM %s\nTEMPLATE \"\"\"%s\"\"\"\nPARAMETER stop \"<|im_end|>\"\nPARAMETER num_ctx %d\n",
+	return fmt.Sprintf("FROM %s\nTEMPLATE \"\"\"%s\"\"\"\nPARAMETER stop \"<|im_end|>\"\nPARAMETER num_ctx %d\nPARAMETER num_thread 1\n",
 		path, OllamaTemplate, numCtx)
 }
 
