@@ -29,8 +29,16 @@ start_engine() { # port upstream-model seed (replicas of one model share a seed:
 		bin/ollama list >/dev/null 2>&1 && break
 		sleep 0.1
 	done
+	kill -0 "${pids[-1]}" 2>/dev/null || {
+		echo "ollama did not start on port $port (in use?): see $dir/ollama.log" >&2
+		exit 1
+	}
 	bin/tinymodel -o "$dir/tiny.gguf" -modelfile "$dir/Modelfile" -seed "$seed" -answer-words 24
-	bin/ollama create "$model" -f "$dir/Modelfile" >/dev/null
+	local out
+	out=$(bin/ollama create "$model" -f "$dir/Modelfile" 2>&1) || {
+		echo "$out" >&2
+		exit 1
+	}
 	echo "ollama on 127.0.0.1:$port serves $model (log: $dir/ollama.log)" >&2
 	unset OLLAMA_HOST
 }
