@@ -39,7 +39,8 @@ var (
 	// tinyCfg answers tinyWords words, then <|im_end|>.
 	tinyCfg = tinymodel.Config{Seed: 1, AnswerWords: tinyWords}
 	// endlessCfg never stops on its own: Ollama then generates up to
-	// 10 × num_ctx tokens (its cap on an unlimited num_predict), about 20 s.
+	// 10 × num_ctx tokens (its cap on an unlimited num_predict), about
+	// half a minute here.
 	endlessCfg = tinymodel.Config{Seed: 1}
 )
 
@@ -428,9 +429,9 @@ func TestRealEngineKilled(t *testing.T) {
 
 // TestRealEngineClientDisconnect: a client that leaves mid-answer ends the
 // engine's work. The engine has one request slot, and the model never
-// stops on its own (the engine would go on for about 20 s), so the next
-// request is served promptly only if the engine stopped generating for the
-// one that left.
+// stops on its own (the engine would go on for about half a minute), so
+// the next request is served promptly only if the engine stopped
+// generating for the one that left.
 func TestRealEngineClientDisconnect(t *testing.T) {
 	e := startOllama(t, ollamatest.Options{NumParallel: 1}, "tiny-endless")
 	g := engineGateway(t, e, map[string]string{
@@ -495,8 +496,8 @@ func TestRealEngineClientDisconnect(t *testing.T) {
 				t.Fatalf("next request: %d %s %+v", r.status, r.detail, r.ans.Usage)
 			}
 			// The tiny model answers 8 tokens in well under a second; 5 s
-			// leaves room for a loaded machine and is far from the ~20 s
-			// an engine still busy with the abandoned answer would take.
+			// leaves room for a loaded machine and is far from the half
+			// minute an engine still busy with the abandoned answer takes.
 			if d := time.Since(start); d > 5*time.Second {
 				t.Fatalf("the next request took %v: the engine kept generating for the client that left", d)
 			}
