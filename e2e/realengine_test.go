@@ -32,7 +32,7 @@ import (
 
 const (
 	tinyWords = 12   // words in every answer of model "tiny"
-	tinyCtx   = 2048 // num_ctx of every tiny model
+	tinyCtx   = 2048 // num_ctx of the tiny models (unless a test makes its own)
 )
 
 var (
