@@ -160,12 +160,16 @@ func (e *Engine) start() error {
 	if e.log == nil { // a restart appends to the same log
 		e.log = &lockedBuffer{}
 	}
-	cmd := exec.Command(e.bin, "serve")
+	// The server spawns a model runner process per loaded model. Everything
+	// runs in a process group of its own, so Kill reaches the runners too.
+	// Should the test binary die without cleaning up (a -timeout panic, a
+	// kill), the parent-death signal reaches only its direct child: so that
+	// is a shell that then kills the whole group, rather than the server,
+	// whose runners would outlive it.
+	cmd := exec.Command("/bin/sh", "-c", `trap 'kill -KILL 0' TERM; "$0" serve & wait`, e.bin)
 	cmd.Env = e.env
 	cmd.Stdout, cmd.Stderr = e.log, e.log
-	// Its own process group, so that Kill reaches the model runners it
-	// spawns too; and never outlive the test binary.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		e.mu.Unlock()
 		return fmt.Errorf("starting %s serve: %w", e.bin, err)
@@ -195,7 +199,7 @@ func (e *Engine) start() error {
 }
 
 // Kill ends the server and its model runners with SIGKILL, as a crashed
-// machine, and waits for the server to exit.
+// machine, and waits for them to exit.
 func (e *Engine) Kill() {
 	e.mu.Lock()
 	cmd, done := e.cmd, e.done
