@@ -47,8 +47,8 @@ ollama: $(BIN)/ollama ## a real inference engine for the tests (Ollama, pinned i
 # The pinned version, read from the tools module so it is written down once.
 OLLAMA_VERSION = $(shell awk '$$1 == "github.com/ollama/ollama" { sub(/^v/, "", $$2); print $$2 }' tools/ollama/go.mod)
 
-# About 3 minutes on 2 cores (mostly llama.cpp's C++), 35 MB, CPU only:
-# built only when missing or when the pin changes. The module zip lacks
+# About 9 CPU-minutes (mostly llama.cpp's C++), 35 MB, CPU only: built
+# only when missing or when the pin changes. The module zip lacks
 # llama.cpp's vendored headers: nlohmann/json and stb come from Debian
 # (nlohmann-json3-dev, libstb-dev; .ci/run installs them), miniaudio from
 # the stub in tools/ollama/include (audio input only, which we never use).
