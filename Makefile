@@ -52,12 +52,14 @@ OLLAMA_VERSION = $(shell awk '$$1 == "github.com/ollama/ollama" { sub(/^v/, "", 
 # llama.cpp's vendored headers: nlohmann/json and stb come from Debian
 # (nlohmann-json3-dev, libstb-dev; .ci/run installs them), miniaudio from
 # the stub in tools/ollama/include (audio input only, which we never use).
+# -O2 without the default -g: the binary is stripped anyway, and debug
+# information makes the C++ compile of llama.cpp markedly slower.
 $(BIN)/ollama: tools/ollama/go.mod tools/ollama/go.sum tools/ollama/include/miniaudio/miniaudio.h
 	@for h in nlohmann/json_fwd.hpp stb/stb_image.h; do \
 		echo "#include <$$h>" | $${CXX:-c++} -E -x c++ - >/dev/null 2>&1 || \
 		{ echo "$$h not found: apt-get install nlohmann-json3-dev libstb-dev"; exit 1; }; \
 	done
-	cd tools/ollama && CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/tools/ollama/include" \
+	cd tools/ollama && CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/tools/ollama/include" CGO_CFLAGS="-O2" CGO_CXXFLAGS="-O2" \
 		$(GO) build -trimpath -ldflags "-s -w -X github.com/ollama/ollama/version.Version=$(OLLAMA_VERSION)" \
 		-o ../../$(BIN)/ollama github.com/ollama/ollama
 
