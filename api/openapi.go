@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 //go:embed openapi.json
@@ -64,4 +65,24 @@ func dig(m map[string]any, path ...string) (map[string]any, error) {
 		m = next
 	}
 	return m, nil
+}
+
+// WithoutPaths returns the OpenAPI document doc without the paths that
+// start with prefix, for a server that does not serve them (llm_gateway
+// with OpenAI's API turned off).
+func WithoutPaths(doc []byte, prefix string) ([]byte, error) {
+	var d map[string]any
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	paths, err := dig(d, "paths")
+	if err != nil {
+		return nil, err
+	}
+	for p := range paths {
+		if strings.HasPrefix(p, prefix) {
+			delete(paths, p)
+		}
+	}
+	return json.Marshal(d)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/frontends/openai"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/internal/portlock"
@@ -84,6 +85,7 @@ type App struct {
 	issuer   *auth.Issuer
 	pipeline *gateway.Pipeline
 	native   gateway.Front
+	openai   *openai.Front
 	token    *auth.TokenEndpoint
 	client   *http.Client
 	models   []*builtModel
@@ -159,6 +161,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 
 	validator := &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
 	a.native = gateway.NativeFront{Validator: validator}
+	a.openai = openai.New(validator.Limits, validator.Models)
 	models := make(map[string]*gateway.Model, len(a.models))
 	for _, m := range a.models {
 		models[m.Name] = m.Model
