@@ -53,65 +53,109 @@ func (f *Front) decodeChat(r *http.Request) (api.Chat, []byte, *api.Error) {
 	return chat, body, aerr
 }
 
+// fields are the members of a request body parse reads, raw (nil when
+// absent; a repeated member's last value, as encoding/json keeps).
+type fields struct {
+	model, messages, stream, streamOptions, temperature, topP, maxTokens,
+	maxCompletionTokens, stop, seed, user, n []byte
+	// bad are the members refused whatever else the body holds: unknown
+	// ones, and inert ones with a value that asks for something.
+	bad []string
+}
+
+func (fl *fields) set(key, val []byte) bool {
+	name := key[1 : len(key)-1] // compared without a copy...
+	if hasByte(name, '\\') {
+		name = []byte(keyName(key)) // ...unless spelled with escapes
+	}
+	switch string(name) {
+	case "model":
+		fl.model = val
+	case "messages":
+		fl.messages = val
+	case "stream":
+		fl.stream = val
+	case "stream_options":
+		fl.streamOptions = val
+	case "temperature":
+		fl.temperature = val
+	case "top_p":
+		fl.topP = val
+	case "max_tokens":
+		fl.maxTokens = val
+	case "max_completion_tokens":
+		fl.maxCompletionTokens = val
+	case "stop":
+		fl.stop = val
+	case "seed":
+		fl.seed = val
+	case "user":
+		fl.user = val
+	case "n":
+		fl.n = val
+	default:
+		if accept, ok := inert[string(name)]; ok && (isNull(val) || accept(val)) {
+			return true
+		}
+		fl.bad = append(fl.bad, string(name))
+	}
+	return true
+}
+
 // parse validates a JSON body into a Chat.
 func (f *Front) parse(body []byte) (api.Chat, *api.Error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		if t := firstByte(body); t != '{' && json.Valid(body) {
-			return api.Chat{}, invalid(codeInvalidType, "", "The request body must be a JSON object.")
-		}
-		return api.Chat{}, invalid(codeInvalidJSON, "",
+	var chat api.Chat
+	if !json.Valid(body) {
+		return chat, invalid(codeInvalidJSON, "",
 			"We could not parse the JSON body of your request: it is not valid JSON.")
 	}
-	var chat api.Chat
+	if firstByte(body) != '{' {
+		return chat, invalid(codeInvalidType, "", "The request body must be a JSON object.")
+	}
+	var fl fields
+	eachMember(body, fl.set)
 
 	// model: required, one of the configured model types.
-	raw, ok := fields["model"]
-	if !ok || isNull(raw) {
+	if !present(fl.model) {
 		return chat, invalid(codeMissing, "model", "You must provide a model parameter.")
 	}
-	model, ok := stringValue(raw)
+	model, ok := stringValue(fl.model)
 	if !ok {
-		return chat, typeError("model", "a string", raw)
+		return chat, typeError("model", "a string", fl.model)
 	}
 	if !slices.Contains(f.models, model) {
 		return chat, modelNotFound(model)
 	}
 	chat.Model = model
 
-	raw, ok = fields["messages"]
-	if !ok || isNull(raw) {
+	if !present(fl.messages) {
 		return chat, invalid(codeMissing, "messages", "Missing required parameter: 'messages'.")
 	}
-	msgs, aerr := f.parseMessages(raw)
+	msgs, aerr := f.parseMessages(fl.messages)
 	if aerr != nil {
 		return chat, aerr
 	}
 	chat.Messages = msgs
 
-	// Every other field, in a fixed order so the error reported is
-	// always the same one; unknown fields last, by name.
+	// The other fields, in a fixed order so that the error reported is
+	// always the same one; refused members last, by name.
 	s := &chat.Sampling
-	var streamOptions json.RawMessage
-	if raw := fields["stream"]; present(raw) {
-		b, ok := boolValue(raw)
+	if present(fl.stream) {
+		b, ok := boolValue(fl.stream)
 		if !ok {
-			return chat, typeError("stream", "a boolean", raw)
+			return chat, typeError("stream", "a boolean", fl.stream)
 		}
 		chat.Stream = b
 	}
-	if raw := fields["stream_options"]; present(raw) {
-		streamOptions = raw
-	}
-	if raw := fields["temperature"]; present(raw) {
-		v, aerr := numberIn(raw, "temperature", 0, api.MaxTemperature)
+	if present(fl.temperature) {
+		v, aerr := numberIn(fl.temperature, "temperature", 0, api.MaxTemperature)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.Temperature = &v
 	}
-	if raw := fields["top_p"]; present(raw) {
-		v, aerr := numberIn(raw, "top_p", 0, 1)
+	if present(fl.topP) {
+		v, aerr := numberIn(fl.topP, "top_p", 0, 1)
 		if aerr != nil {
 			return chat, aerr
 		}
@@ -119,38 +163,43 @@ func (f *Front) parse(body []byte) (api.Chat, *api.Error) {
 	}
 	// max_completion_tokens replaced max_tokens in OpenAI's API; when a
 	// client sends both, the newer one wins (as in vLLM).
-	for _, name := range []string{"max_tokens", "max_completion_tokens"} {
-		if raw := fields[name]; present(raw) {
-			n, aerr := integerIn(raw, name, 1, maxTokensLimit)
-			if aerr != nil {
-				return chat, aerr
-			}
-			s.MaxTokens = int(n)
+	if present(fl.maxTokens) {
+		n, aerr := integerIn(fl.maxTokens, "max_tokens", 1, maxTokensLimit)
+		if aerr != nil {
+			return chat, aerr
 		}
+		s.MaxTokens = int(n)
 	}
-	if raw := fields["stop"]; present(raw) {
-		stop, aerr := f.parseStop(raw)
+	if present(fl.maxCompletionTokens) {
+		n, aerr := integerIn(fl.maxCompletionTokens, "max_completion_tokens", 1, maxTokensLimit)
+		if aerr != nil {
+			return chat, aerr
+		}
+		s.MaxTokens = int(n)
+	}
+	if present(fl.stop) {
+		stop, aerr := f.parseStop(fl.stop)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.Stop = stop
 	}
-	if raw := fields["seed"]; present(raw) {
-		n, aerr := integerIn(raw, "seed", math.MinInt64, math.MaxInt64)
+	if present(fl.seed) {
+		n, aerr := integerIn(fl.seed, "seed", math.MinInt64, math.MaxInt64)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.Seed = &n
 	}
-	if raw := fields["user"]; present(raw) {
-		u, ok := stringValue(raw)
+	if present(fl.user) {
+		u, ok := stringValue(fl.user)
 		if !ok {
-			return chat, typeError("user", "a string", raw)
+			return chat, typeError("user", "a string", fl.user)
 		}
 		chat.User = u
 	}
-	if raw := fields["n"]; present(raw) {
-		n, aerr := integerIn(raw, "n", 1, math.MaxInt32)
+	if present(fl.n) {
+		n, aerr := integerIn(fl.n, "n", 1, math.MaxInt32)
 		if aerr != nil {
 			return chat, aerr
 		}
@@ -159,33 +208,20 @@ func (f *Front) parse(body []byte) (api.Chat, *api.Error) {
 				"Unsupported value: 'n' must be 1: this gateway generates one choice per request.")
 		}
 	}
-	if streamOptions != nil {
+	if present(fl.streamOptions) {
 		if !chat.Stream {
 			return chat, invalid(codeInvalidValue, "stream_options",
 				"The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
-		include, aerr := parseStreamOptions(streamOptions)
+		include, aerr := parseStreamOptions(fl.streamOptions)
 		if aerr != nil {
 			return chat, aerr
 		}
 		chat.IncludeUsage = include
 	}
-	var unknown []string
-	for name, raw := range fields {
-		if known[name] {
-			continue
-		}
-		if accept, ok := inert[name]; ok {
-			if !isNull(raw) && !accept(raw) {
-				unknown = append(unknown, name) // reported below, after the sort
-			}
-			continue
-		}
-		unknown = append(unknown, name)
-	}
-	if len(unknown) > 0 {
-		sort.Strings(unknown)
-		name := unknown[0]
+	if len(fl.bad) > 0 {
+		sort.Strings(fl.bad)
+		name := fl.bad[0]
 		if _, ok := inert[name]; ok {
 			return chat, invalid(codeUnsupported, name,
 				"Unsupported parameter: '"+name+"' is not supported by this gateway; leave it out.")
@@ -195,17 +231,10 @@ func (f *Front) parse(body []byte) (api.Chat, *api.Error) {
 	return chat, nil
 }
 
-// known are the fields parse reads.
-var known = map[string]bool{
-	"model": true, "messages": true, "stream": true, "stream_options": true, "temperature": true,
-	"top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true,
-	"user": true, "n": true,
-}
-
 // inert are the OpenAI fields the gateway does not pass on, each with the
 // values that ask for nothing and are therefore accepted (null always is).
 // Any other value is refused as unsupported.
-var inert = map[string]func(json.RawMessage) bool{
+var inert = map[string]func([]byte) bool{
 	"frequency_penalty":   isZero,
 	"presence_penalty":    isZero,
 	"logprobs":            isFalse,
@@ -231,64 +260,118 @@ var inert = map[string]func(json.RawMessage) bool{
 	"prompt_cache_key":  isString,
 }
 
-func (f *Front) parseMessages(raw json.RawMessage) ([]api.Message, *api.Error) {
-	var items []json.RawMessage
-	if firstByte(raw) != '[' || json.Unmarshal(raw, &items) != nil {
+func (f *Front) parseMessages(raw []byte) ([]api.Message, *api.Error) {
+	if firstByte(raw) != '[' {
 		return nil, typeError("messages", "an array", raw)
 	}
-	if len(items) == 0 {
+	n := countElements(raw)
+	if n == 0 {
 		return nil, invalid(codeEmptyArray, "messages",
 			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
 	}
-	if max := f.limits.MaxMessages; len(items) > max {
+	if max := f.limits.MaxMessages; n > max {
 		return nil, invalid(codeArrayTooLong, "messages", fmt.Sprintf(
 			"Invalid 'messages': array too long. Expected an array with maximum length %d, but got an array with length %d instead.",
-			max, len(items)))
+			max, n))
 	}
-	msgs := make([]api.Message, len(items))
-	for i, item := range items {
-		param := "messages[" + strconv.Itoa(i) + "]"
-		var m map[string]json.RawMessage
-		if firstByte(item) != '{' || json.Unmarshal(item, &m) != nil {
-			return nil, typeError(param, "an object", item)
-		}
-		role, aerr := parseRole(m["role"], param)
-		if aerr != nil {
-			return nil, aerr
-		}
-		content, aerr := f.parseContent(m["content"], param+".content")
-		if aerr != nil {
-			return nil, aerr
-		}
-		for name, v := range m {
-			switch name {
-			case "role", "content":
-			case "name", "refusal":
-				// A participant's name and an assistant's refusal text
-				// change nothing in what the replica is asked.
-				if _, ok := stringValue(v); !ok && !isNull(v) {
-					return nil, typeError(param+"."+name, "a string", v)
-				}
-			case "tool_calls", "function_call":
-				if !isNull(v) && !isEmptyArray(v) {
-					return nil, invalid(codeUnsupported, param+"."+name,
-						"Unsupported parameter: '"+param+"."+name+"': this gateway does not support tool calls.")
-				}
-			default:
-				return nil, invalid(codeUnknown, param+"."+name,
-					"Unrecognized request argument supplied: "+param+"."+name)
-			}
-		}
-		msgs[i] = api.Message{Role: role, Content: content}
+	msgs := make([]api.Message, n)
+	var aerr *api.Error
+	eachElement(raw, func(i int, item []byte) bool {
+		msgs[i], aerr = f.parseMessage(i, item)
+		return aerr == nil
+	})
+	if aerr != nil {
+		return nil, aerr
 	}
 	return msgs, nil
+}
+
+// messageParam names message i's field name in OpenAI's path syntax;
+// built only for an error.
+func messageParam(i int, name string) string {
+	p := "messages[" + strconv.Itoa(i) + "]"
+	if name != "" {
+		p += "." + name
+	}
+	return p
+}
+
+func (f *Front) parseMessage(i int, item []byte) (api.Message, *api.Error) {
+	if firstByte(item) != '{' {
+		return api.Message{}, typeError(messageParam(i, ""), "an object", item)
+	}
+	var role, content, name, refusal, toolCalls, functionCall []byte
+	var unknown string
+	eachMember(item, func(key, val []byte) bool {
+		switch {
+		case keyIs(key, "role"):
+			role = val
+		case keyIs(key, "content"):
+			content = val
+		case keyIs(key, "name"):
+			name = val
+		case keyIs(key, "refusal"):
+			refusal = val
+		case keyIs(key, "tool_calls"):
+			toolCalls = val
+		case keyIs(key, "function_call"):
+			functionCall = val
+		default:
+			if unknown == "" {
+				unknown = keyName(key)
+			}
+		}
+		return true
+	})
+	r, aerr := parseRole(role, i)
+	if aerr != nil {
+		return api.Message{}, aerr
+	}
+	c, aerr := f.parseContent(content, i)
+	if aerr != nil {
+		return api.Message{}, aerr
+	}
+	// A participant's name and an assistant's refusal text change nothing
+	// in what the replica is asked, but must be what OpenAI says they are.
+	for _, fv := range []struct {
+		name string
+		val  []byte
+	}{{"name", name}, {"refusal", refusal}} {
+		if present(fv.val) && firstByte(fv.val) != '"' {
+			return api.Message{}, typeError(messageParam(i, fv.name), "a string", fv.val)
+		}
+	}
+	for _, fv := range []struct {
+		name string
+		val  []byte
+	}{{"tool_calls", toolCalls}, {"function_call", functionCall}} {
+		if present(fv.val) && !isEmptyArray(fv.val) {
+			p := messageParam(i, fv.name)
+			return api.Message{}, invalid(codeUnsupported, p,
+				"Unsupported parameter: '"+p+"': this gateway does not support tool calls.")
+		}
+	}
+	if unknown != "" {
+		p := messageParam(i, unknown)
+		return api.Message{}, invalid(codeUnknown, p, "Unrecognized request argument supplied: "+p)
+	}
+	return api.Message{Role: r, Content: c}, nil
 }
 
 // parseRole takes OpenAI's roles; "developer" (OpenAI's new name for
 // system instructions) is sent to replicas as "system", the role their
 // chat templates know.
-func parseRole(raw json.RawMessage, param string) (string, *api.Error) {
-	param += ".role"
+func parseRole(raw []byte, i int) (string, *api.Error) {
+	// The usual roles are compared raw, without decoding.
+	switch string(raw) {
+	case `"user"`:
+		return api.RoleUser, nil
+	case `"assistant"`:
+		return api.RoleAssistant, nil
+	case `"system"`:
+		return api.RoleSystem, nil
+	}
+	param := messageParam(i, "role")
 	if !present(raw) {
 		return "", invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
 	}
@@ -298,7 +381,7 @@ func parseRole(raw json.RawMessage, param string) (string, *api.Error) {
 	}
 	switch role {
 	case api.RoleSystem, api.RoleUser, api.RoleAssistant:
-		return role, nil
+		return role, nil // spelled with escapes
 	case "developer":
 		return api.RoleSystem, nil
 	case "tool", "function":
@@ -313,58 +396,36 @@ func parseRole(raw json.RawMessage, param string) (string, *api.Error) {
 // newlines (as vLLM joins them for a chat template). Other parts (images,
 // audio, files) are refused: the replicas behind this gateway are asked
 // for text only.
-func (f *Front) parseContent(raw json.RawMessage, param string) (string, *api.Error) {
-	if !present(raw) {
-		return "", invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
-	}
+func (f *Front) parseContent(raw []byte, i int) (string, *api.Error) {
 	var content string
 	switch firstByte(raw) {
 	case '"':
-		s, ok := stringValue(raw)
-		if !ok {
-			return "", typeError(param, "a string or an array of content parts", raw)
-		}
-		content = s
+		content = unquote(raw)
 	case '[':
-		var parts []json.RawMessage
-		if json.Unmarshal(raw, &parts) != nil {
-			return "", typeError(param, "a string or an array of content parts", raw)
-		}
 		var b strings.Builder
-		for j, part := range parts {
-			pp := param + "[" + strconv.Itoa(j) + "]"
-			var p map[string]json.RawMessage
-			if firstByte(part) != '{' || json.Unmarshal(part, &p) != nil {
-				return "", typeError(pp, "an object", part)
-			}
-			typ, ok := stringValue(p["type"])
-			if !ok {
-				if !present(p["type"]) {
-					return "", invalid(codeMissing, pp+".type", "Missing required parameter: '"+pp+".type'.")
-				}
-				return "", typeError(pp+".type", "a string", p["type"])
-			}
-			if typ != "text" {
-				return "", invalid(codeUnsupportedV, pp+".type", "Unsupported value: content parts of type '"+typ+
-					"' are not supported: this gateway serves text-only models; send text parts only.")
-			}
-			text, ok := stringValue(p["text"])
-			if !ok {
-				if !present(p["text"]) {
-					return "", invalid(codeMissing, pp+".text", "Missing required parameter: '"+pp+".text'.")
-				}
-				return "", typeError(pp+".text", "a string", p["text"])
-			}
+		var aerr *api.Error
+		eachElement(raw, func(j int, part []byte) bool {
+			var text string
+			text, aerr = contentPart(part, i, j)
 			if j > 0 {
 				b.WriteByte('\n')
 			}
 			b.WriteString(text)
+			return aerr == nil
+		})
+		if aerr != nil {
+			return "", aerr
 		}
 		content = b.String()
 	default:
+		param := messageParam(i, "content")
+		if !present(raw) {
+			return "", invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
+		}
 		return "", typeError(param, "a string or an array of content parts", raw)
 	}
-	if max := f.limits.MaxContentChars; utf8.RuneCountInString(content) > max {
+	if max := f.limits.MaxContentChars; len(content) > max && utf8.RuneCountInString(content) > max {
+		param := messageParam(i, "content")
 		return "", invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
 			param, max, utf8.RuneCountInString(content)))
@@ -372,39 +433,83 @@ func (f *Front) parseContent(raw json.RawMessage, param string) (string, *api.Er
 	return content, nil
 }
 
+// contentPart reads part j of message i's content: a text part. Members
+// beside type and text (a client's cache hints) are ignored.
+func contentPart(part []byte, i, j int) (string, *api.Error) {
+	param := func(name string) string {
+		p := messageParam(i, "content") + "[" + strconv.Itoa(j) + "]"
+		if name != "" {
+			p += "." + name
+		}
+		return p
+	}
+	if firstByte(part) != '{' {
+		return "", typeError(param(""), "an object", part)
+	}
+	var typ, text []byte
+	eachMember(part, func(key, val []byte) bool {
+		switch {
+		case keyIs(key, "type"):
+			typ = val
+		case keyIs(key, "text"):
+			text = val
+		}
+		return true
+	})
+	if string(typ) != `"text"` {
+		t, ok := stringValue(typ)
+		switch {
+		case !present(typ):
+			return "", invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
+		case !ok:
+			return "", typeError(param("type"), "a string", typ)
+		case t != "text":
+			return "", invalid(codeUnsupportedV, param("type"), "Unsupported value: content parts of type '"+t+
+				"' are not supported: this gateway serves text-only models; send text parts only.")
+		}
+	}
+	s, ok := stringValue(text)
+	if !ok {
+		if !present(text) {
+			return "", invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
+		}
+		return "", typeError(param("text"), "a string", text)
+	}
+	return s, nil
+}
+
 // parseStop takes a string or an array of strings.
-func (f *Front) parseStop(raw json.RawMessage) ([]string, *api.Error) {
+func (f *Front) parseStop(raw []byte) ([]string, *api.Error) {
 	var stop []string
-	switch firstByte(raw) {
-	case '"':
-		s, ok := stringValue(raw)
-		if !ok {
-			return nil, typeError("stop", "a string or an array of strings", raw)
-		}
-		stop = []string{s}
-	case '[':
-		var items []json.RawMessage
-		if json.Unmarshal(raw, &items) != nil {
-			return nil, typeError("stop", "a string or an array of strings", raw)
-		}
-		if len(items) > maxStop {
+	isArray := firstByte(raw) == '['
+	switch {
+	case firstByte(raw) == '"':
+		stop = []string{unquote(raw)}
+	case isArray:
+		if n := countElements(raw); n > maxStop {
 			return nil, invalid(codeArrayTooLong, "stop", fmt.Sprintf(
 				"Invalid 'stop': array too long. Expected an array with maximum length %d, but got an array with length %d instead.",
-				maxStop, len(items)))
+				maxStop, n))
 		}
-		for i, item := range items {
+		var aerr *api.Error
+		eachElement(raw, func(i int, item []byte) bool {
 			s, ok := stringValue(item)
 			if !ok {
-				return nil, typeError("stop["+strconv.Itoa(i)+"]", "a string", item)
+				aerr = typeError("stop["+strconv.Itoa(i)+"]", "a string", item)
+				return false
 			}
 			stop = append(stop, s)
+			return true
+		})
+		if aerr != nil {
+			return nil, aerr
 		}
 	default:
 		return nil, typeError("stop", "a string or an array of strings", raw)
 	}
 	for i, s := range stop {
 		param := "stop"
-		if firstByte(raw) == '[' {
+		if isArray {
 			param += "[" + strconv.Itoa(i) + "]"
 		}
 		switch {
@@ -420,36 +525,38 @@ func (f *Front) parseStop(raw json.RawMessage) ([]string, *api.Error) {
 // parseStreamOptions reads include_usage; OpenAI's include_obfuscation
 // (padding against side channels on its own service) is accepted and has
 // nothing to do here.
-func parseStreamOptions(raw json.RawMessage) (bool, *api.Error) {
-	var opts map[string]json.RawMessage
-	if firstByte(raw) != '{' || json.Unmarshal(raw, &opts) != nil {
+func parseStreamOptions(raw []byte) (bool, *api.Error) {
+	if firstByte(raw) != '{' {
 		return false, typeError("stream_options", "an object", raw)
 	}
 	var include bool
-	for _, name := range sortedKeys(opts) {
-		v := opts[name]
+	var aerr *api.Error
+	eachMember(raw, func(key, v []byte) bool {
+		name := keyName(key)
 		switch name {
 		case "include_usage", "include_obfuscation":
 			if !present(v) {
-				continue
+				return true
 			}
 			b, ok := boolValue(v)
 			if !ok {
-				return false, typeError("stream_options."+name, "a boolean", v)
+				aerr = typeError("stream_options."+name, "a boolean", v)
+				return false
 			}
 			if name == "include_usage" {
 				include = b
 			}
 		default:
-			return false, invalid(codeUnknown, "stream_options."+name,
-				"Unrecognized request argument supplied: stream_options."+name)
+			aerr = invalid(codeUnknown, "stream_options."+name, "Unrecognized request argument supplied: stream_options."+name)
+			return false
 		}
-	}
-	return include, nil
+		return true
+	})
+	return include, aerr
 }
 
 // numberIn reads a number in [min, max].
-func numberIn(raw json.RawMessage, param string, min, max float64) (float64, *api.Error) {
+func numberIn(raw []byte, param string, min, max float64) (float64, *api.Error) {
 	if !isNumber(raw) {
 		return 0, typeError(param, "a number", raw)
 	}
@@ -463,7 +570,7 @@ func numberIn(raw json.RawMessage, param string, min, max float64) (float64, *ap
 
 // integerIn reads a whole number in [min, max]; 5.0 and 5e0 are not one,
 // as OpenAI's API judges them.
-func integerIn(raw json.RawMessage, param string, min, max int64) (int64, *api.Error) {
+func integerIn(raw []byte, param string, min, max int64) (int64, *api.Error) {
 	if !isNumber(raw) {
 		return 0, typeError(param, "an integer", raw)
 	}
@@ -484,12 +591,12 @@ func integerIn(raw json.RawMessage, param string, min, max int64) (int64, *api.E
 }
 
 // typeError is a 400 naming the field, what it should be and what it was.
-func typeError(param, want string, raw json.RawMessage) *api.Error {
+func typeError(param, want string, raw []byte) *api.Error {
 	return invalid(codeInvalidType, param, "Invalid type for '"+param+"': expected "+want+", but got "+kind(raw)+" instead.")
 }
 
 // kind names a JSON value's type, as OpenAI's messages do.
-func kind(raw json.RawMessage) string {
+func kind(raw []byte) string {
 	switch firstByte(raw) {
 	case '"':
 		return "a string"
@@ -509,7 +616,7 @@ func kind(raw json.RawMessage) string {
 }
 
 // clip is a short rendering of a value for a message.
-func clip(raw json.RawMessage) string {
+func clip(raw []byte) string {
 	if len(raw) > 32 {
 		return string(raw[:32]) + "..."
 	}
@@ -518,8 +625,9 @@ func clip(raw json.RawMessage) string {
 
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// The values below come from json.Unmarshal into json.RawMessage, so they
-// are valid JSON without surrounding space.
+// The values below are members of a body json.Valid accepted, as
+// eachMember and eachElement cut them: valid JSON without surrounding
+// space.
 
 func firstByte(raw []byte) byte {
 	raw = bytes.TrimLeft(raw, " \t\r\n")
@@ -531,26 +639,25 @@ func firstByte(raw []byte) byte {
 
 // present reports a field that was sent with a value other than null:
 // OpenAI's API reads null as "not given" for every optional field.
-func present(raw json.RawMessage) bool { return raw != nil && !isNull(raw) }
+func present(raw []byte) bool { return raw != nil && !isNull(raw) }
 
-func isNull(raw json.RawMessage) bool { return string(raw) == "null" }
+func isNull(raw []byte) bool { return string(raw) == "null" }
 
-func isNumber(raw json.RawMessage) bool {
+func isNumber(raw []byte) bool {
 	c := firstByte(raw)
 	return c == '-' || ('0' <= c && c <= '9')
 }
 
-func stringValue(raw json.RawMessage) (string, bool) {
+func stringValue(raw []byte) (string, bool) {
 	if firstByte(raw) != '"' {
 		return "", false
 	}
-	var s string
-	return s, json.Unmarshal(raw, &s) == nil
+	return unquote(raw), true
 }
 
 // boolValue takes JSON's true and false only: OpenAI's API does not read
 // "yes" or 1 as a boolean.
-func boolValue(raw json.RawMessage) (bool, bool) {
+func boolValue(raw []byte) (bool, bool) {
 	switch string(raw) {
 	case "true":
 		return true, true
@@ -560,18 +667,9 @@ func boolValue(raw json.RawMessage) (bool, bool) {
 	return false, false
 }
 
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // Acceptors of inert fields' values.
 
-func isZero(raw json.RawMessage) bool {
+func isZero(raw []byte) bool {
 	if !isNumber(raw) {
 		return false
 	}
@@ -579,45 +677,52 @@ func isZero(raw json.RawMessage) bool {
 	return err == nil && v == 0
 }
 
-func isFalse(raw json.RawMessage) bool { return string(raw) == "false" }
+func isFalse(raw []byte) bool { return string(raw) == "false" }
 
-func isBool(raw json.RawMessage) bool { _, ok := boolValue(raw); return ok }
+func isBool(raw []byte) bool { _, ok := boolValue(raw); return ok }
 
-func isString(raw json.RawMessage) bool { _, ok := stringValue(raw); return ok }
+func isString(raw []byte) bool { _, ok := stringValue(raw); return ok }
 
-func isObject(raw json.RawMessage) bool { return firstByte(raw) == '{' }
+func isObject(raw []byte) bool { return firstByte(raw) == '{' }
 
-func isEmptyObject(raw json.RawMessage) bool {
-	var m map[string]json.RawMessage
-	return firstByte(raw) == '{' && json.Unmarshal(raw, &m) == nil && len(m) == 0
+func isEmptyObject(raw []byte) bool {
+	empty := true
+	eachMember(raw, func(_, _ []byte) bool { empty = false; return false })
+	return firstByte(raw) == '{' && empty
 }
 
-func isEmptyArray(raw json.RawMessage) bool {
-	var a []json.RawMessage
-	return firstByte(raw) == '[' && json.Unmarshal(raw, &a) == nil && len(a) == 0
-}
+func isEmptyArray(raw []byte) bool { return firstByte(raw) == '[' && countElements(raw) == 0 }
 
-func never(json.RawMessage) bool { return false }
+func never([]byte) bool { return false }
 
-func oneOf(values ...string) func(json.RawMessage) bool {
-	return func(raw json.RawMessage) bool {
+func oneOf(values ...string) func([]byte) bool {
+	return func(raw []byte) bool {
 		s, ok := stringValue(raw)
 		return ok && slices.Contains(values, s)
 	}
 }
 
 // isTextFormat accepts response_format {"type":"text"}, the default.
-func isTextFormat(raw json.RawMessage) bool {
-	var rf map[string]json.RawMessage
-	if firstByte(raw) != '{' || json.Unmarshal(raw, &rf) != nil || len(rf) != 1 {
+func isTextFormat(raw []byte) bool {
+	if firstByte(raw) != '{' {
 		return false
 	}
-	t, ok := stringValue(rf["type"])
-	return ok && t == "text"
+	n, text := 0, false
+	eachMember(raw, func(key, val []byte) bool {
+		n++
+		text = keyIs(key, "type") && string(val) == `"text"`
+		return true
+	})
+	return n == 1 && text
 }
 
 // isTextModality accepts modalities ["text"], the default.
-func isTextModality(raw json.RawMessage) bool {
-	var m []string
-	return firstByte(raw) == '[' && json.Unmarshal(raw, &m) == nil && len(m) == 1 && m[0] == "text"
+func isTextModality(raw []byte) bool {
+	n, text := 0, false
+	eachElement(raw, func(_ int, val []byte) bool {
+		n++
+		text = string(val) == `"text"`
+		return true
+	})
+	return firstByte(raw) == '[' && n == 1 && text
 }
