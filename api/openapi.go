@@ -11,8 +11,8 @@ import (
 var openAPITemplate []byte
 
 // OpenAPI returns the OpenAPI 3.1 description of the public API as v
-// configures it: its model types (the model_type enum and the token
-// scopes) and its limits.
+// configures it: its model types (the model_type and model enums and the
+// token scopes) and its limits, for the native API and OpenAI's.
 func OpenAPI(v *Validator) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(openAPITemplate, &doc); err != nil {
@@ -44,6 +44,10 @@ func OpenAPI(v *Validator) ([]byte, error) {
 		{props, []string{"messages"}, "maxItems", lim.MaxMessages},
 		{props, []string{"system_message"}, "maxLength", lim.MaxContentChars},
 		{schemas, []string{"Message", "properties", "content"}, "maxLength", lim.MaxContentChars},
+		// OpenAI's API under /v1: the same models and limits.
+		{schemas, []string{"ChatCompletionRequest", "properties", "model"}, "enum", models},
+		{schemas, []string{"ChatCompletionRequest", "properties", "messages"}, "maxItems", lim.MaxMessages},
+		{schemas, []string{"ChatText"}, "maxLength", lim.MaxContentChars},
 		{doc, []string{"components", "securitySchemes", "OAuth2PasswordBearer", "flows", "password"}, "scopes", scopes},
 	}
 	for _, s := range set {
