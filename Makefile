@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1 -timeout 40m
 
-.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama clean bench
+.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama sdk clean bench
 
 all: build
 
@@ -18,7 +18,7 @@ run-real: build ollama ## the same demo with real engines: Ollama with tiny rand
 	$(GO) build -o $(BIN)/tinymodel ./cmd/tinymodel
 	./scripts/run-real.sh
 
-test: vet consul ollama ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
+test: vet consul ollama sdk ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 50000x
 
@@ -31,11 +31,19 @@ fuzz: ## every fuzz target for FUZZTIME each (default 1m)
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	cd e2e/sdk/go && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 consul: $(BIN)/consul ## the Consul agent the tests run (v1.20.6, pinned in tools/consul), built once
+
+sdk: e2e/sdk/node/node_modules/.package-lock.json ## the npm openai package the SDK tests run (pinned in its package-lock.json)
+
+# npm writes node_modules/.package-lock.json at each install: reinstall
+# only when the lock file is newer.
+e2e/sdk/node/node_modules/.package-lock.json: e2e/sdk/node/package-lock.json
+	npm ci --prefix e2e/sdk/node --no-audit --no-fund
 
 # About 5 minutes on 2 cores, 180 MB: built only when missing (or when the
 # pin changes), into the git-ignored bin/. The committed go.sum verifies it.
