@@ -61,6 +61,9 @@ func startOpenAIFixture(t *testing.T, cred credentialKind, extra ...string) *ope
 	short := startSim(t, "-max-model-len", "5")
 	flaky := startSim(t, "-tokens", "6", "-error-after", "2")
 	g := startGateway(t, GatewayConfig{
+		// The HTTP server's header limit above llmedge's, as the shipped
+		// Caddyfiles set it, so that oversized headers get the API's 431.
+		Global:  "\tservers {\n\t\tmax_header_size 64KiB\n\t}",
 		Options: strings.Join(extra, "\n"),
 		Models: map[string]string{
 			"qwen":   staticModel(ok),
@@ -397,6 +400,27 @@ func TestOpenAIErrors(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("oversized headers", func(t *testing.T) {
+		for _, path := range []string{"/v1/chat/completions", "/v1/models"} {
+			method, body := "GET", ""
+			if path == "/v1/chat/completions" {
+				method, body = "POST", chat("qwen")
+			}
+			req, _ := http.NewRequest(method, g.Base+path, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+f.full)
+			req.Header.Set("X-Pad", strings.Repeat("p", 20<<10))
+			resp, err := g.Client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var e openAIError
+			raw := readJSON(t, resp, &e)
+			if resp.StatusCode != 431 || e.Error == nil || str(e.Error.Code) != "headers_too_large" {
+				t.Fatalf("%s: %s %s", path, resp.Status, raw)
+			}
+		}
+	})
 
 	t.Run("failure mid-stream", func(t *testing.T) {
 		resp := g.v1(t, "POST", "/v1/chat/completions", f.full, chat("flaky", `,"stream":true`))

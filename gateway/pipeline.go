@@ -108,7 +108,7 @@ func (p *Pipeline) Identify(w http.ResponseWriter, r *http.Request, front Front)
 	if ex.Stage >= StageAuthenticated {
 		return ex, ex.Principal != nil
 	}
-	if !p.authenticate(w, r, ex) {
+	if !p.checkHeaders(w, r, ex) || !p.authenticate(w, r, ex) {
 		ex.Stage = StageRouted // answered
 		return ex, false
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/internal/jsonx"
 )
 
 // OpenAI's paths, as its SDKs call them relative to a base URL ending in
@@ -136,9 +137,9 @@ func (a *API) serveModel(w http.ResponseWriter, r *http.Request) {
 
 func (a *API) appendModel(b []byte, name string) []byte {
 	b = append(b, `{"id":`...)
-	b = appendString(b, name)
+	b = jsonx.String(b, name)
 	b = append(b, `,"object":"model","created":`...)
-	b = strconv.AppendInt(b, a.front.created, 10)
+	b = jsonx.Int(b, a.front.created)
 	b = append(b, `,"owned_by":"`+OwnedBy+`"}`...)
 	return b
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/internal/jsonx"
 )
 
 // OpenAI's error types, as its API sends them: nearly every client error
@@ -78,6 +79,8 @@ func describe(e *api.Error) (status int, typ, code string) {
 		code = "method_not_allowed"
 	case http.StatusRequestEntityTooLarge:
 		code = "request_too_large"
+	case http.StatusRequestHeaderFieldsTooLarge:
+		code = "headers_too_large"
 	case http.StatusTooManyRequests:
 		code = "rate_limit_exceeded"
 	case http.StatusBadGateway:
@@ -121,9 +124,9 @@ func message(e *api.Error) string {
 // appendError appends {"error":{"message","type","param","code"}}.
 func appendError(b []byte, e *api.Error, typ, code string) []byte {
 	b = append(b, `{"error":{"message":`...)
-	b = appendString(b, message(e))
+	b = jsonx.String(b, message(e))
 	b = append(b, `,"type":`...)
-	b = appendString(b, typ)
+	b = jsonx.String(b, typ)
 	b = append(b, `,"param":`...)
 	b = appendNullableString(b, e.Param)
 	b = append(b, `,"code":`...)

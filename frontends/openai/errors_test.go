@@ -30,6 +30,7 @@ func TestWriteError(t *testing.T) {
 		{"unknown model", modelNotFound("llama"), 404, "invalid_request_error", "model_not_found", "model", "", ""},
 		{"bad field", invalid(codeInvalidValue, "temperature", "bad"), 400, "invalid_request_error", "invalid_value", "temperature", "", ""},
 		{"too large", api.NewError(413, "Request body too large"), 413, "invalid_request_error", "request_too_large", nil, "", ""},
+		{"headers too large", api.NewError(431, "Request header fields too large"), 431, "invalid_request_error", "headers_too_large", nil, "", ""},
 		{"replica refusal", api.NewError(422, "The model rejected the request: nope"), 400, "invalid_request_error", nil, nil, "", ""},
 		{"context length", withCode(api.NewError(422, "The model rejected the request: maximum context length"), "context_length_exceeded", "messages"),
 			400, "invalid_request_error", "context_length_exceeded", "messages", "", ""},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/internal/jsonx"
 )
 
 // Front reads chat completions requests and writes OpenAI's answers.
@@ -54,9 +55,9 @@ func (*Front) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 	b := make([]byte, 0, 256+len(a.Content)+len(a.Content)/8)
 	b = appendHead(b, a, "chat.completion")
 	b = append(b, `{"index":0,"message":{"role":"assistant","content":`...)
-	b = appendString(b, a.Content)
+	b = jsonx.String(b, a.Content)
 	b = append(b, `,"refusal":null},"logprobs":null,"finish_reason":`...)
-	b = appendString(b, finishReason(a.FinishReason))
+	b = jsonx.String(b, finishReason(a.FinishReason))
 	b = append(b, "}]"...)
 	if a.UsageKnown {
 		// Left out when the replica reported none: OpenAI's schema makes
@@ -83,7 +84,7 @@ func (*Front) AppendDelta(b []byte, a *gateway.Answer, text string) []byte {
 		b = append(b, `"role":"assistant",`...)
 	}
 	b = append(b, `"content":`...)
-	b = appendString(b, text)
+	b = jsonx.String(b, text)
 	return append(b, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"...)
 }
 
@@ -97,13 +98,13 @@ func (f *Front) AppendEnd(b []byte, a *gateway.Answer) []byte {
 		b = append(b, "data: "...)
 		b = appendHead(b, a, "chat.completion.chunk")
 		b = append(b, `{"index":0,"delta":{"role":"assistant","content":`...)
-		b = appendString(b, a.Content)
+		b = jsonx.String(b, a.Content)
 		b = append(b, "},\"logprobs\":null,\"finish_reason\":null}]}\n\n"...)
 	}
 	b = append(b, "data: "...)
 	b = appendHead(b, a, "chat.completion.chunk")
 	b = append(b, `{"index":0,"delta":{},"logprobs":null,"finish_reason":`...)
-	b = appendString(b, finishReason(a.FinishReason))
+	b = jsonx.String(b, finishReason(a.FinishReason))
 	b = append(b, "}]}\n\n"...)
 	if a.IncludeUsage {
 		b = append(b, "data: "...)
@@ -134,24 +135,24 @@ func (*Front) AppendStreamError(b []byte, _ *gateway.Answer, err *api.Error) []b
 // appendHead appends the fields every answer and chunk starts with, up to
 // the opening of "choices".
 func appendHead(b []byte, a *gateway.Answer, object string) []byte {
-	b = append(b, `{"id":"chatcmpl-`...)
-	b = appendEscaped(b, a.ID)
-	b = append(b, `","object":"`...)
+	b = append(b, `{"id":`...)
+	b = appendID(b, a.ID)
+	b = append(b, `,"object":"`...)
 	b = append(b, object...)
 	b = append(b, `","created":`...)
-	b = strconv.AppendInt(b, a.Created.Unix(), 10)
+	b = jsonx.Int(b, a.Created.Unix())
 	b = append(b, `,"model":`...)
-	b = appendString(b, a.Model)
+	b = jsonx.String(b, a.Model)
 	return append(b, `,"choices":[`...)
 }
 
 func appendUsage(b []byte, u api.Usage) []byte {
 	b = append(b, `{"prompt_tokens":`...)
-	b = appendInt(b, u.PromptTokens)
+	b = jsonx.Int(b, int64(u.PromptTokens))
 	b = append(b, `,"completion_tokens":`...)
-	b = appendInt(b, u.CompletionTokens)
+	b = jsonx.Int(b, int64(u.CompletionTokens))
 	b = append(b, `,"total_tokens":`...)
-	b = appendInt(b, u.TotalTokens)
+	b = jsonx.Int(b, int64(u.TotalTokens))
 	return append(b, '}')
 }
 

@@ -181,6 +181,16 @@ func TestStreamError(t *testing.T) {
 	}
 }
 
+func TestAppendID(t *testing.T) {
+	for _, id := range []string{"abc123", "client-<id>&co", `q"uo\te`, "tab\there", "é"} {
+		var v string
+		b := appendID(nil, id)
+		if err := json.Unmarshal(b, &v); err != nil || v != "chatcmpl-"+id {
+			t.Errorf("appendID(%q) = %s (%v)", id, b, err)
+		}
+	}
+}
+
 func TestFinishReason(t *testing.T) {
 	for in, want := range map[string]string{"stop": "stop", "": "stop", "eos_token": "stop", "length": "length",
 		"max_tokens": "length", "abort": "stop"} {
