@@ -9,9 +9,9 @@ import (
 // the functions below: members and elements are sub-slices of the body,
 // so decoding a request costs no map, no reflection and no copy but the
 // strings it keeps: half the time and a sixth of the allocations of
-// decoding into maps with encoding/json, and less than the native API's
-// decoding (BenchmarkDecode, BenchmarkDecodeNative). They may assume
-// valid JSON; FuzzWalk holds them to encoding/json.
+// decoding into maps with encoding/json, and fewer allocations than the
+// native API's decoding (BenchmarkDecode, BenchmarkDecodeNative). They
+// may assume valid JSON; FuzzWalk holds them to encoding/json.
 
 // skipSpace returns the index of the first non-space byte at or after i.
 func skipSpace(b []byte, i int) int {
