@@ -37,7 +37,9 @@ var openAIModels = []string{"broken", "busy", "empty", "flaky", "gemma", "qwen",
 
 // openAIFixture is a gateway whose models each produce one outcome:
 //
-//	qwen, gemma  answer (8 tokens; a seeded, deterministic text)
+//	qwen, gemma  answer (8 tokens; the same seeded, deterministic text);
+//	             gemma's replica takes 300ms to its first token, so that
+//	             its streams carry `: ping` comments (every 100ms) first
 //	broken       every replica answers 500: 502 server_error
 //	slow         the replica never sends a token: 504 after 500ms
 //	busy         its one slot is held and it has no queue: 429
@@ -49,13 +51,14 @@ var openAIModels = []string{"broken", "busy", "empty", "flaky", "gemma", "qwen",
 // the same status however many ran before it.
 type openAIFixture struct {
 	g             *Gateway
-	sim           *Sim   // qwen's and gemma's replica
+	sim, gemma    *Sim   // qwen's replica, gemma's
 	full, limited string // credentials: every model; qwen only
 }
 
 func startOpenAIFixture(t *testing.T, cred credentialKind, extra ...string) *openAIFixture {
 	t.Helper()
 	ok := startSim(t, "-tokens", "8", "-seed", "3")
+	slowStart := startSim(t, "-tokens", "8", "-seed", "3", "-ttft", "300ms")
 	failing := startSim(t, "-error-rate", "1", "-error-status", "500")
 	hanging := startSim(t, "-hang")
 	short := startSim(t, "-max-model-len", "5")
@@ -64,10 +67,10 @@ func startOpenAIFixture(t *testing.T, cred credentialKind, extra ...string) *ope
 		// The HTTP server's header limit above llmedge's, as the shipped
 		// Caddyfiles set it, so that oversized headers get the API's 431.
 		Global:  "\tservers {\n\t\tmax_header_size 64KiB\n\t}",
-		Options: strings.Join(extra, "\n"),
+		Options: strings.Join(append([]string{"\t\tping_interval 100ms"}, extra...), "\n"),
 		Models: map[string]string{
 			"qwen":   staticModel(ok),
-			"gemma":  staticModel(ok),
+			"gemma":  staticModel(slowStart),
 			"broken": staticModel(failing) + "\n\t\t\tbreaker off",
 			// Streamed upstream, so that the first-token timeout watches
 			// one-JSON answers too.
@@ -79,7 +82,7 @@ func startOpenAIFixture(t *testing.T, cred credentialKind, extra ...string) *ope
 			"flaky": staticModel(flaky) + "\n\t\t\tbreaker off",
 		},
 	})
-	f := &openAIFixture{g: g, sim: ok, full: cred.get(t, g, "demo"), limited: cred.get(t, g, "alice")}
+	f := &openAIFixture{g: g, sim: ok, gemma: slowStart, full: cred.get(t, g, "demo"), limited: cred.get(t, g, "alice")}
 
 	// Hold busy's only slot until the test ends.
 	hold, release := context.WithCancel(context.Background())
@@ -182,13 +185,13 @@ func TestOpenAIAPI(t *testing.T) {
 	t.Run("chat completion", func(t *testing.T) {
 		before := time.Now().Unix()
 		resp := g.v1(t, "POST", "/v1/chat/completions", f.full,
-			`{"model":"gemma",`+hello+`,"temperature":0.7,"top_p":0.9,"stop":["\n\n","END"],"seed":42,"user":"end-user-7"}`)
+			`{"model":"qwen",`+hello+`,"temperature":0.7,"top_p":0.9,"stop":["\n\n","END"],"seed":42,"user":"end-user-7"}`)
 		var c chatCompletion
 		raw := readJSON(t, resp, &c)
 		if resp.StatusCode != 200 {
 			t.Fatalf("%s %s", resp.Status, raw)
 		}
-		if c.ID != "chatcmpl-"+resp.Header.Get("X-Request-ID") || c.Object != "chat.completion" || c.Model != "gemma" ||
+		if c.ID != "chatcmpl-"+resp.Header.Get("X-Request-ID") || c.Object != "chat.completion" || c.Model != "qwen" ||
 			c.Created < before || c.Created > time.Now().Unix() || len(c.Choices) != 1 {
 			t.Fatalf("answer %s", raw)
 		}
@@ -247,16 +250,22 @@ func TestOpenAIAPI(t *testing.T) {
 		}
 		evs := readEvents(t, resp.Body)
 		var data []string
+		pings := 0
 		for _, ev := range evs {
-			if !ev.Comment {
-				if ev.Name != "" {
-					t.Fatalf("OpenAI streams have no named events: %+v", ev)
+			switch {
+			case ev.Comment && ev.Data == "ping":
+				if len(data) > 0 {
+					t.Fatal("a ping after the first token")
 				}
+				pings++
+			case ev.Name != "":
+				t.Fatalf("OpenAI streams have no named events: %+v", ev)
+			default:
 				data = append(data, ev.Data)
 			}
 		}
-		if len(data) < 4 || data[len(data)-1] != "[DONE]" {
-			t.Fatalf("stream %q", data)
+		if len(data) < 4 || data[len(data)-1] != "[DONE]" || pings == 0 {
+			t.Fatalf("stream %q after %d pings", data, pings)
 		}
 		var text strings.Builder
 		id := ""
@@ -292,7 +301,7 @@ func TestOpenAIAPI(t *testing.T) {
 		if id != "chatcmpl-"+resp.Header.Get("X-Request-ID") {
 			t.Fatalf("id %q", id)
 		}
-		if !f.sim.Stats(t).LastRequest.IncludeUsage {
+		if !f.gemma.Stats(t).LastRequest.IncludeUsage {
 			t.Fatal("the replica was not asked for usage")
 		}
 	})
