@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -455,15 +456,20 @@ func TestOpenAIErrors(t *testing.T) {
 	})
 }
 
-// TestOpenAIMetricsAndLogs: requests through OpenAI's API count and log
-// as the native endpoint's do, without content or credentials in the
-// logs; listing models is not an inference request.
+// TestOpenAIMetricsAndLogs: requests through OpenAI's API are retried,
+// counted and logged as the native endpoint's are, without content or
+// credentials in the logs; listing models is not an inference request.
 func TestOpenAIMetricsAndLogs(t *testing.T) {
 	sim := startSim(t, "-tokens", "5")
 	logFile := filepath.Join(t.TempDir(), "access.log")
+	// gemma's first replica refuses connections; round robin sends one or
+	// both of two requests there first (it counts retries too), to be
+	// retried on the second.
+	dead := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
 	g := startGateway(t, GatewayConfig{
-		Models: map[string]string{"qwen": staticModel(sim), "gemma": staticModel(sim)},
-		Site:   "log {\n\t\toutput file " + logFile + "\n\t\tformat json\n\t}\n\tllm_gateway",
+		Models: map[string]string{"qwen": staticModel(sim),
+			"gemma": "\t\t\tstatic " + dead + " " + sim.URL + "\n\t\t\tlb_policy round_robin\n\t\t\thealth_interval off"},
+		Site: "log {\n\t\toutput file " + logFile + "\n\t\tformat json\n\t}\n\tllm_gateway",
 	})
 	const secret = "SECRET-OPENAI-CONTENT-17"
 	tok := g.Token(t, "demo", "demo", "")
@@ -473,6 +479,12 @@ func TestOpenAIMetricsAndLogs(t *testing.T) {
 			`{"model":"qwen","messages":[{"role":"user","content":"`+secret+`"}],"user":"`+secret+`-user","stream":`+stream+`}`)
 		if b := readJSON(t, resp, nil); resp.StatusCode != 200 {
 			t.Fatalf("%s %s", resp.Status, b)
+		}
+	}
+	for range 2 {
+		resp := g.v1(t, "POST", "/v1/chat/completions", tok, `{"model":"gemma","messages":[{"role":"user","content":"hi"}]}`)
+		if b := readJSON(t, resp, nil); resp.StatusCode != 200 {
+			t.Fatalf("gemma: %s %s", resp.Status, b)
 		}
 	}
 	readJSON(t, g.v1(t, "GET", "/v1/models", tok, ""), nil)
@@ -488,6 +500,7 @@ func TestOpenAIMetricsAndLogs(t *testing.T) {
 		`llmedge_time_to_first_token_seconds_count{model_type="qwen"}`: 2,
 		`llmedge_gateway_overhead_seconds_count{model_type="qwen"}`:    2,
 		`llmedge_upstream_seconds_count{model_type="qwen"}`:            2,
+		`llmedge_requests_total{model_type="gemma",status="200"}`:      2,
 		// A refused model list counts as an auth failure, but is no
 		// inference request.
 		`llmedge_auth_failures_total{reason="missing_token"}`:    1,
@@ -510,9 +523,9 @@ func TestOpenAIMetricsAndLogs(t *testing.T) {
 				}
 			}
 		}
-		return len(entries) >= 4
+		return len(entries) >= 6
 	})
-	chats := 0
+	chats, retried := 0, 0
 	for _, e := range entries {
 		req := e["request"].(map[string]any)
 		if req["uri"] != "/v1/chat/completions" {
@@ -522,13 +535,16 @@ func TestOpenAIMetricsAndLogs(t *testing.T) {
 			continue
 		}
 		chats++
-		if e["status"] != float64(200) || e["model_type"] != "qwen" || e["replica"] != sim.URL || e["user"] != "demo" ||
+		if e["status"] != float64(200) || e["replica"] != sim.URL || e["user"] != "demo" ||
 			e["completion_tokens"] != float64(5) || e["request_id"] == "" || e["ttft"] == nil {
 			t.Errorf("chat entry lacks the gateway's fields: %v", e)
 		}
+		if e["model_type"] == "gemma" && e["attempts"] == float64(2) {
+			retried++
+		}
 	}
-	if chats != 2 {
-		t.Errorf("%d chat entries", chats)
+	if retries := delta(`llmedge_retries_total{model_type="gemma"}`); chats != 4 || retried == 0 || float64(retried) != retries {
+		t.Errorf("%d chat entries, %d retried, %v retries counted", chats, retried, retries)
 	}
 	all, _ := os.ReadFile(logFile)
 	for _, s := range []string{secret, tok} {
