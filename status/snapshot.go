@@ -1,0 +1,161 @@
+package status
+
+import (
+	"time"
+)
+
+// TopUsers is how many users each tenant list shows.
+const TopUsers = 5
+
+// Snapshot is what the status page shows at one instant, as JSON. The
+// replicas' state (Model.Replicas and the fields above them) comes from
+// whoever owns the pools; Recorder.Snapshot adds the windowed figures.
+// Nothing in it is message content or a credential.
+type Snapshot struct {
+	Time          time.Time `json:"time"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	// RateWindowSeconds is the span of the per-second rates,
+	// WindowSeconds that of the quantiles and of the users' figures.
+	RateWindowSeconds float64 `json:"rate_window_seconds"`
+	WindowSeconds     float64 `json:"window_seconds"`
+	Models            []Model `json:"models"`
+	Tenants           Tenants `json:"tenants"`
+}
+
+// Model is one model type.
+type Model struct {
+	Name string `json:"name"`
+	// Source is where the replicas come from ("static", "consul", ...).
+	Source string `json:"source"`
+	// Policy is the balancing policy's name.
+	Policy string `json:"policy"`
+	Ready  bool   `json:"ready"`
+	// NotReady says why the model cannot serve, when it cannot.
+	NotReady       string `json:"not_ready,omitempty"`
+	Synced         bool   `json:"synced"`
+	DiscoveryError string `json:"discovery_error,omitempty"`
+	// QueueWaiting counts the requests waiting for a free replica slot.
+	QueueWaiting int `json:"queue_waiting"`
+	// PrefixHitRate is the predicted share of prompt blocks found cached
+	// on the replicas chosen; null when the policy keeps no prefix index.
+	PrefixHitRate *float64 `json:"prefix_hit_rate"`
+
+	// Per second over RateWindowSeconds: requests answered, those that
+	// failed (5xx, broken streams), those refused with 429.
+	RequestsPerSecond float64 `json:"requests_per_second"`
+	ErrorsPerSecond   float64 `json:"errors_per_second"`
+	RefusedPerSecond  float64 `json:"refused_per_second"`
+	// TTFT is the replicas' time to first token over WindowSeconds.
+	TTFT Latency `json:"ttft"`
+
+	Replicas []Replica `json:"replicas"`
+}
+
+// Latency holds quantiles in seconds; null when no sample was taken.
+type Latency struct {
+	P50     *float64 `json:"p50"`
+	P90     *float64 `json:"p90"`
+	Samples uint64   `json:"samples"`
+}
+
+// Replica is one replica of a model.
+type Replica struct {
+	// URL is the replica's address, without any user information.
+	URL string `json:"url"`
+	// State is "usable", "unhealthy" (failing health probes), "open" or
+	// "half_open" (breaker).
+	State string `json:"state"`
+	// Healthy: not failing its health probes.
+	Healthy bool `json:"healthy"`
+	// Breaker is "closed", "half-open" or "open".
+	Breaker string `json:"breaker"`
+	// InFlight counts the gateway's requests on the replica now.
+	InFlight int64 `json:"in_flight"`
+	// Served counts the requests it was given since it joined the pool
+	// (the page derives a rate from two snapshots).
+	Served         uint64 `json:"served"`
+	Weight         int64  `json:"weight"`
+	MaxConcurrency int    `json:"max_concurrency,omitempty"`
+	// Engine is the load its engine reports; null when no fresh figure is
+	// known (no metrics endpoint, or it stopped answering).
+	Engine *Engine `json:"engine"`
+	// PrefixHitRate is the predicted share of prompt blocks found cached
+	// on it when it was chosen, PrefixBlocks the blocks the index thinks it
+	// holds; null without a prefix index.
+	PrefixHitRate *float64 `json:"prefix_hit_rate"`
+	PrefixBlocks  *int     `json:"prefix_blocks"`
+}
+
+// Engine is a replica's load as its engine reports it.
+type Engine struct {
+	// Running and Waiting are the requests in its batch and its queue.
+	Running float64 `json:"running"`
+	Waiting float64 `json:"waiting"`
+	// KVCacheUsage is the used share of its KV cache; null when the
+	// engine does not report it.
+	KVCacheUsage *float64 `json:"kv_cache_usage"`
+	// AgeSeconds is how old these figures are.
+	AgeSeconds float64 `json:"age_seconds"`
+}
+
+// Tenants are the users' figures over WindowSeconds.
+type Tenants struct {
+	// TopTokens are the users who used the most tokens.
+	TopTokens []User `json:"top_tokens"`
+	// Refused are the users refused most often (403, 429).
+	Refused []User `json:"refused"`
+}
+
+// Snapshot completes models (their state filled by the caller) with the
+// windowed figures, and adds the users'.
+func (rec *Recorder) Snapshot(models []Model) *Snapshot {
+	now := rec.now()
+	cur := epochOf(now)
+	up := now.Sub(rec.start)
+	snap := &Snapshot{
+		Time: now.UTC(), UptimeSeconds: up.Seconds(),
+		RateWindowSeconds: RateWindow.Seconds(), WindowSeconds: Window.Seconds(),
+		Models: models,
+	}
+	rateBuckets := int(RateWindow / BucketWidth)
+	// The rates divide by the time the summed buckets cover: the full
+	// ones before the current bucket plus the elapsed part of it, and no
+	// more than the recorder has lived.
+	span := time.Duration(rateBuckets-1)*BucketWidth + now.Sub(time.Unix(0, cur*int64(BucketWidth)))
+	span = min(span, up)
+	for i := range snap.Models {
+		m := &snap.Models[i]
+		v, ok := rec.models.Load(m.Name)
+		if !ok {
+			continue
+		}
+		s := v.(*series)
+		if span > 0 {
+			var r totals
+			s.sum(cur, rateBuckets, false, &r)
+			m.RequestsPerSecond = float64(r.requests) / span.Seconds()
+			m.ErrorsPerSecond = float64(r.errors) / span.Seconds()
+			m.RefusedPerSecond = float64(r.refusals) / span.Seconds()
+		}
+		var w totals
+		s.sum(cur, ringSize, true, &w)
+		m.TTFT.Samples = w.ttft.samples()
+		if p, ok := w.ttft.quantile(0.5); ok {
+			m.TTFT.P50 = &p
+		}
+		if p, ok := w.ttft.quantile(0.9); ok {
+			m.TTFT.P90 = &p
+		}
+	}
+	snap.Tenants.TopTokens, snap.Tenants.Refused = rec.users.top(cur, ringSize, TopUsers)
+	if snap.Tenants.TopTokens == nil {
+		snap.Tenants.TopTokens = []User{}
+	}
+	if snap.Tenants.Refused == nil {
+		snap.Tenants.Refused = []User{}
+	}
+	if snap.Models == nil {
+		snap.Models = []Model{}
+	}
+	return snap
+}
