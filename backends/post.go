@@ -50,6 +50,7 @@ func post(ctx context.Context, client *http.Client, url string, body any, apiKey
 	if apiKey != "" {
 		hr.Header.Set("Authorization", "Bearer "+apiKey)
 	}
+	Propagate(ctx, hr.Header)
 	sent = time.Now()
 	resp, err = client.Do(hr)
 	if err != nil {

@@ -45,6 +45,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		ex.Upstream += time.Since(start)
 		if err == nil {
 			ex.TTFT = res.FirstByte.Sub(res.Sent)
+			ex.traceFirstToken(ctx, res.Sent, res.FirstByte)
 		}
 		return res, timeoutCause(cctx, err, false)
 	}
@@ -65,6 +66,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		if !gotFirst.Load() {
 			gotFirst.Store(true)
 			ex.TTFT = time.Since(start)
+			ex.traceFirstToken(ctx, start, start.Add(ex.TTFT))
 			if sse != nil {
 				// The headers go out with the first token: report the
 				// upstream time so far, with this attempt's time to it.

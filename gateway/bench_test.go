@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/backends"
@@ -18,6 +21,7 @@ import (
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/routing/prefix"
+	"github.com/llmedge/llmedge/status"
 )
 
 // The hot path, stage by stage, for the benchmark's request: a bearer
@@ -228,3 +232,39 @@ func BenchmarkPipeline(b *testing.B) {
 }
 
 var benchURL = httptest.NewRequest("POST", PathInference, nil).URL
+
+// BenchmarkPipelineObserved is BenchmarkPipeline as a configured gateway
+// runs it: the status page's recorder hears every request, and the
+// request is traced or not (a recording server span with the SDK's
+// in-memory recorder standing in for the exporter). Untraced, it must
+// cost what BenchmarkPipeline does plus one Record.
+func BenchmarkPipelineObserved(b *testing.B) {
+	for _, traced := range []bool{false, true} {
+		name := "untraced"
+		if traced {
+			name = "traced"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newBenchEnv(b, routing.P2C{}, false)
+			e.pipeline.Gateway.Status = status.NewRecorder()
+			ctx := b.Context()
+			if traced {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tracetest.NewSpanRecorder()))
+				ctx, _ = tp.Tracer("caddy").Start(ctx, "handler")
+			}
+			body := []byte(benchBody)
+			hdr := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + e.token}}
+			w := &discard{h: http.Header{}}
+			b.ReportAllocs()
+			for b.Loop() {
+				r := (&http.Request{Method: "POST", Header: hdr, Body: io.NopCloser(bytes.NewReader(body)),
+					ContentLength: int64(len(body)), URL: benchURL}).WithContext(ctx)
+				clear(w.h)
+				ex := e.pipeline.Serve(w, r, e.front)
+				if ex.Status != 200 {
+					b.Fatalf("status %d", ex.Status)
+				}
+			}
+		})
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/pool"
@@ -50,6 +52,8 @@ type Exchange struct {
 
 	body     []byte // the request body, once decoded
 	observed bool   // metrics recorded
+	// tracer makes the request's spans; nil when it is not traced.
+	tracer trace.Tracer
 }
 
 // Model is the model type the request names, once decoded; "" before.
@@ -71,7 +75,8 @@ func FromContext(ctx context.Context) *Exchange {
 // newExchange starts the state of a request arriving through front, and
 // sets its X-Request-ID response header.
 func newExchange(w http.ResponseWriter, r *http.Request, front Front) *Exchange {
-	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID")), Front: front}
+	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID")), Front: front,
+		tracer: tracerOf(r.Context())}
 	w.Header().Set("X-Request-ID", ex.RequestID)
 	return ex
 }

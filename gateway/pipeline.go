@@ -152,6 +152,7 @@ func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exch
 	start := time.Now()
 	principal, err := p.Auth.Authenticate(r)
 	ex.Auth = time.Since(start)
+	ex.traceStage(r.Context(), SpanAuth, start, err)
 	if err != nil {
 		p.reject(w, ex, err, authFailureReason(err))
 		return false
@@ -164,6 +165,7 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 	start := time.Now()
 	chat, body, err := ex.Front.Decode(r)
 	ex.Validate = time.Since(start)
+	ex.traceStage(r.Context(), SpanValidate, start, err)
 	if err != nil {
 		p.reject(w, ex, err, "")
 		return false

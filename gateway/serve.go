@@ -13,12 +13,16 @@ import (
 	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/status"
 )
 
 // Gateway serves chat requests for a set of models: the last stage of the
 // pipeline.
 type Gateway struct {
 	Models map[string]*Model
+	// Status, when set, hears every answered request for the operators'
+	// status page (rates, time to first token, users' tokens and refusals).
+	Status *status.Recorder
 	// Client sends requests to replicas; it owns dialing and connection
 	// reuse, while per-request deadlines come from the Model's Timeouts.
 	Client *http.Client
@@ -52,6 +56,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	to := m.Timeouts.withDefaults()
 	ctx, cancel := context.WithTimeout(r.Context(), to.Total)
 	defer cancel()
+	ctx, span := ex.traceRoute(ctx)
+	defer ex.endRoute(span)
 
 	ans := &Answer{ID: ex.RequestID, Model: chat.Model, Created: ex.Start,
 		MessageCount: len(chat.Messages), IncludeUsage: chat.IncludeUsage}
@@ -78,6 +84,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		queued := time.Now()
 		lease, err := m.Pool.AcquireWait(ctx, preq, tried)
 		ex.Queue += time.Since(queued)
+		ex.traceSelect(ctx, attempt, queued, lease.Choice, err)
 		if err != nil {
 			if r.Context().Err() != nil {
 				ex.Status = statusClientGone
@@ -93,7 +100,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
 		content.Reset()
 		ans.Deltas = 0
-		res, err := g.attempt(ctx, m, rep, call, sse, ans, &content, to, ex)
+		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
+		res, err := g.attempt(actx, m, rep, call, sse, ans, &content, to, ex)
+		endAttempt(aspan, err)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
@@ -185,10 +194,14 @@ const statusClientGone = 499
 func (g *Gateway) Observe(ex *Exchange) { g.observe(ex) }
 
 func (g *Gateway) observe(ex *Exchange) {
-	if g.Metrics == nil || ex.observed {
+	if ex.observed || (g.Metrics == nil && g.Status == nil) {
 		return
 	}
 	ex.observed = true
+	g.recordStatus(ex)
+	if g.Metrics == nil {
+		return
+	}
 	model := ex.Model()
 	if model == "" {
 		model = "none"

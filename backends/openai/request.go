@@ -42,6 +42,7 @@ func newHTTPRequest(ctx context.Context, req *backends.Request, stream bool) (*h
 	if req.APIKey != "" {
 		h.Set("Authorization", "Bearer "+req.APIKey)
 	}
+	backends.Propagate(ctx, h)
 	return hr, nil
 }
 
