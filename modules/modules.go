@@ -16,6 +16,7 @@ import (
 	_ "github.com/llmedge/llmedge/modules/llmprotocol"
 	_ "github.com/llmedge/llmedge/modules/llmroute"
 	_ "github.com/llmedge/llmedge/modules/llmsource"
+	_ "github.com/llmedge/llmedge/modules/llmstatus"
 	_ "github.com/llmedge/llmedge/modules/llmtoken"
 	_ "github.com/llmedge/llmedge/modules/llmvalidate"
 )
@@ -30,4 +31,5 @@ func init() {
 	for _, d := range []string{"llm_token", "llm_jwks", "llm_health", "llm_gateway", "llm_openai", "llm_route"} {
 		httpcaddyfile.RegisterDirectiveOrder(d, httpcaddyfile.Before, "reverse_proxy")
 	}
+	httpcaddyfile.RegisterDirectiveOrder("llm_status", httpcaddyfile.Before, "reverse_proxy")
 }

@@ -179,6 +179,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			MaxAttempts:  a.MaxAttempts,
 			Logger:       a.logger,
 			Metrics:      a.metrics,
+			Status:       observability(),
 		},
 	}
 	if a.openapi, err = api.OpenAPI(validator); err != nil {
