@@ -30,7 +30,9 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, d *dialect, 
 		badRequest(err.Error()).writeAs(w, d)
 		return
 	}
-	s.recordRequest(lastRequest(c, len(r.Header.Values("Authorization")) > 0))
+	lr := lastRequest(c, len(r.Header.Values("Authorization")) > 0)
+	lr.Traceparent = r.Header.Get("Traceparent")
+	s.recordRequest(lr)
 	if e := c.validate(); e != nil {
 		e.writeAs(w, d)
 		return

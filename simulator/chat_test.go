@@ -231,3 +231,23 @@ func TestChatTiming(t *testing.T) {
 		}
 	}
 }
+
+func TestChatRecordsTraceparent(t *testing.T) {
+	ts, sim := start(t, Config{Tokens: 2})
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct{ sent, want string }{{tp, tp}, {"", ""}} {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		if tc.sent != "" {
+			req.Header.Set("Traceparent", tc.sent)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if lr := sim.Stats().LastRequest; lr == nil || lr.Traceparent != tc.want {
+			t.Errorf("sent traceparent %q: recorded %+v", tc.sent, lr)
+		}
+	}
+}

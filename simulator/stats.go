@@ -75,6 +75,9 @@ type LastRequest struct {
 	Seed *int64          `json:"seed,omitempty"`
 	// HasAuthorization tells whether an Authorization header was sent.
 	HasAuthorization bool `json:"has_authorization"`
+	// Traceparent is the W3C trace context the request carried, for tests
+	// of a gateway that passes its trace on; absent when there was none.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // outcome is how a chat request ended.
