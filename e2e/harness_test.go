@@ -176,6 +176,7 @@ type Gateway struct {
 	cmd       *exec.Cmd
 	done      chan struct{}
 	log       *syncBuffer
+	env       []string
 }
 
 // GatewayConfig fills the test Caddyfile template.
@@ -186,6 +187,8 @@ type GatewayConfig struct {
 	Site    string            // site block body; default llm_gateway
 	Data    string            // Caddy storage folder; default a fresh one
 	Binary  string            // the gateway binary; default the one TestMain built
+	Sites   string            // more site blocks, after the test's site
+	Env     []string          // more environment of the gateway process
 }
 
 const demoHash = "$2a$10$ngDIGOWd/mWmXe4DFe3PbumaGvU4efLBmpSULOmmmxCXBil3ugzii" // "demo"
@@ -211,6 +214,7 @@ https://localhost:{{.Port}} {
 	tls internal
 	{{.Site}}
 }
+{{.Sites}}
 `))
 
 func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
@@ -229,6 +233,7 @@ func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
 	if g.bin == "" {
 		g.bin = filepath.Join(binDir, "llmedge")
 	}
+	g.env = cfg.Env
 	g.conf = filepath.Join(g.dir, "Caddyfile")
 	if err := os.WriteFile(g.conf, g.caddyfile(t, cfg), 0o600); err != nil {
 		t.Fatal(err)
@@ -249,7 +254,7 @@ func (g *Gateway) caddyfile(t *testing.T, cfg GatewayConfig) []byte {
 	var buf bytes.Buffer
 	err := caddyfileTmpl.Execute(&buf, map[string]any{
 		"AdminPort": g.adminPort, "Port": g.port, "Data": g.data,
-		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site, "Global": cfg.Global,
+		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site, "Global": cfg.Global, "Sites": cfg.Sites,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -261,7 +266,7 @@ func (g *Gateway) start(t *testing.T) {
 	t.Helper()
 	g.log = new(syncBuffer)
 	g.cmd = exec.Command(g.bin, "run", "--config", g.conf, "--adapter", "caddyfile")
-	g.cmd.Env = append(os.Environ(), "HOME="+g.dir, "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir)
+	g.cmd.Env = append(append(os.Environ(), "HOME="+g.dir, "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir), g.env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
