@@ -156,6 +156,7 @@ type SimStats struct {
 		Temperature  float64 `json:"temperature"`
 		Stream       bool    `json:"stream"`
 		IncludeUsage bool    `json:"include_usage"`
+		Traceparent  string  `json:"traceparent"`
 	} `json:"last_request"`
 }
 
