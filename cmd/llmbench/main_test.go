@@ -2,12 +2,12 @@ package main
 
 import (
 	"io"
-
-	"github.com/llmedge/llmedge/bench"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/bench"
 )
 
 func TestParseList(t *testing.T) {
