@@ -87,7 +87,10 @@ func runWorkload(ctx context.Context, c *http.Client, t *Target, model string, w
 			// The previous turn has finished with ch.msgs: the channel
 			// hands them over.
 			msgs := append(slices.Clip(ch.msgs), api.Message{Role: "user", Content: tr.User})
-			answer, ttft, err := chatTurn(ctx, c, t, model, msgs, replyTokens)
+			// The request ID names the turn, so that the gateway's access
+			// log (-routing-access-log) can be read against the workload.
+			id := fmt.Sprintf("t%d-c%d-n%d", tr.Tenant, tr.Conv, tr.N)
+			answer, ttft, err := chatTurn(ctx, c, t, model, id, msgs, replyTokens)
 			if err != nil {
 				// Keep the conversation going with a stand-in answer; the
 				// error is counted below.
@@ -131,7 +134,7 @@ type chatRequest struct {
 
 // chatTurn sends one streamed turn and reads it to the end: the time to
 // its first content event, and the answer from the final done event.
-func chatTurn(ctx context.Context, c *http.Client, t *Target, model string, msgs []api.Message, replyTokens int) (string, time.Duration, error) {
+func chatTurn(ctx context.Context, c *http.Client, t *Target, model, id string, msgs []api.Message, replyTokens int) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
 	defer cancel()
 	body, err := json.Marshal(chatRequest{Messages: msgs, ModelType: model, Stream: true})
@@ -142,6 +145,7 @@ func chatTurn(ctx context.Context, c *http.Client, t *Target, model string, msgs
 	if err != nil {
 		return "", 0, err
 	}
+	req.Header.Set("X-Request-ID", id)
 	sent := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {
