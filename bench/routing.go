@@ -63,13 +63,17 @@ type RoutingConfig struct {
 	Replicas  int
 
 	// The workload (see workloadSpec).
-	Tenants     int
-	HotShare    float64 // share of the hot tenant in the skewed workload
-	Rate        float64 // requests per second, Poisson
-	Warmup      time.Duration
-	Duration    time.Duration // measured: requests due in [Warmup, Warmup+Duration)
-	MinGap      time.Duration
-	InProgress  bool
+	Tenants    int
+	HotShare   float64 // share of the hot tenant in the skewed workload
+	Rate       float64 // requests per second, Poisson
+	Warmup     time.Duration
+	Duration   time.Duration // measured: requests due in [Warmup, Warmup+Duration)
+	MinGap     time.Duration
+	InProgress bool
+	// Settle is the pause after emptying the caches before a run: a
+	// little more than the gateway's load_metrics interval, so that the
+	// run's model sees the replicas idle.
+	Settle      time.Duration
 	NewShare    float64
 	SystemWords [2]int
 	UserWords   [2]int
@@ -105,6 +109,7 @@ func DefaultRoutingConfig() RoutingConfig {
 		Duration:        8 * time.Second,
 		MinGap:          4 * time.Second,
 		InProgress:      true,
+		Settle:          1200 * time.Millisecond,
 		NewShare:        0.1,
 		SystemWords:     [2]int{3000, 5000},
 		UserWords:       [2]int{20, 150},
@@ -130,6 +135,7 @@ func tinyRoutingConfig() RoutingConfig {
 	c.Warmup = 200 * time.Millisecond
 	c.Duration = 400 * time.Millisecond
 	c.MinGap = 200 * time.Millisecond
+	c.Settle = 0 // only plausibility is checked
 	c.SystemWords = [2]int{300, 500}
 	c.UserWords = [2]int{5, 20}
 	c.ReplyTokens = 4

@@ -14,10 +14,6 @@ import (
 	"time"
 )
 
-// settleAfterReset is the pause between two runs: a little more than the
-// gateway's default load_metrics interval.
-const settleAfterReset = 1200 * time.Millisecond
-
 // routingRig is the routing scenario's processes: the simulators and the
 // gateway in front of them.
 type routingRig struct {
@@ -123,7 +119,7 @@ func (r *runner) routingRun(ctx context.Context, c *http.Client, rig *routingRig
 	// Every model scrapes the same simulators, so this run's model may
 	// still hold a figure from the previous run's last second; it is
 	// replaced within one scrape interval (1 s).
-	time.Sleep(settleAfterReset)
+	time.Sleep(rc.Settle)
 	model := modelName(wl, policy)
 	decisions0, err := rig.gw.decisions(ctx, model)
 	if err != nil {
