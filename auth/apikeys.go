@@ -513,7 +513,7 @@ func (k *APIKeys) update(ctx context.Context, fn func(*apiKeyFile) error) error 
 	defer k.syncMu.Unlock()
 	name := k.storageKey()
 	if err := k.Storage.Lock(ctx, name); err != nil {
-		return fmt.Errorf("api keys %s: lock: %w", name, err)
+		return fmt.Errorf("%w: api keys %s: lock: %w", ErrStorage, name, err)
 	}
 	// Unlock even if ctx ends meanwhile; storage locks expire on their own
 	// should this fail.
@@ -530,7 +530,7 @@ func (k *APIKeys) update(ctx context.Context, fn func(*apiKeyFile) error) error 
 		return fmt.Errorf("api keys: %w", err)
 	}
 	if err := k.Storage.Store(ctx, name, b); err != nil {
-		return fmt.Errorf("api keys %s: store: %w", name, err)
+		return fmt.Errorf("%w: api keys %s: store: %w", ErrStorage, name, err)
 	}
 	return k.install(f)
 }
@@ -546,7 +546,7 @@ func (k *APIKeys) load(ctx context.Context) (*apiKeyFile, error) {
 		return &apiKeyFile{Version: apiKeyFileVersion}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("api keys %s: load: %w", name, err)
+		return nil, fmt.Errorf("%w: api keys %s: load: %w", ErrStorage, name, err)
 	}
 	var f apiKeyFile
 	if err := json.Unmarshal(b, &f); err != nil {

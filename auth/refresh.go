@@ -154,7 +154,8 @@ func (s *RefreshTokens) Issue(ctx context.Context, g RefreshGrant) (string, time
 // exchange (user disabled, wrong client, scope not granted); its error is
 // returned as it is and the token stays valid. Errors: ErrRefreshInvalid,
 // ErrRefreshExpired, ErrRefreshRevoked, ErrRefreshReused (the family is
-// revoked from now on), check's, or one wrapping ErrStorage.
+// revoked from now on; the grant says whose it was), check's, or one
+// wrapping ErrStorage.
 func (s *RefreshTokens) Rotate(ctx context.Context, token string, check func(*RefreshGrant) error) (string, *RefreshGrant, error) {
 	family, ok := parseRefreshToken(token)
 	if !ok {
@@ -203,7 +204,7 @@ func (s *RefreshTokens) Rotate(ctx context.Context, token string, check func(*Re
 		if err := s.store(ctx, f); err != nil {
 			return "", nil, err
 		}
-		return "", nil, ErrRefreshReused
+		return "", f.grant(), ErrRefreshReused
 	default:
 		return "", nil, ErrRefreshInvalid
 	}

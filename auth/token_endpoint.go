@@ -117,6 +117,9 @@ type TokenEndpoint struct {
 	Refresh *RefreshTokens
 	// OnError, when set, hears of storage failures (never a secret).
 	OnError func(error)
+	// OnReuse, when set, hears of a refresh token used twice, which
+	// revoked the family (login) of that user: a security event.
+	OnReuse func(user, family string)
 }
 
 // ServeHTTP implements http.Handler.
@@ -255,6 +258,9 @@ func (e *TokenEndpoint) refresh(ctx context.Context, f *tokenForm, clientID, add
 		case errors.Is(err, ErrRefreshReused):
 			if e.OnFailure != nil {
 				e.OnFailure("refresh_reused")
+			}
+			if e.OnReuse != nil && g != nil {
+				e.OnReuse(g.User, g.FamilyID)
 			}
 			apiErr = oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshReused)
 		case errors.Is(err, ErrRefreshExpired):
