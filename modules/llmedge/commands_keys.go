@@ -3,6 +3,7 @@ package llmedge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -103,7 +104,7 @@ func adminRequest(fl caddycmd.Flags, method, uri string, body any) ([]byte, erro
 	}
 	resp, err := caddycmd.AdminAPIRequest(addr, method, uri, nil, rd)
 	if err != nil {
-		return nil, err
+		return nil, plainAdminError(err)
 	}
 	defer resp.Body.Close()
 	return io.ReadAll(resp.Body)
@@ -193,6 +194,24 @@ func cmdRevokeKey(fl caddycmd.Flags) (int, error) {
 	}
 	fmt.Fprintf(os.Stderr, "revoked API key %s%s of user %q\n", out.Revoked.ID, nameSuffix(out.Revoked.Name), out.Revoked.User)
 	return 0, nil
+}
+
+// plainAdminError unwraps the admin API's JSON error body, which
+// AdminAPIRequest quotes whole in its error ("HTTP 400: {"error":"..."}"),
+// so the reason reads plainly.
+func plainAdminError(err error) error {
+	msg := err.Error()
+	i := strings.Index(msg, "{")
+	if i < 0 {
+		return err
+	}
+	var body struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal([]byte(strings.TrimSpace(msg[i:])), &body) != nil || body.Error == "" {
+		return err
+	}
+	return errors.New(strings.TrimSuffix(msg[:i], " ") + " " + body.Error)
 }
 
 func nameSuffix(name string) string {
