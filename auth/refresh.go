@@ -114,6 +114,8 @@ type RefreshTokens struct {
 	// LockTimeout bounds the wait for a family's lock (10s when 0).
 	LockTimeout time.Duration
 	Now         func() time.Time // time.Now when nil
+
+	maxHistory int // maxRefreshHistory when 0; tests lower it
 }
 
 func (s *RefreshTokens) prefix() string {
@@ -218,7 +220,11 @@ func (s *RefreshTokens) Rotate(ctx context.Context, token string, check func(*Re
 	// Replaced tokens keep half their hash: 128 bits still make a forged
 	// match as hard as guessing, and the record stays half the size.
 	f.Previous = append(f.Previous, f.Current[:sha256.Size])
-	if n := len(f.Previous) - maxRefreshHistory; n > 0 {
+	limit := s.maxHistory
+	if limit <= 0 {
+		limit = maxRefreshHistory
+	}
+	if n := len(f.Previous) - limit; n > 0 {
 		f.Previous = slices.Delete(f.Previous, 0, n)
 	}
 	t := now.Truncate(time.Second)

@@ -174,9 +174,10 @@ func TestRefreshHistoryBound(t *testing.T) {
 	ctx := context.Background()
 	st := newMemStorage()
 	s := newTestRefresh(st, newClock())
+	s.maxHistory = 16
 	first, _, _ := s.Issue(ctx, RefreshGrant{User: "alice"})
 	tok := first
-	for range maxRefreshHistory + 5 {
+	for range s.maxHistory + 5 {
 		var err error
 		if tok, _, err = s.Rotate(ctx, tok, nil); err != nil {
 			t.Fatal(err)
@@ -187,7 +188,7 @@ func TestRefreshHistoryBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Previous) != maxRefreshHistory || f.Rotations != maxRefreshHistory+5 {
+	if len(f.Previous) != s.maxHistory || f.Rotations != s.maxHistory+5 {
 		t.Fatalf("%d replaced hashes kept, %d rotations", len(f.Previous), f.Rotations)
 	}
 	// Too old to be recognized: refused as unknown, the family lives on.
@@ -196,6 +197,35 @@ func TestRefreshHistoryBound(t *testing.T) {
 	}
 	if _, _, err := s.Rotate(ctx, tok, nil); err != nil {
 		t.Fatalf("current token: %v", err)
+	}
+	// The record at the default bound stays small: 1,024 half hashes.
+	full := &refreshFamily{Version: 1, ID: family, Current: strings.Repeat("a", 64)}
+	for range maxRefreshHistory {
+		full.Previous = append(full.Previous, strings.Repeat("b", 32))
+	}
+	if b, _ := json.Marshal(full); len(b) > 40<<10 {
+		t.Fatalf("a full record is %d bytes", len(b))
+	}
+}
+
+func TestRefreshHistoryRecent(t *testing.T) {
+	ctx := context.Background()
+	s := newTestRefresh(newMemStorage(), newClock())
+	s.maxHistory = 4
+	first, _, _ := s.Issue(ctx, RefreshGrant{User: "alice"})
+	tok := first
+	var replaced []string
+	for range 6 {
+		replaced = append(replaced, tok)
+		tok, _, _ = s.Rotate(ctx, tok, nil)
+	}
+	// The oldest token still in the history is recognized: a reuse,
+	// which revokes the family.
+	if _, _, err := s.Rotate(ctx, replaced[len(replaced)-4], nil); !errors.Is(err, ErrRefreshReused) {
+		t.Fatalf("token within the history: %v", err)
+	}
+	if _, _, err := s.Rotate(ctx, tok, nil); !errors.Is(err, ErrRefreshRevoked) {
+		t.Fatalf("current token after the reuse: %v", err)
 	}
 }
 
