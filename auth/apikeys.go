@@ -126,7 +126,7 @@ type APIKeys struct {
 	// (a revocation) installed meanwhile.
 	syncMu sync.Mutex
 
-	mu    sync.Mutex           // guards usage and serializes installs
+	mu    sync.Mutex           // guards usage
 	usage map[string]*keyUsage // by key id, shared by every generation
 
 	gateMu     sync.Mutex

@@ -75,7 +75,7 @@ type TokenResponse struct {
 //   - 422 FastAPI validation list for missing username/password (an empty
 //     value counts as missing, as in FastAPI; so does a body that is not
 //     form-encoded or multipart) and for a grant_type other than
-//     "password";
+//     "password" (and "refresh_token" when refresh tokens are on);
 //   - 429 + Retry-After while a limiter blocks the username or address;
 //   - 401 invalid_grant + WWW-Authenticate: Bearer for bad credentials;
 //   - 400 invalid_scope for a requested scope the user lacks.
@@ -109,7 +109,8 @@ type TokenEndpoint struct {
 	Clients *Clients
 	// OnIssued and OnFailure, when set, hear of every token issued and
 	// every refusal (reason: locked_out, invalid_client, invalid_grant,
-	// invalid_scope), for metrics.
+	// invalid_scope; refresh_reused as well as invalid_grant for a
+	// refresh token used twice), for metrics.
 	OnIssued  func()
 	OnFailure func(reason string)
 	// Refresh, when set, issues a refresh token with each access token and
