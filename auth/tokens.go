@@ -94,6 +94,9 @@ type Principal struct {
 	Subject   string
 	Scopes    []string
 	ExpiresAt time.Time
+	// KeyID is the id of the API key behind the request; empty for an
+	// access token.
+	KeyID string
 }
 
 // HasScope reports whether the principal was granted scope s.

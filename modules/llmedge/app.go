@@ -79,6 +79,16 @@ type App struct {
 	// Consul says how to reach Consul for models whose source is consul
 	// and for the `consul` upstream source.
 	Consul *ConsulOptions `json:"consul,omitempty"`
+	// APIKeyTTL is the lifetime of API keys created without one.
+	// Default: 90 days.
+	APIKeyTTL caddy.Duration `json:"api_key_ttl,omitempty"`
+	// APIKeysRefresh is how often API keys are reloaded from storage, so
+	// that keys created or revoked on other instances take effect.
+	// Default: 10s.
+	APIKeysRefresh caddy.Duration `json:"api_keys_refresh,omitempty"`
+	// RefreshTokenTTL is how long after a login its refresh tokens work;
+	// negative turns refresh tokens off. Default: 720h.
+	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
 
 	users    *auth.Users
 	keys     *auth.KeyRing
@@ -95,6 +105,8 @@ type App struct {
 	storage  auth.Storage // nil for HS256 keys
 	bg       *background
 	kidLimit *rateGate // bounds storage reloads for unknown kids
+	apiKeys  *auth.APIKeys
+	refresh  *auth.RefreshTokens // nil when refresh tokens are off
 
 	usersFile string // UsersFile with placeholders replaced
 	openapi   []byte
@@ -169,7 +181,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
 		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize)}
 	a.pipeline = &gateway.Pipeline{
-		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm},
+		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm, APIKeys: a.apiKeys},
 		Realm:          Realm,
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
 		Gateway: &gateway.Gateway{
@@ -210,6 +222,9 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 	if err := a.provisionKeys(ctx, repl); err != nil {
 		return err
 	}
+	if err := a.provisionCredentials(ctx); err != nil {
+		return err
+	}
 	a.issuer = &auth.Issuer{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, TTL: time.Duration(a.TokenTTL)}
 	a.token = &auth.TokenEndpoint{
 		Users: a.users, Issuer: a.issuer, Realm: Realm,
@@ -219,6 +234,9 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 		Clients:     clients,
 		OnIssued:    a.metrics.TokenIssued,
 		OnFailure:   a.metrics.AuthFailure,
+		Refresh:     a.refresh,
+		OnError:     a.onTokenStorageError,
+		OnReuse:     a.onRefreshReuse,
 	}
 	return nil
 }
@@ -319,7 +337,7 @@ func (a *App) allUsers(fileUsers []auth.User) []auth.User {
 }
 
 // Start begins the periodic work: key refresh and rotation, reloading
-// the users file, and health probing of static replicas.
+// API keys and the users file, and health probing of static replicas.
 func (a *App) Start() error {
 	if err := a.lockAddresses(); err != nil {
 		return err
@@ -329,6 +347,7 @@ func (a *App) Start() error {
 	if a.storedKeys() {
 		a.bg.run(ctx, a.keyLoop)
 	}
+	a.bg.run(ctx, a.credentialsLoop)
 	a.prober.Start()
 	for _, m := range a.models {
 		if m.scraper != nil {
@@ -373,6 +392,7 @@ func (a *App) Stop() error {
 	if a.bg != nil {
 		a.bg.stop()
 	}
+	a.flushUsage()
 	for _, release := range a.portLocks {
 		release()
 	}
