@@ -55,6 +55,9 @@ type chat struct {
 	IncludeUsage  bool
 	// MessagesMissing is true when "messages" was absent or null.
 	MessagesMissing bool
+	// NoTruncate is Ollama's "truncate": false: a prompt longer than the
+	// context is refused instead of cut.
+	NoTruncate bool
 }
 
 // decodeChat reads a chat request body. It fails only on malformed JSON or
