@@ -49,15 +49,15 @@ type chat struct {
 	Stream              bool
 	MaxTokens           *int
 	MaxCompletionTokens *int
+	// NoTruncate is Ollama's "truncate": false: a prompt longer than the
+	// context is refused instead of cut.
+	NoTruncate bool
 	// StreamOptions is true when stream_options was a non-empty object
 	// (vLLM treats null and {} as absent).
 	StreamOptions bool
 	IncludeUsage  bool
 	// MessagesMissing is true when "messages" was absent or null.
 	MessagesMissing bool
-	// NoTruncate is Ollama's "truncate": false: a prompt longer than the
-	// context is refused instead of cut.
-	NoTruncate bool
 }
 
 // decodeChat reads a chat request body. It fails only on malformed JSON or
