@@ -30,6 +30,9 @@ type Gateway struct {
 	Logger      *zap.Logger
 	// Metrics, when set, records every request.
 	Metrics *metrics.Metrics
+	// Dependencies are services beyond the replicas that /readyz reports
+	// on (the shared limit store).
+	Dependencies []Dependency
 }
 
 // DefaultPingInterval is the keep-alive period of a stream waiting for its
@@ -152,7 +155,7 @@ func retryable(err error) bool {
 
 func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *backends.Result, content *strings.Builder) {
 	if res.UsageKnown {
-		ex.Usage = res.Usage
+		ex.Usage, ex.UsageKnown = res.Usage, true
 	}
 	ex.Finish = res.FinishReason
 	done := res.Done
@@ -162,6 +165,7 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, a
 	ans.Content = content.String()
 	if ans.Content == "" {
 		ans.Content = res.Content // a non-streamed call delivers the text whole
+		ex.Relayed += len(res.Content)
 	}
 	ans.FinishReason, ans.Usage, ans.UsageKnown = res.FinishReason, ex.Usage, res.UsageKnown
 	ans.Inference = done.Sub(res.Sent)
