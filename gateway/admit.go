@@ -6,6 +6,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends"
 )
 
 // Admitter applies the tenants' limits to requests that passed
@@ -113,4 +114,13 @@ func (m *Model) promptSize(chat *api.Chat) (bytes, messages int) {
 		bytes += len(msgs[i].Content)
 	}
 	return bytes, messages + len(msgs)
+}
+
+// completionTokens is a reply's size in tokens: the replica's count, or
+// an estimate from its text (streamed bytes, or the whole answer).
+func completionTokens(res *backends.Result, streamed int) int {
+	if res.UsageKnown {
+		return res.Usage.CompletionTokens
+	}
+	return (max(streamed, len(res.Content)) + 3) / 4
 }

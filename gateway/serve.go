@@ -98,6 +98,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		ans.Deltas = 0
 		res, err := g.attempt(ctx, m, rep, call, sse, ans, &content, to, ex)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
+		if err == nil {
+			lease.Charge(completionTokens(res, content.Len())) // the fair queue's counters
+		}
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
 			g.succeed(w, sse, ex, ans, res, &content)
