@@ -10,6 +10,7 @@ import (
 // Public paths.
 const (
 	PathToken     = "/auth/token"
+	PathRevoke    = "/auth/revoke"
 	PathInference = "/tasks/assistant_inference"
 	PathJWKS      = "/.well-known/jwks.json"
 	PathHealth    = "/healthz"
@@ -20,6 +21,8 @@ const (
 // API serves the whole public API on its paths.
 type API struct {
 	Token http.Handler
+	// Revoke serves RFC 7009 token revocation; nil answers 404.
+	Revoke http.Handler
 	// JWKS returns the current key set (keys rotate).
 	JWKS func() []byte
 	// OpenAPI is the description served at /openapi.json.
@@ -53,6 +56,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 		if allow(w, r, http.MethodPost) {
 			a.Token.ServeHTTP(w, r)
 		}
+	case PathRevoke:
+		if a.Revoke == nil {
+			api.NewError(http.StatusNotFound, "Not Found").Write(w)
+		} else if allow(w, r, http.MethodPost) {
+			a.Revoke.ServeHTTP(w, r)
+		}
 	case PathJWKS:
 		if allow(w, r, http.MethodGet, http.MethodHead) {
 			ServeJWKS(w, a.JWKS())
@@ -82,7 +91,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 
 func isAPIPath(p string) bool {
 	switch p {
-	case PathInference, PathToken, PathJWKS, PathHealth, PathOpenAPI, PathReady:
+	case PathInference, PathToken, PathRevoke, PathJWKS, PathHealth, PathOpenAPI, PathReady:
 		return true
 	}
 	return false

@@ -64,9 +64,34 @@ type Limiter struct {
 	live    map[*Ticket]struct{} // Redis tickets holding concurrency slots
 	pending []pendingSettle      // settlements Redis missed
 
+	errs     [len(redisOps)]atomic.Uint64 // failed Redis calls, by operation
+	fallback atomic.Uint64                // decisions made by the fallback
+
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+}
+
+// redisOps are the Redis operations whose failures Stats counts.
+var redisOps = [...]string{"admit", "settle", "refresh", "ping"}
+
+// Stats are a Limiter's counters since it was made.
+type Stats struct {
+	// RedisErrors counts failed Redis calls by operation (admit, settle,
+	// refresh, ping).
+	RedisErrors map[string]uint64
+	// Fallback counts the admissions decided by the per-instance state
+	// while Redis was unreachable.
+	Fallback uint64
+}
+
+// Stats returns the Limiter's counters.
+func (l *Limiter) Stats() Stats {
+	st := Stats{RedisErrors: make(map[string]uint64, len(redisOps)), Fallback: l.fallback.Load()}
+	for i, op := range redisOps {
+		st.RedisErrors[op] = l.errs[i].Load()
+	}
+	return st
 }
 
 type pendingSettle struct {
@@ -135,7 +160,10 @@ func (l *Limiter) Admit(ctx context.Context, req *Request) (*Ticket, Decision) {
 		return nil, Decision{Refused: KindUnavailable, RetryAfter: time.Second}
 	}
 	d := l.local.admit(req, t)
-	d.Fallback = l.rs != nil
+	if l.rs != nil {
+		d.Fallback = true
+		l.fallback.Add(1)
+	}
 	if !d.Allowed {
 		return nil, d
 	}
@@ -145,11 +173,20 @@ func (l *Limiter) Admit(ctx context.Context, req *Request) (*Ticket, Decision) {
 // failed records a Redis failure: the first one of an outage switches to
 // the fallback (or to refusing) until a ping succeeds.
 func (l *Limiter) failed(op string, err error) {
-	if l.o.OnRedisError != nil {
-		l.o.OnRedisError(op)
-	}
+	l.countError(op)
 	if l.down.CompareAndSwap(false, true) && l.o.OnRedisState != nil {
 		l.o.OnRedisState(false, err)
+	}
+}
+
+func (l *Limiter) countError(op string) {
+	for i, o := range redisOps {
+		if o == op {
+			l.errs[i].Add(1)
+		}
+	}
+	if l.o.OnRedisError != nil {
+		l.o.OnRedisError(op)
 	}
 }
 
@@ -209,9 +246,7 @@ func (l *Limiter) probe() {
 	err := l.rs.client.Ping(ctx).Err()
 	cancel()
 	if err != nil {
-		if l.o.OnRedisError != nil {
-			l.o.OnRedisError("ping")
-		}
+		l.countError("ping")
 		return
 	}
 	if !l.down.CompareAndSwap(true, false) {

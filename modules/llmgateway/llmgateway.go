@@ -19,7 +19,7 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_gateway", llmedge.ParseCaddyfile[Handler])
 }
 
-// Handler serves POST /auth/token, POST /tasks/assistant_inference,
+// Handler serves POST /auth/token, POST /auth/revoke, POST /tasks/assistant_inference,
 // GET /.well-known/jwks.json, GET /openapi.json, GET /healthz and GET /readyz. Other paths get
 // a JSON 404, or go to the next handler with Passthrough.
 type Handler struct {
@@ -41,6 +41,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.api = &gateway.API{
 		Token:       app.TokenEndpoint(),
+		Revoke:      app.RevokeEndpoint(),
 		JWKS:        app.JWKS,
 		OpenAPI:     app.OpenAPI(),
 		Pipeline:    app.Pipeline(),
