@@ -206,9 +206,9 @@ func TestTokensPerMinuteUnderConcurrency(t *testing.T) {
 // disconnects gives its concurrency slot back at once.
 func TestConcurrencySlotFreedWhenTheClientLeaves(t *testing.T) {
 	srv := redistest.Start(t)
-	sim := startSim(t, "-tokens", "100", "-itl", "100ms")
+	slow, fast := startSim(t, "-tokens", "100", "-itl", "100ms"), startSim(t)
 	g := startGateway(t, GatewayConfig{
-		Models:  map[string]string{"qwen": staticModel(sim), "gemma": staticModel(sim) + "\n\t\t\tlimits {\n\t\t\t\tconcurrency 1\n\t\t\t}"},
+		Models:  map[string]string{"qwen": staticModel(fast), "gemma": staticModel(slow) + "\n\t\t\tlimits {\n\t\t\t\tconcurrency 1\n\t\t\t}"},
 		Options: redisOption(srv),
 	})
 	tok := g.Token(t, "demo", "demo", "")
@@ -235,8 +235,13 @@ func TestConcurrencySlotFreedWhenTheClientLeaves(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
+	// The slot is back: a request passes the limit (and is then cut short
+	// by its own deadline, the replica being slow).
 	waitFor(t, 10*time.Second, func() bool {
-		return g.infer(context.Background(), nil, tok, chatBody("gemma", false)).status == 200
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		r := g.infer(ctx, nil, tok, chatBody("gemma", true))
+		return r.status == 200
 	})
 }
 
