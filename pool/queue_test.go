@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -223,5 +224,55 @@ func TestParseQueueOrder(t *testing.T) {
 	}
 	if _, err := ParseQueueOrder("lifo"); err == nil {
 		t.Error("lifo accepted")
+	}
+}
+
+// BenchmarkQueueFairness measures the queue alone: a light tenant's wait
+// for a slot while a heavy tenant keeps 64 requests going on 32 slots
+// (requests of 50–550 ms, so slots free at varied times), fair against
+// FIFO:
+//
+//	go test ./pool -run '^$' -bench QueueFairness -benchtime 1x
+func BenchmarkQueueFairness(b *testing.B) {
+	for _, order := range []QueueOrder{OrderFair, OrderFIFO} {
+		b.Run(order.String(), func(b *testing.B) {
+			p, rs := newTestPool(b, Options{QueueLength: 500, QueueTimeout: time.Minute, QueueOrder: order}, "http://a:1", "http://b:1")
+			rs[0].MaxConcurrency, rs[1].MaxConcurrency = 16, 16
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			msgs := []api.Message{{Role: "user", Content: "hello there"}}
+			for i := 0; i < 64; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ctx.Err() == nil {
+						l, err := p.AcquireWait(ctx, &Request{User: "heavy", Messages: msgs}, nil)
+						if err != nil {
+							continue
+						}
+						time.Sleep(time.Duration(50+rand.IntN(500)) * time.Millisecond)
+						l.Charge(30)
+						l.Release(Success)
+					}
+				}()
+			}
+			time.Sleep(time.Second)
+			var waits []time.Duration
+			for i := 0; i < 40; i++ {
+				start := time.Now()
+				l, err := p.AcquireWait(context.Background(), &Request{User: "light", Messages: msgs}, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				waits = append(waits, time.Since(start))
+				l.Release(Excluded)
+				time.Sleep(20 * time.Millisecond)
+			}
+			cancel()
+			wg.Wait()
+			slices.Sort(waits)
+			b.ReportMetric(float64(waits[len(waits)/2].Microseconds())/1e3, "p50-wait-ms")
+			b.ReportMetric(float64(waits[len(waits)*9/10].Microseconds())/1e3, "p90-wait-ms")
+		})
 	}
 }
