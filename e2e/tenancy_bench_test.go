@@ -83,6 +83,23 @@ func BenchmarkTenancyLimitAccuracy(b *testing.B) {
 		}
 		srv.Kill()
 	}
+	// For comparison: the same without Redis, each instance on its own.
+	for _, n := range []int{2, 4} {
+		data := b.TempDir()
+		var gws []*Gateway
+		for i := 0; i < n; i++ {
+			gws = append(gws, startGatewayB(b, GatewayConfig{Data: data,
+				Models:  map[string]string{"qwen": staticModel(sim) + "\n\t\t\tmax_tokens 64", "gemma": staticModel(sim)},
+				Options: "\t\tlimits {\n\t\t\trpm 60\n\t\t}"}))
+		}
+		tok := tokenB(b, gws[0], "demo")
+		ok, refused, other := count(fireB(gws, tok, 240, longChat(8)))
+		rows = append(rows, fmt.Sprintf("| rpm 60, %d instances **without Redis**, 240 requests at once | %d admitted, %d refused, %d other |",
+			n, ok, refused, other))
+		for _, g := range gws {
+			g.Stop(b)
+		}
+	}
 	fmt.Println("| scenario | result |\n|---|---|\n" + strings.Join(rows, "\n"))
 }
 
