@@ -48,7 +48,9 @@ func ParseQueueOrder(s string) (QueueOrder, error) {
 // a counter that grows with the tokens it is served — its prompt's
 // estimate when a request of its leaves the queue, its completion when the
 // request ends. The waiter of the tenant with the smallest counter goes
-// next (the older on a tie). A tenant that arrives after idling starts at
+// next; on a tie, the tenant with fewer requests waiting (one just lifted
+// to the others' level goes before a backlog), then the older request. A
+// tenant that arrives after idling starts at
 // the smallest counter of the tenants waiting, not at its old figure (it
 // would jump ahead for as long as its absence lasted) nor at zero. The
 // counters matter only while requests wait: they are charged only then,
@@ -132,10 +134,16 @@ func (q *waitQueue) next() *waiter {
 	return best
 }
 
+// before orders waiters: fair, by their tenant's counter, then (a tenant
+// just lifted to the others' level) the tenant with fewer waiting, then
+// by arrival; fifo, by arrival.
 func (q *waitQueue) before(a, b *waiter) bool {
-	if q.order == OrderFair {
+	if q.order == OrderFair && a.tenant != b.tenant {
 		if va, vb := q.vtc[a.tenant], q.vtc[b.tenant]; va != vb {
 			return va < vb
+		}
+		if na, nb := q.queued[a.tenant], q.queued[b.tenant]; na != nb {
+			return na < nb
 		}
 	}
 	return a.seq < b.seq

@@ -71,10 +71,10 @@ func TestQueueOrder(t *testing.T) {
 			arrive: []string{"heavy", "heavy", "heavy", "heavy", "light"},
 			want:   []string{"heavy", "heavy", "heavy", "heavy", "light"}},
 		// The light user arrives last and starts at the heavy user's
-		// counter: it goes as soon as the heavy user has been served once.
+		// counter; with fewer requests waiting, it goes first.
 		{name: "fair: a light user does not wait behind a heavy one", order: OrderFair,
 			arrive: []string{"heavy", "heavy", "heavy", "heavy", "light"},
-			want:   []string{"heavy", "light", "heavy", "heavy", "heavy"}},
+			want:   []string{"light", "heavy", "heavy", "heavy", "heavy"}},
 		{name: "fair: tenants alternate", order: OrderFair,
 			arrive: []string{"a", "a", "a", "b", "b", "b"},
 			want:   []string{"a", "b", "a", "b", "a", "b"}},
