@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1 -timeout 40m
 
-.PHONY: all build run test unit fuzz vet fmt xcaddy consul clean bench
+.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama sdk clean bench
 
 all: build
 
@@ -14,7 +14,11 @@ build: ## bin/llmedge (Caddy + llmedge modules) and bin/llmsim (replica simulato
 run: build ## demo: simulated replicas + gateway on https://localhost:8443, user demo/demo
 	./scripts/run.sh
 
-test: vet consul ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
+run-real: build ollama ## the same demo with real engines: Ollama with tiny random-weight models on the replicas' ports
+	$(GO) build -o $(BIN)/tinymodel ./cmd/tinymodel
+	./scripts/run-real.sh
+
+test: vet consul ollama sdk ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 50000x
 
@@ -27,16 +31,45 @@ fuzz: ## every fuzz target for FUZZTIME each (default 1m)
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	cd e2e/sdk/go && $(GO) vet ./...
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
 
 consul: $(BIN)/consul ## the Consul agent the tests run (v1.20.6, pinned in tools/consul), built once
 
+sdk: e2e/sdk/node/node_modules/.package-lock.json ## the npm openai package the SDK tests run (pinned in its package-lock.json)
+
+# npm writes node_modules/.package-lock.json at each install: reinstall
+# only when the lock file is newer.
+e2e/sdk/node/node_modules/.package-lock.json: e2e/sdk/node/package-lock.json
+	npm ci --prefix e2e/sdk/node --no-audit --no-fund
+
 # About 5 minutes on 2 cores, 180 MB: built only when missing (or when the
 # pin changes), into the git-ignored bin/. The committed go.sum verifies it.
 $(BIN)/consul: tools/consul/go.mod tools/consul/go.sum
 	cd tools/consul && $(GO) build -o ../../$(BIN)/consul github.com/hashicorp/consul
+
+ollama: $(BIN)/ollama ## a real inference engine for the tests (Ollama, pinned in tools/ollama), built once
+
+# The pinned version, read from the tools module so it is written down once.
+OLLAMA_VERSION = $(shell awk '$$1 == "github.com/ollama/ollama" { sub(/^v/, "", $$2); print $$2 }' tools/ollama/go.mod)
+
+# About 9 CPU-minutes (mostly llama.cpp's C++), 35 MB, CPU only: built
+# only when missing or when the pin changes. The module zip lacks
+# llama.cpp's vendored headers: nlohmann/json and stb come from Debian
+# (nlohmann-json3-dev, libstb-dev; .ci/run installs them), miniaudio from
+# the stub in tools/ollama/include (audio input only, which we never use).
+# -O2 without the default -g: the binary is stripped anyway, and debug
+# information makes the C++ compile of llama.cpp markedly slower.
+$(BIN)/ollama: tools/ollama/go.mod tools/ollama/go.sum tools/ollama/include/miniaudio/miniaudio.h
+	@for h in nlohmann/json_fwd.hpp stb/stb_image.h; do \
+		echo "#include <$$h>" | $${CXX:-c++} -E -x c++ - >/dev/null 2>&1 || \
+		{ echo "$$h not found: apt-get install nlohmann-json3-dev libstb-dev"; exit 1; }; \
+	done
+	cd tools/ollama && CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/tools/ollama/include" CGO_CFLAGS="-O2" CGO_CXXFLAGS="-O2" \
+		$(GO) build -trimpath -ldflags "-s -w -X github.com/ollama/ollama/version.Version=$(OLLAMA_VERSION)" \
+		-o ../../$(BIN)/ollama github.com/ollama/ollama
 
 bench: build ## replica alone vs stock Caddy vs llmedge, < 3 min; e.g. BENCHFLAGS="-write BENCHMARKS.md -long 30s"
 	$(GO) build -o $(BIN)/llmbench ./cmd/llmbench

@@ -25,6 +25,11 @@ type Error struct {
 	Detail  any
 	Extra   map[string]string
 	Headers map[string]string
+	// Code and Param are machine-readable hints for public APIs whose
+	// errors carry them (OpenAI's "code" and "param"): what went wrong,
+	// and which request field it is about. FastAPI's shape has no room
+	// for them, so the native API leaves them out.
+	Code, Param string
 }
 
 func (e *Error) Error() string {

@@ -4,14 +4,15 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 //go:embed openapi.json
 var openAPITemplate []byte
 
 // OpenAPI returns the OpenAPI 3.1 description of the public API as v
-// configures it: its model types (the model_type enum and the token
-// scopes) and its limits.
+// configures it: its model types (the model_type and model enums and the
+// token scopes) and its limits, for the native API and OpenAI's.
 func OpenAPI(v *Validator) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(openAPITemplate, &doc); err != nil {
@@ -43,6 +44,10 @@ func OpenAPI(v *Validator) ([]byte, error) {
 		{props, []string{"messages"}, "maxItems", lim.MaxMessages},
 		{props, []string{"system_message"}, "maxLength", lim.MaxContentChars},
 		{schemas, []string{"Message", "properties", "content"}, "maxLength", lim.MaxContentChars},
+		// OpenAI's API under /v1: the same models and limits.
+		{schemas, []string{"ChatCompletionRequest", "properties", "model"}, "enum", models},
+		{schemas, []string{"ChatCompletionRequest", "properties", "messages"}, "maxItems", lim.MaxMessages},
+		{schemas, []string{"ChatText"}, "maxLength", lim.MaxContentChars},
 		{doc, []string{"components", "securitySchemes", "OAuth2PasswordBearer", "flows", "password"}, "scopes", scopes},
 	}
 	for _, s := range set {
@@ -64,4 +69,24 @@ func dig(m map[string]any, path ...string) (map[string]any, error) {
 		m = next
 	}
 	return m, nil
+}
+
+// WithoutPaths returns the OpenAPI document doc without the paths that
+// start with prefix, for a server that does not serve them (llm_gateway
+// with OpenAI's API turned off).
+func WithoutPaths(doc []byte, prefix string) ([]byte, error) {
+	var d map[string]any
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return nil, fmt.Errorf("openapi: %w", err)
+	}
+	paths, err := dig(d, "paths")
+	if err != nil {
+		return nil, err
+	}
+	for p := range paths {
+		if strings.HasPrefix(p, prefix) {
+			delete(paths, p)
+		}
+	}
+	return json.Marshal(d)
 }

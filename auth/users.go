@@ -111,6 +111,17 @@ func (u *Users) Authenticate(name, password string) (*User, error) {
 	return user.clone(), nil
 }
 
+// Active returns a copy of the user called name when it exists and is
+// enabled. It checks no password: it serves credentials already issued
+// (refresh tokens), which must stop working when their user is disabled.
+func (u *Users) Active(name string) (*User, bool) {
+	user, ok := u.set.Load().byName[name]
+	if !ok || user.Disabled {
+		return nil, false
+	}
+	return user.clone(), true
+}
+
 // newUserSet validates users and builds a generation of the store. prev,
 // when not nil, lends its dummy hash if the cost has not changed.
 func newUserSet(users []User, prev *userSet) (*userSet, error) {

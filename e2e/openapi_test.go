@@ -13,8 +13,9 @@ import (
 )
 
 // TestOpenAPIMatchesServer loads GET /openapi.json with a real OpenAPI 3.1
-// library, validates the document, then sends requests to every path and
-// checks each request and answer, errors included, against it.
+// library, validates the document, then sends requests to every path (the
+// native API's and OpenAI's under /v1) and checks each request and answer,
+// errors included, against it.
 func TestOpenAPIMatchesServer(t *testing.T) {
 	sim := startSim(t, "-tokens", "3")
 	g := startGateway(t, GatewayConfig{Models: map[string]string{"qwen": staticModel(sim), "gemma": "\t\t\tprotocol openai"}})
@@ -40,6 +41,13 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 	}
 
 	tok := g.Token(t, "demo", "demo", "")
+	aliceTok := g.Token(t, "alice", "demo", "") // qwen only
+	rt := loginRefresh(t, g, "demo", "demo")
+	used := loginRefresh(t, g, "demo", "demo")
+	if s, _ := postRefresh(t, g, used, ""); s != 200 {
+		t.Fatalf("refresh: %d", s)
+	}
+	apiKey := createKey(t, g, "--user", "demo")
 	form := func(vals url.Values) (string, string) {
 		return "application/x-www-form-urlencoded", vals.Encode()
 	}
@@ -55,6 +63,9 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{name: "token missing fields", method: "POST", path: "/auth/token", status: 422},
 		{name: "token bad password", method: "POST", path: "/auth/token", status: 401},
 		{name: "token bad scope", method: "POST", path: "/auth/token", status: 400},
+		{name: "token refresh", method: "POST", path: "/auth/token", status: 200, checkRequest: true},
+		{name: "token refresh reused", method: "POST", path: "/auth/token", status: 400, checkRequest: true},
+		{name: "inference api key", method: "POST", path: "/tasks/assistant_inference", token: apiKey, status: 200, checkRequest: true},
 		{name: "inference", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 200, checkRequest: true},
 		{name: "inference stream", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 200, checkRequest: true},
 		{name: "inference no token", method: "POST", path: "/tasks/assistant_inference", status: 401},
@@ -64,6 +75,17 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{name: "healthz", method: "GET", path: "/healthz", status: 200, checkRequest: true},
 		{name: "readyz", method: "GET", path: "/readyz", status: 503, checkRequest: true},
 		{name: "openapi", method: "GET", path: "/openapi.json", status: 200, checkRequest: true},
+		{name: "openai chat", method: "POST", path: "/v1/chat/completions", token: tok, status: 200, checkRequest: true},
+		{name: "openai stream", method: "POST", path: "/v1/chat/completions", token: tok, status: 200, checkRequest: true},
+		{name: "openai no token", method: "POST", path: "/v1/chat/completions", status: 401},
+		{name: "openai invalid", method: "POST", path: "/v1/chat/completions", token: tok, status: 400},
+		{name: "openai unknown model", method: "POST", path: "/v1/chat/completions", token: tok, status: 404},
+		{name: "openai scope", method: "POST", path: "/v1/chat/completions", token: aliceTok, status: 403, checkRequest: true},
+		{name: "openai no replica", method: "POST", path: "/v1/chat/completions", token: tok, status: 503, checkRequest: true},
+		{name: "openai models", method: "GET", path: "/v1/models", token: tok, status: 200, checkRequest: true},
+		{name: "openai models no token", method: "GET", path: "/v1/models", status: 401},
+		{name: "openai model", method: "GET", path: "/v1/models/qwen", token: tok, status: 200, checkRequest: true},
+		{name: "openai model unknown", method: "GET", path: "/v1/models/llama", token: tok, status: 404, checkRequest: true},
 	}
 	bodies := map[string]func() (string, string){
 		"token":                func() (string, string) { return form(url.Values{"username": {"demo"}, "password": {"demo"}}) },
@@ -72,7 +94,14 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"token bad scope": func() (string, string) {
 			return form(url.Values{"username": {"alice"}, "password": {"demo"}, "scope": {"model:gemma"}})
 		},
-		"inference": func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
+		"token refresh": func() (string, string) {
+			return form(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+		},
+		"token refresh reused": func() (string, string) {
+			return form(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {used}})
+		},
+		"inference":         func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
+		"inference api key": func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
 		"inference stream": func() (string, string) {
 			return jsonBody(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
 		},
@@ -80,6 +109,25 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"inference invalid":  func() (string, string) { return jsonBody(`{"messages":[],"temperature":5}`) },
 		"inference no replica": func() (string, string) {
 			return jsonBody(`{"messages":[{"role":"user","content":"hi"}],"model_type":"gemma"}`)
+		},
+		"openai chat": func() (string, string) {
+			return jsonBody(`{"model":"qwen","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"temperature":0.5,"max_completion_tokens":5,"stop":["x"]}`)
+		},
+		"openai stream": func() (string, string) {
+			return jsonBody(`{"model":"qwen","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`)
+		},
+		"openai no token": func() (string, string) {
+			return jsonBody(`{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`)
+		},
+		"openai invalid": func() (string, string) { return jsonBody(`{"model":"qwen","messages":[],"temperature":5}`) },
+		"openai unknown model": func() (string, string) {
+			return jsonBody(`{"model":"llama","messages":[{"role":"user","content":"hi"}]}`)
+		},
+		"openai scope": func() (string, string) {
+			return jsonBody(`{"model":"gemma","messages":[{"role":"user","content":"hi"}]}`)
+		},
+		"openai no replica": func() (string, string) {
+			return jsonBody(`{"model":"gemma","messages":[{"role":"user","content":"hi"}]}`)
 		},
 	}
 	for _, tc := range cases {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/llmedge/llmedge/api"
 )
@@ -30,6 +31,9 @@ type API struct {
 	Pipeline *Pipeline
 	// Native is llmedge's own API on PathInference.
 	Native Front
+	// Mounts are the other public APIs, each on paths of its own
+	// (OpenAI's, under /v1/).
+	Mounts []Mount
 	// Passthrough hands unknown paths to next instead of answering 404.
 	Passthrough bool
 	// Done, when set, hears every inference request once it is answered
@@ -81,9 +85,22 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 			a.Pipeline.Gateway.ServeReady(w, r)
 		}
 	default:
+		// The native paths come first, so a mounted API costs them nothing.
+		for _, m := range a.Mounts {
+			if h := m.Handler(r.URL.Path); h != nil {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
 		if a.Passthrough && next != nil {
 			next.ServeHTTP(w, r)
 			return
+		}
+		for _, m := range a.Mounts {
+			if strings.HasPrefix(r.URL.Path, m.Prefix()) {
+				m.NotFound(w, r) // in the shape that API's clients parse
+				return
+			}
 		}
 		api.NewError(http.StatusNotFound, "Not Found").Write(w)
 	}
@@ -102,6 +119,18 @@ func headerLimit(n int) int {
 		return api.DefaultMaxHeaderBytes
 	}
 	return n
+}
+
+// Mount is a public API served beside the native one, on paths of its own
+// under a prefix (OpenAI's, under /v1/).
+type Mount interface {
+	// Handler returns the handler of path, or nil when the API has none.
+	Handler(path string) http.Handler
+	// Prefix is the start of every path of the API.
+	Prefix() string
+	// NotFound answers a path under Prefix that the API does not have,
+	// in its own error shape.
+	NotFound(w http.ResponseWriter, r *http.Request)
 }
 
 func (a *API) serveChat(w http.ResponseWriter, r *http.Request, front Front) {

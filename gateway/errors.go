@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
@@ -54,7 +55,11 @@ func publicError(model string, openTimeout time.Duration, err error) *api.Error 
 	}
 	switch be.Kind {
 	case backends.KindBadRequest:
-		return api.NewError(http.StatusUnprocessableEntity, "The model rejected the request: "+be.Message)
+		e := api.NewError(http.StatusUnprocessableEntity, "The model rejected the request: "+be.Message)
+		if contextLengthExceeded(be.Message) {
+			e.Code, e.Param = "context_length_exceeded", "messages"
+		}
+		return e
 	case backends.KindConnect:
 		var ne net.Error
 		if errors.As(be.Err, &ne) && ne.Timeout() {
@@ -72,6 +77,17 @@ func publicError(model string, openTimeout time.Duration, err error) *api.Error 
 	}
 	return api.NewError(http.StatusBadGateway,
 		"The replicas of model '"+model+"' failed to answer ("+be.Kind.String()+" error)")
+}
+
+// contextLengthExceeded recognizes a replica's refusal of a prompt (plus
+// its reply cap) longer than the model's context, in the words each engine
+// uses: vLLM and SGLang "context length", llama.cpp "context size", TGI
+// "`inputs` tokens + `max_new_tokens` must be <= N". Clients retry such a
+// request shortened, so OpenAI's API gives it a code of its own.
+func contextLengthExceeded(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "context length") || strings.Contains(m, "context size") ||
+		strings.Contains(m, "context window") || strings.Contains(m, "max_new_tokens` must be <=")
 }
 
 // retryAfter is a Retry-After value of whole seconds, at least 1.

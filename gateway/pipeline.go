@@ -102,6 +102,27 @@ func (p *Pipeline) Serve(w http.ResponseWriter, r *http.Request, front Front) *E
 	return ex
 }
 
+// Identify runs the authentication stage alone, for a request that is not
+// a chat (OpenAI's model list): a refusal is answered through front and
+// counted among the auth failures, but not as an inference request. The
+// exchange's Principal is valid when it reports true.
+func (p *Pipeline) Identify(w http.ResponseWriter, r *http.Request, front Front) (*Exchange, bool) {
+	ex := FromContext(r.Context())
+	if ex == nil {
+		ex = newExchange(w, r, front)
+		ex.observed = true // no request metrics: nothing is inferred
+	}
+	if ex.Stage >= StageAuthenticated {
+		return ex, ex.Principal != nil
+	}
+	if !p.checkHeaders(w, r, ex) || !p.authenticate(w, r, ex) {
+		ex.Stage = StageRouted // answered
+		return ex, false
+	}
+	ex.Stage = StageAuthenticated
+	return ex, true
+}
+
 // Require refuses, with 403, a request whose credential lacks any of
 // scopes; it must have passed StageAuthenticated. It serves handlers that
 // guard something other than the chat endpoints (a plain reverse proxy to
@@ -163,7 +184,11 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 func (p *Pipeline) authorize(w http.ResponseWriter, ex *Exchange) bool {
 	scope := auth.ModelScope(ex.Chat.Model)
 	if !ex.Principal.HasScope(scope) {
-		p.reject(w, ex, auth.Forbidden(p.Realm, scope), "insufficient_scope")
+		e := auth.Forbidden(p.Realm, scope)
+		// For fronts with machine-readable errors: the refusal is about
+		// the request's model field.
+		e.Code, e.Param = "model_not_allowed", "model"
+		p.reject(w, ex, e, "insufficient_scope")
 		return false
 	}
 	return true

@@ -96,7 +96,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
 		content.Reset()
 		ans.Deltas = 0
-		res, err := g.attempt(ctx, m, rep, call, sse, ans, &content, to, ex)
+		res, err := g.attempt(ctx, m, rep, call, sse, ans, &content, to, ex, lease.FirstToken)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		if err == nil {
 			lease.Charge(completionTokens(res, content.Len())) // the fair queue's counters

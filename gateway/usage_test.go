@@ -47,3 +47,22 @@ func TestServeReplicaAPIKey(t *testing.T) {
 		t.Fatalf("%d, key %q; want the replica's", w.Code, fb.last.APIKey)
 	}
 }
+
+func TestContextLengthExceeded(t *testing.T) {
+	for msg, want := range map[string]bool{
+		"This model's maximum context length is 10 tokens. However, your request has 12 input tokens.": true,
+		"The input (12 tokens) is longer than the model's context length (10 tokens).":                 true,
+		"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000":      true,
+		"the request exceeds the available context size, try increasing it":                            true,
+		"temperature must be non-negative":                                                             false,
+		"":                                                                                             false,
+	} {
+		if got := contextLengthExceeded(msg); got != want {
+			t.Errorf("contextLengthExceeded(%q) = %v", msg, got)
+		}
+	}
+	e := publicError("qwen", 0, errBadReq)
+	if e.Status != 422 || e.Code != "context_length_exceeded" || e.Param != "messages" {
+		t.Fatalf("%+v", e)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	_ "github.com/llmedge/llmedge/modules/llmgateway"
 	_ "github.com/llmedge/llmedge/modules/llmhealth"
 	_ "github.com/llmedge/llmedge/modules/llmjwks"
+	_ "github.com/llmedge/llmedge/modules/llmopenai"
 	_ "github.com/llmedge/llmedge/modules/llmpolicy"
 	_ "github.com/llmedge/llmedge/modules/llmprotocol"
 	_ "github.com/llmedge/llmedge/modules/llmrevoke"
@@ -27,7 +28,7 @@ import (
 func init() {
 	httpcaddyfile.RegisterDirectiveOrder("llm_auth", httpcaddyfile.After, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("llm_validate", httpcaddyfile.After, "forward_auth")
-	for _, d := range []string{"llm_token", "llm_revoke", "llm_jwks", "llm_health", "llm_gateway", "llm_route"} {
+	for _, d := range []string{"llm_token", "llm_revoke", "llm_jwks", "llm_health", "llm_gateway", "llm_openai", "llm_route"} {
 		httpcaddyfile.RegisterDirectiveOrder(d, httpcaddyfile.Before, "reverse_proxy")
 	}
 }

@@ -158,6 +158,19 @@ type Lease struct {
 	pool   *Pool
 	done   func(error)
 	tenant string // the request's user, for the wait queue's counters
+	// prefill is Choice.Prefill while it counts in the replica's pending
+	// prefill work.
+	prefill int64
+}
+
+// FirstToken tells the pool the request's first token arrived: its
+// prefill is done and no longer queues ahead of others. Release does it
+// too, for a request that never got one.
+func (l *Lease) FirstToken() {
+	if l.prefill != 0 && l.Replica != nil {
+		l.Replica.pending.Add(-l.prefill)
+		l.prefill = 0
+	}
 }
 
 // Release frees the slot and tells the breaker how the request went. A
@@ -167,6 +180,7 @@ func (l *Lease) Release(o Outcome) {
 	if r == nil {
 		return
 	}
+	l.FirstToken()
 	l.Replica = nil
 	r.Release()
 	if l.done != nil {
@@ -224,7 +238,10 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 			}
 			done = d
 		}
-		return Lease{Replica: r, Choice: c, pool: p, done: done}, nil
+		if c.Prefill != 0 {
+			r.pending.Add(c.Prefill)
+		}
+		return Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill}, nil
 	}
 	switch {
 	case sawFull:

@@ -25,6 +25,11 @@ type chatRequest struct {
 	MaxTokens           *int            `json:"max_tokens"`
 	MaxCompletionTokens *int            `json:"max_completion_tokens"`
 	StreamOptions       json.RawMessage `json:"stream_options"`
+	// Sampling fields that only tests look at (the reply does not depend
+	// on them): they show what a gateway passed on.
+	TopP *float64        `json:"top_p"`
+	Stop json.RawMessage `json:"stop"`
+	Seed *int64          `json:"seed"`
 }
 
 type chatMessage struct {
@@ -55,6 +60,10 @@ type chat struct {
 	IncludeUsage  bool
 	// MessagesMissing is true when "messages" was absent or null.
 	MessagesMissing bool
+	// TopP, Stop (a string or a list, as sent) and Seed are recorded only.
+	TopP *float64
+	Stop json.RawMessage
+	Seed *int64
 }
 
 // decodeChat reads a chat request body. It fails only on malformed JSON or
@@ -71,6 +80,9 @@ func decodeChat(r *http.Request, w http.ResponseWriter) (*chat, error) {
 		MaxTokens:           req.MaxTokens,
 		MaxCompletionTokens: req.MaxCompletionTokens,
 		MessagesMissing:     req.Messages == nil,
+		TopP:                req.TopP,
+		Stop:                req.Stop,
+		Seed:                req.Seed,
 	}
 	if so := bytes.TrimSpace(req.StreamOptions); len(so) > 0 && !bytes.Equal(so, []byte("null")) {
 		var opts map[string]json.RawMessage

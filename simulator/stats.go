@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/llmedge/llmedge/api"
@@ -66,6 +67,12 @@ type LastRequest struct {
 	MaxCompletionTokens *int          `json:"max_completion_tokens"`
 	// IncludeUsage is stream_options.include_usage.
 	IncludeUsage bool `json:"include_usage"`
+	// TopP, Stop (as sent: a string or a list) and Seed do not change the
+	// reply; they are recorded for tests of what a gateway passes on, and
+	// absent when the request did not set them.
+	TopP *float64        `json:"top_p,omitempty"`
+	Stop json.RawMessage `json:"stop,omitempty"`
+	Seed *int64          `json:"seed,omitempty"`
 	// HasAuthorization tells whether an Authorization header was sent.
 	HasAuthorization bool `json:"has_authorization"`
 }
@@ -108,6 +115,9 @@ func lastRequest(c *chat, hasAuth bool) *LastRequest {
 		MaxTokens:           c.MaxTokens,
 		MaxCompletionTokens: c.MaxCompletionTokens,
 		IncludeUsage:        c.IncludeUsage,
+		TopP:                c.TopP,
+		Stop:                c.Stop,
+		Seed:                c.Seed,
 		HasAuthorization:    hasAuth,
 	}
 }

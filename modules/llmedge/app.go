@@ -20,6 +20,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/frontends/openai"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/internal/portlock"
@@ -79,6 +80,16 @@ type App struct {
 	// Consul says how to reach Consul for models whose source is consul
 	// and for the `consul` upstream source.
 	Consul *ConsulOptions `json:"consul,omitempty"`
+	// APIKeyTTL is the lifetime of API keys created without one.
+	// Default: 90 days.
+	APIKeyTTL caddy.Duration `json:"api_key_ttl,omitempty"`
+	// APIKeysRefresh is how often API keys are reloaded from storage, so
+	// that keys created or revoked on other instances take effect.
+	// Default: 10s.
+	APIKeysRefresh caddy.Duration `json:"api_keys_refresh,omitempty"`
+	// RefreshTokenTTL is how long after a login its refresh tokens work;
+	// negative turns refresh tokens off. Default: 720h.
+	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
 	// Redis holds the state every instance shares: tenants' limits and
 	// revoked tokens. Without it, limits are per instance and
 	// revocations travel through Caddy's storage.
@@ -99,6 +110,7 @@ type App struct {
 	issuer   *auth.Issuer
 	pipeline *gateway.Pipeline
 	native   gateway.Front
+	openai   *openai.Front
 	token    *auth.TokenEndpoint
 	client   *http.Client
 	models   []*builtModel
@@ -108,6 +120,8 @@ type App struct {
 	storage  auth.Storage // nil for HS256 keys
 	bg       *background
 	kidLimit *rateGate // bounds storage reloads for unknown kids
+	apiKeys  *auth.APIKeys
+	refresh  *auth.RefreshTokens // nil when refresh tokens are off
 
 	clients        *auth.Clients
 	fileUsers      []auth.User // as last loaded, to see who a reload disables
@@ -186,6 +200,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 
 	validator := &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
 	a.native = gateway.NativeFront{Validator: validator}
+	a.openai = openai.New(validator.Limits, validator.Models)
 	models := make(map[string]*gateway.Model, len(a.models))
 	for _, m := range a.models {
 		models[m.Name] = m.Model
@@ -193,7 +208,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
 		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize), Revoked: a.tokenRevoked}
 	a.pipeline = &gateway.Pipeline{
-		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm},
+		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm, APIKeys: a.apiKeys},
 		Realm:          Realm,
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
 		Gateway: &gateway.Gateway{
@@ -247,6 +262,9 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 	if err := a.provisionKeys(ctx, repl); err != nil {
 		return err
 	}
+	if err := a.provisionCredentials(ctx); err != nil {
+		return err
+	}
 	a.issuer = &auth.Issuer{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, TTL: time.Duration(a.TokenTTL)}
 	a.token = &auth.TokenEndpoint{
 		Users: a.users, Issuer: a.issuer, Realm: Realm,
@@ -256,6 +274,9 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 		Clients:     clients,
 		OnIssued:    a.metrics.TokenIssued,
 		OnFailure:   a.metrics.AuthFailure,
+		Refresh:     a.refresh,
+		OnError:     a.onTokenStorageError,
+		OnReuse:     a.onRefreshReuse,
 	}
 	return nil
 }
@@ -369,7 +390,7 @@ func (a *App) allUsers(fileUsers []auth.User) []auth.User {
 }
 
 // Start begins the periodic work: key refresh and rotation, reloading
-// the users file, and health probing of static replicas.
+// API keys and the users file, and health probing of static replicas.
 func (a *App) Start() error {
 	if err := a.lockAddresses(); err != nil {
 		return err
@@ -379,6 +400,7 @@ func (a *App) Start() error {
 	if a.storedKeys() {
 		a.bg.run(ctx, a.keyLoop)
 	}
+	a.bg.run(ctx, a.credentialsLoop)
 	a.prober.Start()
 	a.revocations.Start()
 	for _, m := range a.models {
@@ -426,6 +448,7 @@ func (a *App) Stop() error {
 	if a.bg != nil {
 		a.bg.stop()
 	}
+	a.flushUsage()
 	if a.revocations != nil {
 		a.revocations.Stop()
 	}

@@ -54,6 +54,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		key_refresh       <duration>
 //		users_file_refresh <duration>
 //		client            <client_id> <bcrypt-hash-of-secret>
+//		api_key_ttl       <duration>
+//		api_keys_refresh  <duration>
+//		refresh_token_ttl <duration>|off
 //		redis             <redis://...|rediss://...> [{
 //			username <name>
 //			password <password>             # e.g. {env.REDIS_PASSWORD}
@@ -243,6 +246,21 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.Clients = map[string]string{}
 			}
 			a.Clients[args[0]] = args[1]
+		case "api_key_ttl":
+			err = positiveDuration(d, d.Val(), &a.APIKeyTTL)
+		case "api_keys_refresh":
+			err = positiveDuration(d, d.Val(), &a.APIKeysRefresh)
+		case "refresh_token_ttl":
+			var v string
+			if err = oneString(d, &v); err == nil {
+				if v == "off" {
+					a.RefreshTokenTTL = -1
+				} else if dur, perr := caddy.ParseDuration(v); perr != nil || dur <= 0 {
+					err = d.Errf("refresh_token_ttl %q: want a positive duration or off", v)
+				} else {
+					a.RefreshTokenTTL = caddy.Duration(dur)
+				}
+			}
 		case "consul":
 			if a.Consul != nil {
 				return d.Err("consul: given twice")

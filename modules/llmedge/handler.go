@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/llmedge/llmedge/frontends/openai"
 	"github.com/llmedge/llmedge/gateway"
 )
 
@@ -28,7 +29,7 @@ import (
 // request that llm_gateway would refuse.
 type Stage struct {
 	// API is the public API whose shapes answers and errors take:
-	// "native" (default).
+	// "native" (default) or "openai".
 	API string `json:"api,omitempty"`
 	// Scopes are required of the credential beyond the model's own (403
 	// otherwise); for handlers that guard a plain reverse proxy, where the
@@ -65,7 +66,7 @@ func (h *Stage) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 
 // UnmarshalCaddyfile parses
 //
-//	<directive> [<matcher>] [native] {
+//	<directive> [<matcher>] [native|openai] {
 //		scope <scope>...
 //	}
 func (h *Stage) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -134,21 +135,31 @@ func ParseCaddyfile[T any, PT interface {
 }
 
 // APIs are the public APIs a stage handler may answer in.
-var APIs = []string{"native"}
+var APIs = []string{"native", "openai"}
 
-// Front returns the public API named name: "" or "native" is llmedge's own.
+// Front returns the public API named name: "" or "native" is llmedge's
+// own, "openai" OpenAI's chat completions.
 func (a *App) Front(name string) (gateway.Front, error) {
 	switch name {
 	case "", "native":
 		return a.native, nil
+	case "openai":
+		return a.openai, nil
 	}
 	return nil, fmt.Errorf("unknown API %q (want one of %s)", name, strings.Join(APIs, ", "))
 }
 
+// OpenAI is OpenAI's API on its /v1 paths, answering in the access log as
+// every handler does.
+func (a *App) OpenAI() *openai.API {
+	return openai.NewAPI(a.pipeline, a.openai, LogFields)
+}
+
 // LogFields adds the request's figures to Caddy's access log entry:
 // model_type, replica, the balancing decision, attempts, token counts,
-// time to first token, the user (the credential's subject) and the
-// request ID. Never secrets or message content.
+// time to first token, the user (the credential's subject), the API
+// key's id when one was used, and the request ID. Never secrets or
+// message content.
 func LogFields(r *http.Request, ex *gateway.Exchange) {
 	extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
 	if !ok || ex == nil {
@@ -157,6 +168,9 @@ func LogFields(r *http.Request, ex *gateway.Exchange) {
 	extra.Set(zap.String("request_id", ex.RequestID))
 	if ex.Principal != nil {
 		extra.Set(zap.String("user", ex.Principal.Subject))
+		if ex.Principal.KeyID != "" {
+			extra.Set(zap.String("api_key_id", ex.Principal.KeyID)) // the id, never the key
+		}
 	}
 	if m := ex.Model(); m != "" {
 		extra.Set(zap.String("model_type", m))

@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/frontends/openai"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmedge"
 )
@@ -20,10 +22,15 @@ func init() {
 }
 
 // Handler serves POST /auth/token, POST /auth/revoke, POST /tasks/assistant_inference,
-// GET /.well-known/jwks.json, GET /openapi.json, GET /healthz and GET /readyz. Other paths get
-// a JSON 404, or go to the next handler with Passthrough.
+// GET /.well-known/jwks.json, GET /openapi.json, GET /healthz, GET /readyz
+// and OpenAI's API (POST /v1/chat/completions, GET /v1/models, GET
+// /v1/models/{id}). Other paths get a JSON 404 (OpenAI's shape under
+// /v1/), or go to the next handler with Passthrough.
 type Handler struct {
 	Passthrough bool `json:"passthrough,omitempty"`
+	// DisableOpenAI leaves OpenAI's API out: /v1/ paths are then unknown
+	// paths, and /openapi.json does not describe them.
+	DisableOpenAI bool `json:"disable_openai,omitempty"`
 
 	api *gateway.API
 }
@@ -51,6 +58,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 		MaxHeaderBytes: app.Pipeline().MaxHeaderBytes,
 	}
+	if h.DisableOpenAI {
+		if h.api.OpenAPI, err = api.WithoutPaths(h.api.OpenAPI, openai.Prefix); err != nil {
+			return err
+		}
+	} else {
+		h.api.Mounts = []gateway.Mount{app.OpenAI()}
+	}
 	return nil
 }
 
@@ -66,6 +80,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 //
 //	llm_gateway {
 //		passthrough
+//		openai on|off
 //	}
 func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next()
@@ -76,6 +91,21 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		switch d.Val() {
 		case "passthrough":
 			h.Passthrough = true
+		case "openai":
+			if !d.NextArg() {
+				return d.Errf("llm_gateway: openai: want on or off")
+			}
+			switch d.Val() {
+			case "on":
+				h.DisableOpenAI = false
+			case "off":
+				h.DisableOpenAI = true
+			default:
+				return d.Errf("llm_gateway: openai: want on or off, not %q", d.Val())
+			}
+			if d.NextArg() {
+				return d.Errf("llm_gateway: openai takes one argument, on or off")
+			}
 		default:
 			return d.Errf("unrecognized llm_gateway option %q", d.Val())
 		}
