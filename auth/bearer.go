@@ -100,6 +100,8 @@ func invalidToken(realm, desc string) *api.Error {
 // nothing of the token itself is echoed.
 func describeTokenError(err error) string {
 	switch {
+	case errors.Is(err, ErrRevoked):
+		return "the access token was revoked"
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "the access token expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):

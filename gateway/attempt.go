@@ -76,6 +76,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		}
 		watchdog.Reset(to.Idle)
 		content.WriteString(text)
+		ex.Relayed += len(text)
 		if sse == nil {
 			return nil
 		}

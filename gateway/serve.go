@@ -30,6 +30,9 @@ type Gateway struct {
 	Logger      *zap.Logger
 	// Metrics, when set, records every request.
 	Metrics *metrics.Metrics
+	// Dependencies are services beyond the replicas that /readyz reports
+	// on (the shared limit store).
+	Dependencies []Dependency
 }
 
 // DefaultPingInterval is the keep-alive period of a stream waiting for its
@@ -95,6 +98,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		ans.Deltas = 0
 		res, err := g.attempt(ctx, m, rep, call, sse, ans, &content, to, ex, lease.FirstToken)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
+		if err == nil {
+			lease.Charge(completionTokens(res, content.Len())) // the fair queue's counters
+		}
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
 			g.succeed(w, sse, ex, ans, res, &content)
@@ -152,7 +158,7 @@ func retryable(err error) bool {
 
 func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *backends.Result, content *strings.Builder) {
 	if res.UsageKnown {
-		ex.Usage = res.Usage
+		ex.Usage, ex.UsageKnown = res.Usage, true
 	}
 	ex.Finish = res.FinishReason
 	done := res.Done
@@ -162,6 +168,7 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, a
 	ans.Content = content.String()
 	if ans.Content == "" {
 		ans.Content = res.Content // a non-streamed call delivers the text whole
+		ex.Relayed += len(res.Content)
 	}
 	ans.FinishReason, ans.Usage, ans.UsageKnown = res.FinishReason, ex.Usage, res.UsageKnown
 	ans.Inference = done.Sub(res.Sent)

@@ -26,6 +26,7 @@ import (
 	"github.com/llmedge/llmedge/internal/portlock"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/modules/llmsource"
+	"github.com/llmedge/llmedge/revocation"
 )
 
 func init() {
@@ -89,6 +90,20 @@ type App struct {
 	// RefreshTokenTTL is how long after a login its refresh tokens work;
 	// negative turns refresh tokens off. Default: 720h.
 	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
+	// Redis holds the state every instance shares: tenants' limits and
+	// revoked tokens. Without it, limits are per instance and
+	// revocations travel through Caddy's storage.
+	Redis *RedisConfig `json:"redis,omitempty"`
+	// OnRedisFailure is what limits do while Redis is unreachable: "open"
+	// (default) enforces them per instance, "closed" refuses the requests
+	// they apply to.
+	OnRedisFailure string `json:"on_redis_failure,omitempty"`
+	// RateLimits are every user's default limits (users and models may
+	// override them).
+	RateLimits *RateLimitsConfig `json:"rate_limits,omitempty"`
+	// RevocationRefresh is how often revocations are read from Caddy's
+	// storage when there is no Redis. Default: 1s.
+	RevocationRefresh caddy.Duration `json:"revocation_refresh,omitempty"`
 
 	users    *auth.Users
 	keys     *auth.KeyRing
@@ -107,6 +122,15 @@ type App struct {
 	kidLimit *rateGate // bounds storage reloads for unknown kids
 	apiKeys  *auth.APIKeys
 	refresh  *auth.RefreshTokens // nil when refresh tokens are off
+
+	clients        *auth.Clients
+	fileUsers      []auth.User // as last loaded, to see who a reload disables
+	tenancyKey     string
+	tenancy        *tenancyState
+	tenancyMetrics *metrics.Tenancy
+	admitter       *admitter // nil when no limit is configured
+	revocations    *revocation.Sync
+	revoke         *auth.RevokeEndpoint
 
 	usersFile string // UsersFile with placeholders replaced
 	openapi   []byte
@@ -170,6 +194,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if err := a.provisionModels(ctx, repl); err != nil {
 		return err
 	}
+	if err := a.provisionTenancy(ctx, repl); err != nil {
+		return err
+	}
 
 	validator := &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
 	a.native = gateway.NativeFront{Validator: validator}
@@ -179,7 +206,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		models[m.Name] = m.Model
 	}
 	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
-		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize)}
+		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize), Revoked: a.tokenRevoked}
 	a.pipeline = &gateway.Pipeline{
 		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm, APIKeys: a.apiKeys},
 		Realm:          Realm,
@@ -193,6 +220,17 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Metrics:      a.metrics,
 		},
 	}
+	if a.admitter != nil {
+		a.pipeline.Admitter = a.admitter
+	}
+	if a.Redis != nil {
+		a.pipeline.Gateway.Dependencies = []gateway.Dependency{redisDependency{a.tenancy.limiter}}
+	}
+	a.revoke = &auth.RevokeEndpoint{Verifier: verifier, Clients: a.clients, Realm: Realm,
+		Revoke: func(ctx context.Context, jti string, expires time.Time) error {
+			_, err := a.RevokeToken(ctx, jti, expires)
+			return err
+		}}
 	if a.openapi, err = api.OpenAPI(validator); err != nil {
 		return err
 	}
@@ -210,6 +248,7 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 			return err
 		}
 	}
+	a.fileUsers = fileUsers
 	var err error
 	if a.users, err = auth.NewUsers(a.allUsers(fileUsers)); err != nil {
 		return fmt.Errorf("users: %w", err)
@@ -218,6 +257,7 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 	if err != nil {
 		return fmt.Errorf("clients: %w", err)
 	}
+	a.clients = clients
 	a.kidLimit = &rateGate{every: unknownKIDReloadEvery}
 	if err := a.provisionKeys(ctx, repl); err != nil {
 		return err
@@ -313,6 +353,19 @@ func (a *App) Validate() error {
 			}
 		}
 	}
+	if rl := a.RateLimits; rl != nil {
+		if err := rl.Validate(); err != nil {
+			return fmt.Errorf("limits: %w", err)
+		}
+		if rl.APIKey != nil {
+			if err := rl.APIKey.Validate(); err != nil {
+				return fmt.Errorf("limits api_key: %w", err)
+			}
+		}
+		if rl.DefaultMaxTokens < 0 {
+			return fmt.Errorf("limits default_max_tokens must be positive, got %d", rl.DefaultMaxTokens)
+		}
+	}
 	return nil
 }
 
@@ -349,6 +402,7 @@ func (a *App) Start() error {
 	}
 	a.bg.run(ctx, a.credentialsLoop)
 	a.prober.Start()
+	a.revocations.Start()
 	for _, m := range a.models {
 		if m.scraper != nil {
 			if err := m.scraper.Start(); err != nil {
@@ -368,6 +422,8 @@ func (a *App) Start() error {
 						return err
 					}
 					a.logger.Info("reloaded the users file", zap.String("file", a.usersFile), zap.Int("users", len(users)))
+					a.revokeDisabled(a.fileUsers, users)
+					a.fileUsers = users
 					return nil
 				},
 				func(err error) {
@@ -393,6 +449,9 @@ func (a *App) Stop() error {
 		a.bg.stop()
 	}
 	a.flushUsage()
+	if a.revocations != nil {
+		a.revocations.Stop()
+	}
 	for _, release := range a.portLocks {
 		release()
 	}
@@ -436,11 +495,18 @@ func (a *App) Cleanup() error {
 	if a.client != nil {
 		a.client.CloseIdleConnections()
 	}
+	if a.tenancy != nil {
+		_, _ = tenancyPool.Delete(a.tenancyKey)
+		a.tenancy = nil
+	}
 	return nil
 }
 
 // Pipeline is the inference pipeline handlers run.
 func (a *App) Pipeline() *gateway.Pipeline { return a.pipeline }
+
+// RevokeEndpoint serves POST /auth/revoke (RFC 7009).
+func (a *App) RevokeEndpoint() http.Handler { return a.revoke }
 
 // Native is llmedge's own public API.
 func (a *App) Native() gateway.Front { return a.native }
