@@ -34,33 +34,43 @@ const (
 // The scheme is matched case-insensitively. The principal is to be trusted
 // only when the *api.Error is nil.
 func Bearer(r *http.Request, v *Verifier, realm string) (*Principal, *api.Error) {
-	values := r.Header.Values("Authorization")
-	if len(values) == 0 || (len(values) == 1 && strings.TrimSpace(values[0]) == "") {
-		return nil, notAuthenticated(realm)
-	}
-	if len(values) > 1 {
-		return nil, invalidToken(realm, "more than one Authorization header")
-	}
-	h := values[0]
-	if len(h) > MaxAuthorizationBytes {
-		return nil, invalidToken(realm, "Authorization header too long")
-	}
-	scheme, token, _ := strings.Cut(strings.TrimSpace(h), " ")
-	if !strings.EqualFold(scheme, "Bearer") {
-		return nil, notAuthenticated(realm)
-	}
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return nil, invalidToken(realm, "the access token is missing")
-	}
-	if !isB64Token(token) {
-		return nil, invalidToken(realm, "the access token is malformed")
+	token, apiErr := BearerToken(r, realm)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	p, err := v.Verify(token)
 	if err != nil {
 		return nil, invalidToken(realm, describeTokenError(err))
 	}
 	return p, nil
+}
+
+// BearerToken returns the request's RFC 6750 Bearer credential, checked
+// for form only, or the 401 that Bearer answers without one.
+func BearerToken(r *http.Request, realm string) (string, *api.Error) {
+	values := r.Header.Values("Authorization")
+	if len(values) == 0 || (len(values) == 1 && strings.TrimSpace(values[0]) == "") {
+		return "", notAuthenticated(realm)
+	}
+	if len(values) > 1 {
+		return "", invalidToken(realm, "more than one Authorization header")
+	}
+	h := values[0]
+	if len(h) > MaxAuthorizationBytes {
+		return "", invalidToken(realm, "Authorization header too long")
+	}
+	scheme, token, _ := strings.Cut(strings.TrimSpace(h), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", notAuthenticated(realm)
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return "", invalidToken(realm, "the access token is missing")
+	}
+	if !isB64Token(token) {
+		return "", invalidToken(realm, "the access token is malformed")
+	}
+	return token, nil
 }
 
 // Forbidden is the 403 answer for a valid token that lacks scope:
@@ -90,6 +100,8 @@ func invalidToken(realm, desc string) *api.Error {
 // nothing of the token itself is echoed.
 func describeTokenError(err error) string {
 	switch {
+	case errors.Is(err, ErrRevoked):
+		return "the access token was revoked"
 	case errors.Is(err, jwt.ErrTokenExpired):
 		return "the access token expired"
 	case errors.Is(err, jwt.ErrTokenNotValidYet), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
@@ -164,13 +176,41 @@ func isB64Token(s string) bool {
 	return true
 }
 
-// BearerAuth authenticates requests by their Bearer access token.
+// BearerAuth authenticates requests by their Bearer credential: an access
+// token (a JWT), or, when APIKeys is set, an API key ("llme_…"). The
+// prefix tells them apart: a JWT always starts with "eyJ".
 type BearerAuth struct {
 	Verifier *Verifier
 	Realm    string
+	// APIKeys, when set, are accepted as Bearer credentials too; a key's
+	// principal has its models as scopes.
+	APIKeys *APIKeys
 }
 
-// Authenticate returns the token's principal, or the 401 to answer.
+// Authenticate returns the credential's principal, or the 401 to answer.
 func (b *BearerAuth) Authenticate(r *http.Request) (*Principal, *api.Error) {
-	return Bearer(r, b.Verifier, b.Realm)
+	token, apiErr := BearerToken(r, b.Realm)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	switch {
+	case b.APIKeys != nil && IsAPIKey(token):
+		p, err := b.APIKeys.Verify(token)
+		if err != nil {
+			desc := "the API key is invalid or revoked"
+			if errors.Is(err, ErrAPIKeyExpired) {
+				desc = "the API key expired"
+			}
+			return nil, invalidToken(b.Realm, desc)
+		}
+		return p, nil
+	case strings.HasPrefix(token, RefreshTokenPrefix):
+		// A client mixing up its tokens deserves a clear answer.
+		return nil, invalidToken(b.Realm, "a refresh token is not an access token")
+	}
+	p, err := b.Verifier.Verify(token)
+	if err != nil {
+		return nil, invalidToken(b.Realm, describeTokenError(err))
+	}
+	return p, nil
 }

@@ -34,15 +34,19 @@ func FuzzVerify(f *testing.F) {
 	})
 }
 
-// FuzzTokenEndpoint posts arbitrary bodies: the endpoint must answer with
-// a known status and never echo the password.
+// FuzzTokenEndpoint posts arbitrary bodies, of either grant: the endpoint
+// must answer with a known status and never echo the password.
 func FuzzTokenEndpoint(f *testing.F) {
 	f.Add(formCT, "username=alice&password=wonderland")
 	f.Add(formCT, "username=alice&password=wonderland&scope=model:qwen%20model:x")
 	f.Add(formCT, "grant_type=x&username=&password=")
 	f.Add("multipart/form-data; boundary=b", "--b\r\nContent-Disposition: form-data; name=\"username\"\r\n\r\nalice\r\n--b--\r\n")
 	f.Add("application/json", `{"username":"alice"}`)
-	ep, _ := testEndpoint(f)
+	f.Add(formCT, "grant_type=refresh_token&refresh_token=llmr_0123456789abcdef0123456789abcdef_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefg")
+	f.Add(formCT, "grant_type=refresh_token&refresh_token=x&scope=model:qwen&refresh_token=y")
+	f.Add(formCT, "grant_type=refresh_token")
+	// Refresh tokens on, so both grants' parsing is fuzzed.
+	ep, _ := refreshEndpoint(f, newClock())
 	known := map[int]bool{200: true, 400: true, 401: true, 413: true, 422: true}
 	f.Fuzz(func(t *testing.T, ct, body string) {
 		r := httptest.NewRequest(http.MethodPost, "/auth/token", strings.NewReader(body))

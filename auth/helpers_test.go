@@ -5,6 +5,8 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,3 +111,34 @@ func (m *memStorage) Unlock(_ context.Context, name string) error {
 }
 
 var _ Storage = (*memStorage)(nil)
+
+func (m *memStorage) Delete(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k := range m.data {
+		if k == key || strings.HasPrefix(k, key+"/") {
+			delete(m.data, k)
+		}
+	}
+	return nil
+}
+
+// List returns the keys directly under prefix (recursive: all below it).
+func (m *memStorage) List(_ context.Context, prefix string, recursive bool) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var keys []string
+	for k := range m.data {
+		rest, ok := strings.CutPrefix(k, prefix+"/")
+		if ok && (recursive || !strings.Contains(rest, "/")) {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s: %w", prefix, fs.ErrNotExist)
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+var _ RefreshStorage = (*memStorage)(nil)

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math"
@@ -28,11 +29,28 @@ const (
 	DetailBadClient      = "Invalid client credentials"
 	detailParseError     = "There was an error parsing the body"
 	grantTypePattern     = "^password$"
+	// grantTypesPattern is the pattern when refresh tokens are on.
+	grantTypesPattern = "^(password|refresh_token)$"
+	// DetailStorageDown answers a refresh the token storage could not serve.
+	DetailStorageDown = "Token storage is unavailable, retry later"
+)
+
+// Details of the refresh grant's invalid_grant answers. They say what is
+// wrong with the token, never anything of it.
+const (
+	DetailRefreshInvalid = "Invalid refresh token"
+	DetailRefreshExpired = "Refresh token expired, log in again"
+	DetailRefreshRevoked = "Refresh token revoked, log in again"
+	DetailRefreshReused  = "Refresh token already used: every token of this login is revoked, log in again"
+	DetailRefreshClient  = "Refresh token was issued to another client"
+	DetailRefreshUser    = "Refresh token is no longer valid for this user"
+	detailRefreshOff     = "Refresh tokens are turned off on this server"
+	detailRefreshMissing = "Missing parameter: refresh_token"
 )
 
 // formFields are the OAuth2PasswordRequestForm fields, in FastAPI's order
 // (the order of its validation errors).
-var formFields = []string{"grant_type", "username", "password", "scope", "client_id", "client_secret"}
+var formFields = []string{"grant_type", "username", "password", "scope", "client_id", "client_secret", "refresh_token"}
 
 // TokenResponse is the 200 answer of the token endpoint (RFC 6749 §5.1).
 type TokenResponse struct {
@@ -40,10 +58,14 @@ type TokenResponse struct {
 	TokenType   string `json:"token_type"`
 	ExpiresIn   int64  `json:"expires_in"`
 	Scope       string `json:"scope"`
+	// RefreshToken is set when refresh tokens are on (RFC 6749 §5.1).
+	RefreshToken string `json:"refresh_token,omitempty"`
 }
 
 // TokenEndpoint serves POST /auth/token, the OAuth 2.0 password grant in
-// the shape of FastAPI's OAuth2PasswordRequestForm.
+// the shape of FastAPI's OAuth2PasswordRequestForm, and, with Refresh
+// set, the refresh_token grant (RFC 6749 §6) with rotation and reuse
+// detection (RFC 9700 §4.14.2).
 //
 // Answers, all with Cache-Control: no-store and Pragma: no-cache:
 //   - 200 TokenResponse; scope is the granted "model:<type>" scopes;
@@ -53,10 +75,18 @@ type TokenResponse struct {
 //   - 422 FastAPI validation list for missing username/password (an empty
 //     value counts as missing, as in FastAPI; so does a body that is not
 //     form-encoded or multipart) and for a grant_type other than
-//     "password";
+//     "password" (and "refresh_token" when refresh tokens are on);
 //   - 429 + Retry-After while a limiter blocks the username or address;
 //   - 401 invalid_grant + WWW-Authenticate: Bearer for bad credentials;
 //   - 400 invalid_scope for a requested scope the user lacks.
+//
+// The refresh grant (grant_type=refresh_token, refresh_token, optional
+// scope narrowing the login's) answers 200 with a new access token and a
+// new refresh token, or, per RFC 6749 §5.2, 400 invalid_request (no
+// refresh_token), 400 unsupported_grant_type (refresh tokens off), 400
+// invalid_grant (unknown, expired, revoked or reused token, another
+// client's, a disabled user's), 400 invalid_scope, 401 invalid_client;
+// 503 when the token storage fails.
 //
 // client_id, client_secret and any Authorization header are ignored unless
 // Clients is set.
@@ -79,9 +109,18 @@ type TokenEndpoint struct {
 	Clients *Clients
 	// OnIssued and OnFailure, when set, hear of every token issued and
 	// every refusal (reason: locked_out, invalid_client, invalid_grant,
-	// invalid_scope), for metrics.
+	// invalid_scope; refresh_reused as well as invalid_grant for a
+	// refresh token used twice), for metrics.
 	OnIssued  func()
 	OnFailure func(reason string)
+	// Refresh, when set, issues a refresh token with each access token and
+	// serves grant_type=refresh_token.
+	Refresh *RefreshTokens
+	// OnError, when set, hears of storage failures (never a secret).
+	OnError func(error)
+	// OnReuse, when set, hears of a refresh token used twice, which
+	// revoked the family (login) of that user: a security event.
+	OnReuse func(user, family string)
 }
 
 // ServeHTTP implements http.Handler.
@@ -115,7 +154,7 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	f, apiErr := validateForm(form)
+	f, apiErr := validateForm(form, e.Refresh != nil)
 	if apiErr != nil {
 		return nil, apiErr
 	}
@@ -126,6 +165,7 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 		return nil, api.NewError(http.StatusTooManyRequests, DetailTooManyFails).
 			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 	}
+	clientID := "" // the authenticated client, when clients are checked
 	if e.Clients.Required() {
 		id, secret, ok := r.BasicAuth()
 		if !ok || id == "" {
@@ -136,6 +176,10 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 			return nil, oauthError(http.StatusUnauthorized, "invalid_client", DetailBadClient).
 				WithHeader("WWW-Authenticate", basicChallenge(e.Realm))
 		}
+		clientID = id
+	}
+	if f.grantType == "refresh_token" {
+		return e.refresh(r.Context(), f, clientID, addr)
 	}
 	user, err := e.Users.Authenticate(f.username, f.password)
 	if err != nil {
@@ -150,7 +194,25 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 	if apiErr != nil {
 		return nil, apiErr
 	}
-	token, _, err := e.Issuer.Issue(user.Name, granted)
+	resp, apiErr := e.issue(user.Name, granted)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	if e.Refresh != nil {
+		// A login still succeeds when the storage fails: the client gets
+		// its access token, only without a refresh token.
+		rt, _, err := e.Refresh.Issue(r.Context(), RefreshGrant{User: user.Name, Scopes: granted, ClientID: clientID})
+		if err != nil {
+			e.reportError(err)
+		}
+		resp.RefreshToken = rt
+	}
+	return resp, nil
+}
+
+// issue signs an access token for subject with scopes.
+func (e *TokenEndpoint) issue(subject string, scopes []string) (*TokenResponse, *api.Error) {
+	token, _, err := e.Issuer.Issue(subject, scopes)
 	if err != nil {
 		return nil, api.NewError(http.StatusInternalServerError, "Internal Server Error")
 	}
@@ -162,8 +224,111 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 		AccessToken: token,
 		TokenType:   "bearer",
 		ExpiresIn:   int64(ttl / time.Second),
-		Scope:       strings.Join(granted, " "),
+		Scope:       strings.Join(scopes, " "),
 	}, nil
+}
+
+// refresh serves grant_type=refresh_token: it rotates the refresh token
+// and issues an access token for the login's scopes, or the narrower
+// scope asked for. The user must still be enabled, and the client, when
+// clients are checked, the one the token was issued to.
+func (e *TokenEndpoint) refresh(ctx context.Context, f *tokenForm, clientID, addr string) (*TokenResponse, *api.Error) {
+	var granted []string
+	check := func(g *RefreshGrant) error {
+		if g.ClientID != clientID {
+			return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshClient)
+		}
+		user, ok := e.Users.Active(g.User)
+		if !ok {
+			return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshUser)
+		}
+		var apiErr *api.Error
+		if granted, apiErr = refreshScopes(user, g.Scopes, f.scope); apiErr != nil {
+			return apiErr
+		}
+		return nil
+	}
+	rt, g, err := e.Refresh.Rotate(ctx, f.refreshToken, check)
+	if err != nil {
+		var apiErr *api.Error
+		switch {
+		case errors.As(err, &apiErr):
+		case errors.Is(err, ErrStorage):
+			e.reportError(err)
+			return nil, api.NewError(http.StatusServiceUnavailable, DetailStorageDown).WithHeader("Retry-After", "1")
+		case errors.Is(err, ErrRefreshReused):
+			if e.OnFailure != nil {
+				e.OnFailure("refresh_reused")
+			}
+			if e.OnReuse != nil && g != nil {
+				e.OnReuse(g.User, g.FamilyID)
+			}
+			apiErr = oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshReused)
+		case errors.Is(err, ErrRefreshExpired):
+			apiErr = oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshExpired)
+		case errors.Is(err, ErrRefreshRevoked):
+			apiErr = oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshRevoked)
+		default:
+			apiErr = oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshInvalid)
+		}
+		if apiErr.Extra["error"] == "invalid_grant" {
+			// Refresh tokens cannot be guessed, but each try costs a
+			// storage read: a client that keeps failing is slowed down.
+			e.AddrLimiter.Fail(addr)
+		}
+		return nil, apiErr
+	}
+	resp, apiErr := e.issue(g.User, granted)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	resp.RefreshToken = rt
+	return resp, nil
+}
+
+// refreshScopes is the scope of an access token from a refresh: the
+// login's scopes that the user still holds, or the requested ones, each of
+// which the login must have been granted (RFC 6749 §6) and the user must
+// still hold.
+func refreshScopes(user *User, login []string, requested string) ([]string, *api.Error) {
+	current, apiErr := grantScopes(user, "")
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	allowed := make([]string, 0, len(login))
+	for _, s := range login {
+		if _, found := slices.BinarySearch(current, s); found {
+			allowed = append(allowed, s)
+		}
+	}
+	slices.Sort(allowed)
+	allowed = slices.Compact(allowed)
+	want := strings.Fields(requested)
+	if len(want) == 0 {
+		return allowed, nil
+	}
+	slices.Sort(want)
+	want = slices.Compact(want)
+	var bad []string
+	for _, s := range want {
+		if _, found := slices.BinarySearch(allowed, s); !found {
+			bad = append(bad, s)
+		}
+	}
+	if len(bad) > 0 {
+		desc := "Requested scope exceeds the scope of the login: " + strings.Join(bad, " ")
+		if !isScopeSyntax(bad) {
+			desc = "Requested scope is malformed"
+		}
+		return nil, oauthError(http.StatusBadRequest, "invalid_scope", desc)
+	}
+	return want, nil
+}
+
+func (e *TokenEndpoint) reportError(err error) {
+	if e.OnError != nil {
+		e.OnError(err)
+	}
 }
 
 // failureReason names a refusal for OnFailure; "" for malformed requests.
@@ -179,27 +344,46 @@ func failureReason(e *api.Error) string {
 
 // tokenForm is a validated token request.
 type tokenForm struct {
+	grantType                 string // "password" or "refresh_token"
 	username, password, scope string
+	refreshToken              string
 	clientID, clientSecret    string
 }
 
-// validateForm applies OAuth2PasswordRequestForm's rules to the fields.
-func validateForm(form url.Values) (*tokenForm, *api.Error) {
+// validateForm applies OAuth2PasswordRequestForm's rules to the fields of
+// a password grant, and RFC 6749 §6's to those of a refresh grant (when
+// refresh, refresh tokens are on).
+func validateForm(form url.Values, refresh bool) (*tokenForm, *api.Error) {
 	for _, k := range formFields {
 		if len(form[k]) > 1 {
 			return nil, oauthError(http.StatusBadRequest, "invalid_request",
 				"Parameter "+k+" was given more than once")
 		}
 	}
+	gt := form.Get("grant_type")
+	if gt == "refresh_token" {
+		switch {
+		case !refresh:
+			return nil, oauthError(http.StatusBadRequest, "unsupported_grant_type", detailRefreshOff)
+		case form.Get("refresh_token") == "":
+			return nil, oauthError(http.StatusBadRequest, "invalid_request", detailRefreshMissing)
+		}
+		return &tokenForm{grantType: gt, refreshToken: form.Get("refresh_token"), scope: form.Get("scope"),
+			clientID: form.Get("client_id"), clientSecret: form.Get("client_secret")}, nil
+	}
+	pattern := grantTypePattern
+	if refresh {
+		pattern = grantTypesPattern
+	}
 	var errs []api.FieldError
 	// FastAPI treats an empty form value as a missing one.
-	if gt := form.Get("grant_type"); gt != "" && gt != "password" {
+	if gt != "" && gt != "password" {
 		errs = append(errs, api.FieldError{
 			Type:  "string_pattern_mismatch",
 			Loc:   []any{"body", "grant_type"},
-			Msg:   "String should match pattern '" + grantTypePattern + "'",
+			Msg:   "String should match pattern '" + pattern + "'",
 			Input: gt,
-			Ctx:   map[string]any{"pattern": grantTypePattern},
+			Ctx:   map[string]any{"pattern": pattern},
 		})
 	}
 	for _, k := range []string{"username", "password"} {
@@ -212,7 +396,7 @@ func validateForm(form url.Values) (*tokenForm, *api.Error) {
 	if len(errs) > 0 {
 		return nil, api.ValidationError(errs...)
 	}
-	return &tokenForm{username: form.Get("username"), password: form.Get("password"), scope: form.Get("scope"),
+	return &tokenForm{grantType: "password", username: form.Get("username"), password: form.Get("password"), scope: form.Get("scope"),
 		clientID: form.Get("client_id"), clientSecret: form.Get("client_secret")}, nil
 }
 

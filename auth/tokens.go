@@ -30,6 +30,9 @@ func ModelScope(modelType string) string { return ScopePrefix + modelType }
 var (
 	ErrUnknownKey = errors.New("auth: token signed with an unknown key")
 	ErrNoSubject  = errors.New("auth: token has no subject")
+	// ErrRevoked: the token, or every token of its user issued before
+	// it, was revoked, or its user is disabled.
+	ErrRevoked = errors.New("auth: token revoked")
 )
 
 // claims is the JWT payload of an access token.
@@ -94,6 +97,13 @@ type Principal struct {
 	Subject   string
 	Scopes    []string
 	ExpiresAt time.Time
+	// KeyID is the id of the API key behind the request; empty for an
+	// access token.
+	KeyID string
+	// IssuedAt and TokenID (the jti) identify an access token, for
+	// revocation.
+	IssuedAt time.Time
+	TokenID  string
 }
 
 // HasScope reports whether the principal was granted scope s.
@@ -116,6 +126,11 @@ type Verifier struct {
 	// once of a key another instance just rotated in. It must rate-limit
 	// itself: anyone can send an unknown kid.
 	Refresh func() bool
+	// Revoked, when set, is asked about every token that verifies, cached
+	// ones included, so a revocation takes effect on the next request: a
+	// true answer refuses the token (ErrRevoked). It runs on every
+	// request: it must be cheap.
+	Revoked func(p *Principal) bool
 }
 
 // Verify parses and checks token: EdDSA only, a kid naming a key of the
@@ -139,6 +154,9 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 	}
 	now := nowFunc(v.Now)()
 	if p, ok := v.Cache.get(token, now, v.Keys); ok {
+		if v.Revoked != nil && v.Revoked(p) {
+			return nil, ErrRevoked
+		}
 		return p, nil
 	}
 	p := jwt.NewParser(
@@ -169,9 +187,16 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 		Subject:   c.Subject,
 		Scopes:    strings.Fields(c.Scope),
 		ExpiresAt: c.ExpiresAt.Time,
+		TokenID:   c.ID,
+	}
+	if c.IssuedAt != nil {
+		principal.IssuedAt = c.IssuedAt.Time
 	}
 	kid, _ := t.Header["kid"].(string)
 	v.Cache.put(token, kid, principal, c.ExpiresAt.Time.Add(v.Leeway))
+	if v.Revoked != nil && v.Revoked(principal) {
+		return nil, ErrRevoked
+	}
 	return principal, nil
 }
 

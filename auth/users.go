@@ -13,6 +13,8 @@ import (
 	"unicode"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/llmedge/llmedge/limits"
 )
 
 // DefaultCost is the bcrypt cost HashPassword uses.
@@ -32,12 +34,19 @@ type User struct {
 	PasswordHash string   `json:"password_hash"`
 	Models       []string `json:"models"`
 	Disabled     bool     `json:"disabled"`
+	// Limits, when set, override the configured default limits for this
+	// user, field by field.
+	Limits *limits.Limit `json:"limits,omitempty"`
 }
 
 // clone returns a deep copy of u, so callers cannot change the store.
 func (u *User) clone() *User {
 	c := *u
 	c.Models = slices.Clone(u.Models)
+	if u.Limits != nil {
+		l := *u.Limits
+		c.Limits = &l
+	}
 	return &c
 }
 
@@ -102,6 +111,17 @@ func (u *Users) Authenticate(name, password string) (*User, error) {
 	return user.clone(), nil
 }
 
+// Active returns a copy of the user called name when it exists and is
+// enabled. It checks no password: it serves credentials already issued
+// (refresh tokens), which must stop working when their user is disabled.
+func (u *Users) Active(name string) (*User, bool) {
+	user, ok := u.set.Load().byName[name]
+	if !ok || user.Disabled {
+		return nil, false
+	}
+	return user.clone(), true
+}
+
 // newUserSet validates users and builds a generation of the store. prev,
 // when not nil, lends its dummy hash if the cost has not changed.
 func newUserSet(users []User, prev *userSet) (*userSet, error) {
@@ -161,6 +181,11 @@ func validateUser(u *User) error {
 	for _, m := range u.Models {
 		if m == "" || strings.IndexFunc(m, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
 			return fmt.Errorf("user %q: model %q is empty or contains spaces or control characters", u.Name, m)
+		}
+	}
+	if u.Limits != nil {
+		if err := u.Limits.Validate(); err != nil {
+			return fmt.Errorf("user %q: limits: %w", u.Name, err)
 		}
 	}
 	return nil
@@ -249,4 +274,31 @@ func HashPasswordCost(password string, cost int) (string, error) {
 		return "", fmt.Errorf("auth: %w", err)
 	}
 	return string(h), nil
+}
+
+// Usable reports whether name is a user of the store and not disabled.
+// It takes no lock and allocates nothing: it is asked on every request,
+// so that a disabled or removed user's tokens stop working.
+func (u *Users) Usable(name string) bool {
+	user, ok := u.set.Load().byName[name]
+	return ok && !user.Disabled
+}
+
+// Limits returns name's own limits, nil when it has none. The Limit is
+// the store's: read it, do not change it.
+func (u *Users) Limits(name string) *limits.Limit {
+	if user, ok := u.set.Load().byName[name]; ok {
+		return user.Limits
+	}
+	return nil
+}
+
+// All returns a copy of every user, in no particular order.
+func (u *Users) All() []User {
+	set := u.set.Load()
+	out := make([]User, 0, len(set.byName))
+	for _, user := range set.byName {
+		out = append(out, *user.clone())
+	}
+	return out
 }

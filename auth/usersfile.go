@@ -15,8 +15,11 @@ import (
 // modification time changes, loads it and passes the users to apply. A
 // file that does not load is reported to onError and the users stay as
 // they were. It returns when ctx ends.
+//
+// The first check always loads the file: a change made between the
+// caller's own load and the watcher's start is not missed.
 func WatchUsersFile(ctx context.Context, path string, interval time.Duration, apply func([]User) error, onError func(error)) {
-	last := fileStamp(path)
+	last := stamp{size: -2} // unknown: differs from every real stamp
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

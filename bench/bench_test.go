@@ -26,6 +26,7 @@ func TestRunTiny(t *testing.T) {
 		}
 	}
 	cfg := TinyConfig(bin)
+	cfg.Log = t.Output() // progress lines, shown with -v or on failure
 	cfg.CPUProfile = filepath.Join(t.TempDir(), "llmedge.pprof")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -34,12 +35,14 @@ func TestRunTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkReport(t, cfg, rep)
+	checkRouting(t, cfg.Routing, rep)
 
 	if fi, err := os.Stat(cfg.CPUProfile); err != nil || fi.Size() == 0 {
 		t.Errorf("no CPU profile written: %v", err)
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "#### Targets", "Idle RSS of llmedge"} {
+	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "#### Targets", "Idle RSS of llmedge",
+		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "| no errors (every policy, both workloads) | 0 errors"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -49,7 +52,7 @@ func TestRunTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	var back Report
-	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &back) != nil || len(back.Results) != len(rep.Results) {
+	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &back) != nil || len(back.Results) != len(rep.Results) || len(back.Routing) != len(rep.Routing) {
 		t.Errorf("JSON report does not read back: %v", err)
 	}
 }
@@ -114,6 +117,63 @@ func checkResult(t *testing.T, cfg Config, s scenario, r *Result) {
 		if float64(r.Tokens) < 0.5*want || float64(r.Tokens) > 1.5*want {
 			t.Errorf("%s: %d tokens in the window, want about %.0f", where, r.Tokens, want)
 		}
+	}
+}
+
+// checkRouting asserts that the routing scenario ran every policy on
+// every workload without errors, with plausible figures. It checks no
+// timing goal: the tiny run is too small and the machine too shared.
+func checkRouting(t *testing.T, rc RoutingConfig, rep *Report) {
+	t.Helper()
+	var cached int64
+	if len(rep.Routing) != len(rc.Policies)*len(rc.Workloads) {
+		t.Fatalf("%d routing results, want %d", len(rep.Routing), len(rc.Policies)*len(rc.Workloads))
+	}
+	for _, wl := range rc.Workloads {
+		for _, p := range rc.Policies {
+			r := rep.routingResult(wl, p)
+			if r == nil {
+				t.Errorf("no routing result for %s %s", wl, p)
+				continue
+			}
+			where := wl + " " + p
+			if r.Sent == 0 || r.OK != r.Sent || r.Errors != 0 {
+				t.Errorf("%s: %d sent, %d ok, %d errors (%s)", where, r.Sent, r.OK, r.Errors, r.ErrorSample)
+			}
+			checkSummary(t, where+" TTFT", r.TTFT, r.OK)
+			// A run this small may miss every time (round robin spreads
+			// four cold tenants over four cold replicas), and never hits
+			// every token: the last prompt token is always computed.
+			if r.PromptTokens <= 0 || r.HitRate < 0 || r.HitRate >= 1 {
+				t.Errorf("%s: %d prompt tokens, hit rate %g", where, r.PromptTokens, r.HitRate)
+			}
+			cached += r.CachedTokens
+			var sum float64
+			for _, s := range r.ReplicaShares {
+				sum += s
+			}
+			if len(r.ReplicaShares) != rc.Replicas || sum < 0.99 || sum > 1.01 || r.BusiestShare < 1/float64(rc.Replicas) {
+				t.Errorf("%s: replica shares %v", where, r.ReplicaShares)
+			}
+			if n := r.Decisions["prefix"] + r.Decisions["load"] + r.Decisions["round_robin"] + r.Decisions["random"]; n < r.Sent {
+				t.Errorf("%s: %d decisions counted for %d measured requests: %v", where, n, r.Sent, r.Decisions)
+			}
+			if r.AchievedRate <= 0 || r.PrefillBusy <= 0 || r.PrefillBusy > 1 {
+				t.Errorf("%s: %g req/s, prefill busy %g", where, r.AchievedRate, r.PrefillBusy)
+			}
+		}
+	}
+	if cached == 0 {
+		t.Error("no policy found any prompt token in a replica's cache")
+	}
+	n := 0
+	for _, c := range rep.Checks {
+		if c.Group == groupRouting {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Errorf("%d routing checks, want 4", n)
 	}
 }
 

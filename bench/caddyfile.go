@@ -12,6 +12,17 @@ type proxyConfig struct {
 	Data      string // storage folder
 	Replica   string // the simulator's base URL
 	Hash      string // bcrypt hash of the bench user's password (llmedge only)
+
+	// The routing scenario's gateway: every model has all Replicas.
+	Replicas  []string
+	Models    []routingModel
+	AccessLog string // JSON access log file; empty for none
+}
+
+// routingModel is one model of the routing gateway.
+type routingModel struct {
+	Name   string
+	Policy policySpec // lb_policy
 }
 
 // The global options both proxies share: admin on loopback, storage in the
@@ -47,6 +58,44 @@ var caddyfileLLMEdge = template.Must(template.New("llmedge").Parse(`{
 }
 https://localhost:{{.Port}} {
 	tls internal
+	llm_gateway
+}
+`))
+
+// caddyfileRouting is the routing scenario's gateway: one model per
+// workload and policy, each with the same simulators as static replicas.
+// protocol vllm turns on the scrape of their /metrics (every second, the
+// default), so that policies see the engines' own queues. Everything else
+// is llmedge's defaults. The access log, off unless asked for (it costs
+// the gateway CPU), holds each request's replica, lb_reason and
+// predicted_cached, to study a policy's decisions.
+var caddyfileRouting = template.Must(template.New("routing").Parse(`{
+` + globalOptions + `	llmedge {
+		token_ttl 24h
+		user bench {{.Hash}}
+{{- range .Models}}
+		model {{.Name}} {
+			static{{range $.Replicas}} {{.}}{{end}}
+			protocol vllm
+			lb_policy {{.Policy.Name}}
+{{- with .Policy.Options}} {
+{{- range .}}
+				{{index . 0}} {{index . 1}}
+{{- end}}
+			}
+{{- end}}
+		}
+{{- end}}
+	}
+}
+https://localhost:{{.Port}} {
+	tls internal
+{{- if .AccessLog}}
+	log {
+		output file {{.AccessLog}}
+		format json
+	}
+{{- end}}
 	llm_gateway
 }
 `))

@@ -5,12 +5,18 @@ import (
 	"math"
 )
 
-// Check is one of issue #6's targets, as measured by a run.
+// Check is one of the targets, as measured by a run.
 type Check struct {
+	// Group is the section of the report the target belongs to: "" for
+	// the request and stream scenarios, "routing" for the routing one.
+	Group    string `json:"group,omitempty"`
 	Target   string `json:"target"`
 	Measured string `json:"measured"`
 	Met      bool   `json:"met"`
 }
+
+// groupRouting is the Check group of the routing targets.
+const groupRouting = "routing"
 
 // The targets, on the 2-core reference machine.
 const (

@@ -24,6 +24,8 @@ type Config struct {
 
 	Paths []string // subset of replica, caddy, llmedge; empty means all
 
+	Routing RoutingConfig // the routing scenario; its own processes
+
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
 
@@ -31,7 +33,8 @@ type Config struct {
 	Log     io.Writer // progress lines; nil for none
 }
 
-// DefaultConfig is what `make bench` runs: under 3 minutes on 2 cores.
+// DefaultConfig is what `make bench` runs: about 4 minutes on 2 cores, of
+// which 2 for the routing scenario.
 func DefaultConfig() Config {
 	return Config{
 		Rates:           []float64{500, 1000, 2000},
@@ -45,12 +48,13 @@ func DefaultConfig() Config {
 		StreamRamp:      2 * time.Second,
 		StreamSteady:    5 * time.Second,
 		ProfileScenario: "rate-1000",
+		Routing:         DefaultRoutingConfig(),
 	}
 }
 
 // Long stretches every measured window to d, for steadier numbers.
 func (c Config) Long(d time.Duration) Config {
-	c.Duration, c.StreamSteady = d, d
+	c.Duration, c.StreamSteady, c.Routing.Duration = d, d, d
 	c.Warmup = max(c.Warmup, 3*time.Second)
 	return c
 }
@@ -70,6 +74,7 @@ func TinyConfig(binDir string) Config {
 		StreamRamp:      200 * time.Millisecond,
 		StreamSteady:    time.Second,
 		ProfileScenario: "rate-50",
+		Routing:         tinyRoutingConfig(),
 	}
 }
 
@@ -122,6 +127,11 @@ func (c Config) validate() error {
 		return fmt.Errorf("max in-flight must be positive")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled():
+		return fmt.Errorf("no scenario to run")
+	}
+	if err := c.Routing.validate(); err != nil {
+		return err
 	}
 	for _, r := range c.Rates {
 		if r <= 0 {

@@ -86,9 +86,12 @@ func (p *process) stop() {
 }
 
 // startSim runs bin/llmsim on a free loopback port and returns it with its
-// base URL, read from the line it prints once listening.
+// base URL, read from the line it prints once listening. Its prefill costs
+// nothing unless args say otherwise (a later flag wins): llmsim's default
+// prefill time goes through one serialised lane, which would cap the
+// request rates measured here at about a thousand per second.
 func startSim(bin string, args ...string) (*process, string, error) {
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-prefill-per-token", "0"}, args...)...)
 	// An os.Pipe rather than StdoutPipe: Wait (running in the background)
 	// must not close the end this function reads.
 	out, w, err := os.Pipe()

@@ -32,7 +32,38 @@ type Report struct {
 	PeakRSSCumulative bool     `json:"peak_rss_cumulative,omitempty"`
 	Profile           string   `json:"cpu_profile,omitempty"`
 	Results           []Result `json:"results"`
-	Checks            []Check  `json:"checks"`
+	// The routing scenario, when it ran.
+	RoutingConfig *routingReportConfig `json:"routing_config,omitempty"`
+	Routing       []RoutingResult      `json:"routing,omitempty"`
+	Checks        []Check              `json:"checks"`
+}
+
+// routingReportConfig is the routing scenario's configuration as the
+// report shows it.
+type routingReportConfig struct {
+	Policies          []string `json:"policies"`
+	Workloads         []string `json:"workloads"`
+	Replicas          int      `json:"replicas"`
+	Tenants           int      `json:"tenants"`
+	HotShare          float64  `json:"hot_share"`
+	Rate              float64  `json:"rate"`
+	WarmupS           float64  `json:"warmup_s"`
+	DurationS         float64  `json:"duration_s"`
+	MinGapS           float64  `json:"min_gap_s"`
+	InProgress        bool     `json:"in_progress"`
+	NewShare          float64  `json:"new_share"`
+	SystemWords       [2]int   `json:"system_tokens"`
+	UserWords         [2]int   `json:"user_tokens"`
+	Turns             [2]int   `json:"turns"`
+	Seed              uint64   `json:"seed"`
+	ReplyTokens       int      `json:"reply_tokens"`
+	ITLMs             float64  `json:"itl_ms"`
+	TTFTMs            float64  `json:"ttft_ms"`
+	PrefillPerTokenUs float64  `json:"prefill_per_token_us"`
+	BlockSize         int      `json:"block_size"`
+	KVCacheBlocks     int      `json:"kv_cache_blocks"`
+	MaxNumSeqs        int      `json:"max_num_seqs"`
+	SimArgs           []string `json:"sim_args"`
 }
 
 // IdleMem is a proxy's resident memory before any load, split into the
@@ -60,6 +91,16 @@ func newReport(cfg Config) *Report {
 	if len(cfg.Streams) > 0 {
 		c.StreamTokens = cfg.streamTokens()
 	}
+	if rc := cfg.Routing; rc.Enabled() {
+		r.RoutingConfig = &routingReportConfig{
+			Policies: rc.Policies, Workloads: rc.Workloads, Replicas: rc.Replicas, Tenants: rc.Tenants,
+			HotShare: rc.HotShare, Rate: rc.Rate, WarmupS: rc.Warmup.Seconds(), DurationS: rc.Duration.Seconds(),
+			MinGapS: rc.MinGap.Seconds(), InProgress: rc.InProgress, NewShare: rc.NewShare, SystemWords: rc.SystemWords, UserWords: rc.UserWords,
+			Turns: rc.Turns, Seed: rc.Seed, ReplyTokens: rc.ReplyTokens, ITLMs: ms(rc.ITL), TTFTMs: ms(rc.TTFT),
+			PrefillPerTokenUs: float64(rc.PrefillPerToken) / float64(time.Microsecond), BlockSize: rc.BlockSize,
+			KVCacheBlocks: rc.KVCacheBlocks, MaxNumSeqs: rc.MaxNumSeqs, SimArgs: rc.simArgs(),
+		}
+	}
 	return r
 }
 
@@ -67,7 +108,7 @@ func newReport(cfg Config) *Report {
 func (r *Report) finish() {
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Machine.LoadAfter = loadAvg()
-	r.Checks = r.checks()
+	r.Checks = append(r.checks(), r.routingChecks()...)
 }
 
 // result finds the result of scenario on path.

@@ -32,8 +32,11 @@ type runner struct {
 	report  *Report
 }
 
-// Run starts the simulator and both proxies, runs every scenario against
-// every path and returns the report. It stops every process it started.
+// Run runs the benchmark: when cfg has request or stream scenarios, it
+// starts the simulator and both proxies and runs each scenario against
+// every path; then, when cfg.Routing is enabled, the routing scenario with
+// its own simulators and gateway. It returns the report and stops every
+// process it started.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -56,20 +59,38 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer os.RemoveAll(dir)
 	defer r.stop()
 	r.report = newReport(cfg)
-	if err := r.setUp(ctx, dir); err != nil {
-		return nil, err
-	}
-	for _, s := range cfg.scenarios() {
-		if err := r.configureSim(ctx, s); err != nil {
+	if len(cfg.scenarios()) > 0 {
+		if err := r.runPaths(ctx, dir); err != nil {
 			return nil, err
 		}
-		for _, p := range cfg.paths() {
+		// The routing scenario needs the cores to itself.
+		r.stop()
+	}
+	if cfg.Routing.Enabled() {
+		if err := r.runRouting(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	r.report.finish()
+	return r.report, nil
+}
+
+// runPaths runs the request and stream scenarios against the three paths.
+func (r *runner) runPaths(ctx context.Context, dir string) error {
+	if err := r.setUp(ctx, dir); err != nil {
+		return err
+	}
+	for _, s := range r.cfg.scenarios() {
+		if err := r.configureSim(ctx, s); err != nil {
+			return err
+		}
+		for _, p := range r.cfg.paths() {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 			res, err := r.runOne(ctx, s, r.targets[p])
 			if err != nil {
-				return nil, fmt.Errorf("%s on %s: %w", s.Name, p, err)
+				return fmt.Errorf("%s on %s: %w", s.Name, p, err)
 			}
 			r.log("%-12s %-8s %s", s.Name, p, res.brief())
 			r.report.Results = append(r.report.Results, res)
@@ -78,11 +99,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, px := range []*proxy{r.caddy, r.llmedge} {
 		if px.exited() {
-			return nil, fmt.Errorf("%s exited during the run:\n%s", px.name, px.log.tail(30))
+			return fmt.Errorf("%s exited during the run:\n%s", px.name, px.log.tail(30))
 		}
 	}
-	r.report.finish()
-	return r.report, nil
+	return nil
 }
 
 // setUp starts the simulator and the proxies, measures their idle RSS and
@@ -90,15 +110,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func (r *runner) setUp(ctx context.Context, dir string) error {
 	llmedgeBin := filepath.Join(r.cfg.BinDir, "llmedge")
 	password := randomHex(16)
-	hash, err := exec.CommandContext(ctx, llmedgeBin, "hash-password", "--plaintext", password, "--bcrypt-cost", "4").Output()
+	hash, err := hashPassword(ctx, llmedgeBin, password)
 	if err != nil {
-		return fmt.Errorf("hash-password: %w", err)
+		return err
 	}
 	r.sim, r.simURL, err = startSim(filepath.Join(r.cfg.BinDir, "llmsim"), "-seed", "1", "-tokens", fmt.Sprint(r.cfg.ReplyTokens))
 	if err != nil {
 		return err
 	}
-	pc := proxyConfig{Replica: r.simURL, Hash: strings.TrimSpace(string(hash))}
+	pc := proxyConfig{Replica: r.simURL, Hash: hash}
 	r.log("starting stock Caddy and llmedge (same binary %s)", llmedgeBin)
 	if r.caddy, err = startProxy(ctx, PathCaddy, llmedgeBin, dir, caddyfileStock, pc, "/health"); err != nil {
 		return err
@@ -290,6 +310,17 @@ func (r *runner) stop() {
 		r.llmedge.stop()
 	}
 	r.sim.stop()
+	r.caddy, r.llmedge, r.sim = nil, nil, nil
+}
+
+// hashPassword hashes password with the binary's own command, at the
+// lowest bcrypt cost: the benchmark logs in once.
+func hashPassword(ctx context.Context, llmedgeBin, password string) (string, error) {
+	hash, err := exec.CommandContext(ctx, llmedgeBin, "hash-password", "--plaintext", password, "--bcrypt-cost", "4").Output()
+	if err != nil {
+		return "", fmt.Errorf("hash-password: %w", err)
+	}
+	return strings.TrimSpace(string(hash)), nil
 }
 
 // randomHex returns n random bytes in hex.

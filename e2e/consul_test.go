@@ -332,7 +332,7 @@ func TestConsulOutageKeepsLastKnownGood(t *testing.T) {
 	agent.Register(t, consultest.Instance("llm-qwen", "s2", s2.Port(t), nil))
 	g := startGateway(t, GatewayConfig{
 		Options: "\t\tconsul " + agent.Addr,
-		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-qwen"},
+		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-qwen\n\t\t\tlb_policy round_robin"},
 	})
 	token := g.Token(t, "demo", "demo", "")
 	g.waitReplicas(t, "qwen", 2, 10*time.Second)

@@ -37,7 +37,7 @@ func (s *syncBuffer) String() string {
 
 // Signal sends sig to the simulator process (and only to it), e.g.
 // SIGSTOP to freeze it as a hung GPU, SIGCONT to resume it.
-func (s *Sim) Signal(t *testing.T, sig syscall.Signal) {
+func (s *Sim) Signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := s.cmd.Process.Signal(sig); err != nil {
 		t.Fatalf("signal %v to llmsim: %v", sig, err)
@@ -49,7 +49,7 @@ func (g *Gateway) Log() string { return g.log.String() }
 
 // Goroutines reads the gateway's goroutine count from the admin
 // endpoint's pprof handler.
-func (g *Gateway) Goroutines(t *testing.T) int {
+func (g *Gateway) Goroutines(t testing.TB) int {
 	t.Helper()
 	resp, err := http.Get(g.Admin + "/debug/pprof/goroutine?debug=1")
 	if err != nil {
@@ -66,7 +66,7 @@ func (g *Gateway) Goroutines(t *testing.T) int {
 
 // Reload rewrites the Caddyfile with edit and loads it through the admin
 // API, as `caddy reload` does, forcing a reload even when nothing changed.
-func (g *Gateway) Reload(t *testing.T, edit func(string) string) {
+func (g *Gateway) Reload(t testing.TB, edit func(string) string) {
 	t.Helper()
 	b, err := os.ReadFile(g.conf)
 	if err != nil {

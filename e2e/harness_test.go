@@ -41,9 +41,14 @@ func TestMain(m *testing.M) {
 		}
 		defer os.RemoveAll(dir)
 		// The gateway is built with the race detector: the e2e tests then
-		// check the real server for data races too.
+		// check the real server for data races too. Benchmarks measure the
+		// binary as it ships.
+		race := "-race"
+		if f := flag.Lookup("test.bench"); f != nil && f.Value.String() != "" {
+			race = "-trimpath"
+		}
 		builds := [][]string{
-			{"build", "-race", "-o", filepath.Join(dir, "llmedge"), "../cmd/llmedge"},
+			{"build", race, "-o", filepath.Join(dir, "llmedge"), "../cmd/llmedge"},
 			{"build", "-o", filepath.Join(dir, "llmsim"), "../cmd/llmsim"},
 		}
 		for _, args := range builds {
@@ -60,7 +65,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func needBinaries(t *testing.T) {
+func needBinaries(t testing.TB) {
 	t.Helper()
 	if binDir == "" {
 		t.Skip("end-to-end test: not run with -short")
@@ -76,7 +81,7 @@ type Sim struct {
 	done chan struct{}
 }
 
-func startSim(t *testing.T, args ...string) *Sim {
+func startSim(t testing.TB, args ...string) *Sim {
 	t.Helper()
 	needBinaries(t)
 	cmd := exec.Command(filepath.Join(binDir, "llmsim"), append([]string{"-addr", "127.0.0.1:0"}, args...)...)
@@ -113,7 +118,7 @@ func (s *Sim) Kill() {
 }
 
 // Stats reads the simulator's counters.
-func (s *Sim) Stats(t *testing.T) SimStats {
+func (s *Sim) Stats(t testing.TB) SimStats {
 	t.Helper()
 	resp, err := http.Get(s.URL + "/sim/stats")
 	if err != nil {
@@ -128,7 +133,7 @@ func (s *Sim) Stats(t *testing.T) SimStats {
 }
 
 // Configure changes the simulator's behaviour at run time.
-func (s *Sim) Configure(t *testing.T, cfg map[string]any) {
+func (s *Sim) Configure(t testing.TB, cfg map[string]any) {
 	t.Helper()
 	b, _ := json.Marshal(cfg)
 	resp, err := http.Post(s.URL+"/sim/config", "application/json", bytes.NewReader(b))
@@ -218,7 +223,7 @@ https://localhost:{{.Port}} {
 {{.Sites}}
 `))
 
-func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
+func startGateway(t testing.TB, cfg GatewayConfig) *Gateway {
 	t.Helper()
 	needBinaries(t)
 	g := &Gateway{dir: t.TempDir()}
@@ -247,7 +252,7 @@ func startGateway(t *testing.T, cfg GatewayConfig) *Gateway {
 }
 
 // caddyfile renders the test Caddyfile for cfg on g's ports and storage.
-func (g *Gateway) caddyfile(t *testing.T, cfg GatewayConfig) []byte {
+func (g *Gateway) caddyfile(t testing.TB, cfg GatewayConfig) []byte {
 	t.Helper()
 	if cfg.Site == "" {
 		cfg.Site = "llm_gateway"
@@ -263,7 +268,7 @@ func (g *Gateway) caddyfile(t *testing.T, cfg GatewayConfig) []byte {
 	return buf.Bytes()
 }
 
-func (g *Gateway) start(t *testing.T) {
+func (g *Gateway) start(t testing.TB) {
 	t.Helper()
 	g.log = new(syncBuffer)
 	g.cmd = exec.Command(g.bin, "run", "--config", g.conf, "--adapter", "caddyfile")
@@ -304,7 +309,7 @@ func (g *Gateway) start(t *testing.T) {
 }
 
 // Stop sends SIGTERM and waits for the process to exit.
-func (g *Gateway) Stop(t *testing.T) {
+func (g *Gateway) Stop(t testing.TB) {
 	select {
 	case <-g.done:
 		return
@@ -327,14 +332,14 @@ func (g *Gateway) Stop(t *testing.T) {
 }
 
 // Restart stops the process and starts it again on the same config and storage.
-func (g *Gateway) Restart(t *testing.T) {
+func (g *Gateway) Restart(t testing.TB) {
 	t.Helper()
 	g.Stop(t)
 	g.start(t)
 }
 
 // Token gets an access token for user with password.
-func (g *Gateway) Token(t *testing.T, user, password, scope string) string {
+func (g *Gateway) Token(t testing.TB, user, password, scope string) string {
 	t.Helper()
 	form := url.Values{"username": {user}, "password": {password}, "grant_type": {"password"}}
 	if scope != "" {
@@ -357,7 +362,7 @@ func (g *Gateway) Token(t *testing.T, user, password, scope string) string {
 }
 
 // Infer posts body to the inference endpoint with token (none when empty).
-func (g *Gateway) Infer(t *testing.T, token string, body any) *http.Response {
+func (g *Gateway) Infer(t testing.TB, token string, body any) *http.Response {
 	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
@@ -383,7 +388,7 @@ func (g *Gateway) Infer(t *testing.T, token string, body any) *http.Response {
 
 // ---- helpers ----
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -393,7 +398,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func readJSON(t *testing.T, resp *http.Response, v any) []byte {
+func readJSON(t testing.TB, resp *http.Response, v any) []byte {
 	t.Helper()
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
@@ -415,7 +420,7 @@ type Event struct {
 }
 
 // readEvents reads a whole SSE stream.
-func readEvents(t *testing.T, r io.Reader) []Event {
+func readEvents(t testing.TB, r io.Reader) []Event {
 	t.Helper()
 	var evs []Event
 	sc := bufio.NewScanner(r)

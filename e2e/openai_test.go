@@ -17,9 +17,9 @@ import (
 // ---- a gateway with a model for every outcome an OpenAI client handles ----
 
 // credentialKind is how a test gets the Bearer string an OpenAI client
-// sends as its API key. The gateway's only credential today is an access
-// token from /auth/token; an API key is another Bearer string, so adding
-// it here runs every OpenAI and SDK test with keys too.
+// sends as its API key: an access token from /auth/token, or an API key
+// from create-key. Both are Bearer strings; the SDK tests run once per
+// kind.
 type credentialKind struct {
 	name string
 	// get returns a credential of user ("demo": every model; "alice":
@@ -29,6 +29,9 @@ type credentialKind struct {
 
 var credentialKinds = []credentialKind{
 	{"access token", func(t *testing.T, g *Gateway, user string) string { return g.Token(t, user, "demo", "") }},
+	// Made with the real create-key command; alice's key inherits her
+	// qwen-only scope.
+	{"api key", func(t *testing.T, g *Gateway, user string) string { return createKey(t, g, "--user", user) }},
 }
 
 // openAIModels are the fixture's models, in configuration order (the

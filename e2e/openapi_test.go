@@ -42,6 +42,12 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 
 	tok := g.Token(t, "demo", "demo", "")
 	aliceTok := g.Token(t, "alice", "demo", "") // qwen only
+	rt := loginRefresh(t, g, "demo", "demo")
+	used := loginRefresh(t, g, "demo", "demo")
+	if s, _ := postRefresh(t, g, used, ""); s != 200 {
+		t.Fatalf("refresh: %d", s)
+	}
+	apiKey := createKey(t, g, "--user", "demo")
 	form := func(vals url.Values) (string, string) {
 		return "application/x-www-form-urlencoded", vals.Encode()
 	}
@@ -57,6 +63,9 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{name: "token missing fields", method: "POST", path: "/auth/token", status: 422},
 		{name: "token bad password", method: "POST", path: "/auth/token", status: 401},
 		{name: "token bad scope", method: "POST", path: "/auth/token", status: 400},
+		{name: "token refresh", method: "POST", path: "/auth/token", status: 200, checkRequest: true},
+		{name: "token refresh reused", method: "POST", path: "/auth/token", status: 400, checkRequest: true},
+		{name: "inference api key", method: "POST", path: "/tasks/assistant_inference", token: apiKey, status: 200, checkRequest: true},
 		{name: "inference", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 200, checkRequest: true},
 		{name: "inference stream", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 200, checkRequest: true},
 		{name: "inference no token", method: "POST", path: "/tasks/assistant_inference", status: 401},
@@ -85,7 +94,14 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"token bad scope": func() (string, string) {
 			return form(url.Values{"username": {"alice"}, "password": {"demo"}, "scope": {"model:gemma"}})
 		},
-		"inference": func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
+		"token refresh": func() (string, string) {
+			return form(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+		},
+		"token refresh reused": func() (string, string) {
+			return form(url.Values{"grant_type": {"refresh_token"}, "refresh_token": {used}})
+		},
+		"inference":         func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
+		"inference api key": func() (string, string) { return jsonBody(`{"messages":[{"role":"user","content":"hi"}]}`) },
 		"inference stream": func() (string, string) {
 			return jsonBody(`{"messages":[{"role":"user","content":"hi"}],"stream":true}`)
 		},

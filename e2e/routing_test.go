@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,6 +46,13 @@ func turnBody(tenant, c, n int) map[string]any {
 // ask sends body with the request ID id and fails the test on an error.
 func (g *Gateway) ask(t *testing.T, tok, id string, body any) {
 	t.Helper()
+	if err := g.askErr(tok, id, body); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// askErr is ask for goroutines: it returns the error.
+func (g *Gateway) askErr(tok, id string, body any) error {
 	j, _ := json.Marshal(body)
 	req, _ := http.NewRequest("POST", g.Base+"/tasks/assistant_inference", bytes.NewReader(j))
 	req.Header.Set("Content-Type", "application/json")
@@ -52,11 +60,14 @@ func (g *Gateway) ask(t *testing.T, tok, id string, body any) {
 	req.Header.Set("X-Request-ID", id)
 	resp, err := g.Client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if b := readJSON(t, resp, nil); resp.StatusCode != 200 {
-		t.Fatalf("%s: %s %s", id, resp.Status, b)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("%s: %s %s", id, resp.Status, b)
 	}
+	return nil
 }
 
 // Prefix-aware routing against replicas found in a real Consul agent:
@@ -89,9 +100,22 @@ func TestPrefixRoutingOverConsul(t *testing.T) {
 	g.waitReplicas(t, "qwen", 3, 20*time.Second)
 	tok := g.Token(t, "demo", "demo", "")
 
-	// Six conversations of three tenants, four turns each, interleaved.
+	// Six conversations of three tenants, four turns each. The first
+	// turns arrive together, so the prefill queued at each replica spreads
+	// them; the later turns, one at a time, must each find its history.
 	const convs, turns = 6, 4
-	for n := 1; n <= turns; n++ {
+	var first sync.WaitGroup
+	for c := range convs {
+		first.Add(1)
+		go func() {
+			defer first.Done()
+			if err := g.askErr(tok, fmt.Sprintf("c%d-t1", c), turnBody(c%3, c, 1)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	first.Wait()
+	for n := 2; n <= turns; n++ {
 		for c := range convs {
 			g.ask(t, tok, fmt.Sprintf("c%d-t%d", c, n), turnBody(c%3, c, n))
 		}
@@ -117,7 +141,7 @@ func TestPrefixRoutingOverConsul(t *testing.T) {
 		spread[r] = true
 	}
 	if len(spread) < 2 {
-		t.Errorf("six conversations all went to one replica: %v", home)
+		t.Errorf("six conversations arriving together all went to one replica: %v", home)
 	}
 	var queries, hits int
 	for _, s := range sims {

@@ -53,7 +53,8 @@ func statusGateway(t *testing.T) (*Gateway, []*Sim, string) {
 				consecutive_failures 1
 				open_timeout 10m
 			}`,
-			"gemma": staticModel(gemma),
+			// A tenant limit, for the page's refusals by reason.
+			"gemma": staticModel(gemma) + "\n\t\t\tlimits {\n\t\t\t\trpm 2\n\t\t\t}",
 		},
 		Sites: fmt.Sprintf("http://127.0.0.1:%d {\n\tbind 127.0.0.1\n\tllm_status\n}\n", statusPort),
 	})
@@ -174,6 +175,20 @@ func TestStatusPageInBrowser(t *testing.T) {
 			t.Fatalf("alice's gemma request: %d %s", r.status, r.body)
 		}
 	}
+	// demo's gemma requests beyond its limit (2 a minute) are refused.
+	limited := 0
+	for range 4 {
+		switch r := g.infer(context.Background(), nil, demo, withModel("gemma")); r.status {
+		case http.StatusTooManyRequests:
+			limited++
+		case http.StatusOK:
+		default:
+			t.Fatalf("demo's gemma request: %d %s", r.status, r.body)
+		}
+	}
+	if limited == 0 {
+		t.Fatal("no gemma request was refused by the limit")
+	}
 	l.waitDone(t, 20)
 
 	ctx, problems := browser(t)
@@ -188,7 +203,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		up = append(up, fmt.Sprintf(`%s === 'up' && %s === 'closed'`, cell(s.URL, "health"), cell(s.URL, "breaker")))
 	}
 	waitPage(t, ctx, "every replica up", strings.Join(up, " && "))
-	waitPage(t, ctx, "tenants", `!!document.querySelector('#top tr[data-user="demo"]') && !!document.querySelector('#refused tr[data-user="alice"]')`)
+	waitPage(t, ctx, "tenants", fmt.Sprintf(`!!document.querySelector('#top tr[data-user="demo"]') && `+
+		`document.querySelector('#refused tr[data-user="alice"] [data-field="scope"]')?.textContent === '3' && `+
+		`document.querySelector('#refused tr[data-user="demo"] [data-field="limit"]')?.textContent === '%d'`, limited))
 	waitPage(t, ctx, "a time to first token", `/\d+ ms/.test(document.querySelector('section[data-model="qwen"] .figures').textContent)`)
 
 	// Kill a replica mid-answer, as a crash does: its in-flight requests

@@ -11,6 +11,7 @@ import (
 // Public paths.
 const (
 	PathToken     = "/auth/token"
+	PathRevoke    = "/auth/revoke"
 	PathInference = "/tasks/assistant_inference"
 	PathJWKS      = "/.well-known/jwks.json"
 	PathHealth    = "/healthz"
@@ -21,6 +22,8 @@ const (
 // API serves the whole public API on its paths.
 type API struct {
 	Token http.Handler
+	// Revoke serves RFC 7009 token revocation; nil answers 404.
+	Revoke http.Handler
 	// JWKS returns the current key set (keys rotate).
 	JWKS func() []byte
 	// OpenAPI is the description served at /openapi.json.
@@ -56,6 +59,12 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 	case PathToken:
 		if allow(w, r, http.MethodPost) {
 			a.Token.ServeHTTP(w, r)
+		}
+	case PathRevoke:
+		if a.Revoke == nil {
+			api.NewError(http.StatusNotFound, "Not Found").Write(w)
+		} else if allow(w, r, http.MethodPost) {
+			a.Revoke.ServeHTTP(w, r)
 		}
 	case PathJWKS:
 		if allow(w, r, http.MethodGet, http.MethodHead) {
@@ -99,7 +108,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handle
 
 func isAPIPath(p string) bool {
 	switch p {
-	case PathInference, PathToken, PathJWKS, PathHealth, PathOpenAPI, PathReady:
+	case PathInference, PathToken, PathRevoke, PathJWKS, PathHealth, PathOpenAPI, PathReady:
 		return true
 	}
 	return false

@@ -26,7 +26,7 @@ var (
 // asked for one JSON answer, as a plain proxy would, which costs both
 // sides less; ResponseTimeout, when set, bounds that call.
 func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call backends.Request,
-	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange) (*backends.Result, error) {
+	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange, firstToken func()) (*backends.Result, error) {
 	call.BaseURL, call.Model, call.APIKey = rep.URL, m.upstreamModel(rep), m.apiKey(rep)
 	client := m.Client
 	if client == nil {
@@ -65,6 +65,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 	onDelta := func(text string) error {
 		if !gotFirst.Load() {
 			gotFirst.Store(true)
+			firstToken() // its prefill no longer queues ahead of others
 			ex.TTFT = time.Since(start)
 			ex.traceFirstToken(ctx, start, start.Add(ex.TTFT))
 			if sse != nil {
@@ -77,6 +78,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		}
 		watchdog.Reset(to.Idle)
 		content.WriteString(text)
+		ex.Relayed += len(text)
 		if sse == nil {
 			return nil
 		}

@@ -50,6 +50,16 @@ type Exchange struct {
 	Status      int
 	StreamError bool
 
+	// UsageKnown: Usage is the replica's own count.
+	UsageKnown bool
+	// Relayed counts the bytes of answer text received from replicas, for
+	// an estimate of the usage when none was reported.
+	Relayed int
+	// Admission is what the limits were asked (StageAdmitted); Ticket
+	// what they granted, settled once the request ends.
+	Admission Admission
+	Ticket    Ticket
+
 	body     []byte // the request body, once decoded
 	observed bool   // metrics recorded
 	// tracer makes the request's spans; nil when it is not traced.

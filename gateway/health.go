@@ -61,24 +61,63 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 	return all, out
 }
 
+// Dependency is a service the gateway relies on beyond its replicas,
+// reported by /readyz.
+type Dependency interface {
+	Name() string
+	Check() DependencyStatus
+}
+
+// DependencyStatus is one dependency's entry in the /readyz answer.
+type DependencyStatus struct {
+	// Status is "up", "degraded" (unreachable, and the gateway works on
+	// without it) or "down" (unreachable, and requests fail for it).
+	Status string `json:"status"`
+	// Detail says what the gateway does meanwhile, or why it is down.
+	Detail string `json:"detail,omitempty"`
+}
+
 // ServeReady answers GET /readyz: 200 when every model has a usable
-// replica, else 503 with the reasons.
+// replica and no dependency is down ("degraded" when one is unreachable
+// but the gateway works without it), else 503 with the reasons.
 func (g *Gateway) ServeReady(w http.ResponseWriter, r *http.Request) {
 	ok, models := g.Readiness()
 	status, word := http.StatusOK, "ready"
 	var reasons []string
 	if !ok {
-		status, word = http.StatusServiceUnavailable, "not ready"
 		for name, st := range models {
 			if !st.Ready {
 				reasons = append(reasons, "model '"+name+"': "+st.Reason)
 			}
 		}
+	}
+	var deps map[string]DependencyStatus
+	degraded := false
+	for _, d := range g.Dependencies {
+		if deps == nil {
+			deps = make(map[string]DependencyStatus, len(g.Dependencies))
+		}
+		st := d.Check()
+		deps[d.Name()] = st
+		switch st.Status {
+		case "down":
+			reasons = append(reasons, d.Name()+": "+st.Detail)
+		case "degraded":
+			degraded = true
+		}
+	}
+	if len(reasons) > 0 {
+		status, word = http.StatusServiceUnavailable, "not ready"
 		sort.Strings(reasons)
 		w.Header().Set("Retry-After", "5")
+	} else if degraded {
+		word = "degraded"
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	body := map[string]any{"status": word, "models": models}
+	if deps != nil {
+		body["dependencies"] = deps
+	}
 	if len(reasons) > 0 {
 		body["detail"] = reasons
 	}

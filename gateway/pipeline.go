@@ -24,6 +24,9 @@ const (
 	StageDecoded
 	// StageAuthorized: the credential covers the model asked for.
 	StageAuthorized
+	// StageAdmitted: the tenant's limits let the request through
+	// (ex.Ticket holds what it reserved); a no-op without an Admitter.
+	StageAdmitted
 	// StageRouted: a replica answered, or the request failed; the client
 	// has its answer.
 	StageRouted
@@ -48,6 +51,8 @@ type Pipeline struct {
 	// MaxHeaderBytes bounds a request's header fields (431 beyond); 0
 	// means api.DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
+	// Admitter, when set, applies the tenants' limits (StageAdmitted).
+	Admitter Admitter
 }
 
 // Through runs the stages after the request's current one, up to and
@@ -75,9 +80,11 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, front Front, 
 			ok = p.decode(w, r, ex)
 		case StageAuthorized:
 			ok = p.authorize(w, ex)
+		case StageAdmitted:
+			ok = p.admit(w, r, ex)
 		case StageRouted:
 			ex.Stage = StageRouted
-			p.Gateway.Serve(w, r, ex)
+			p.route(w, r, ex)
 			return r, ex, false
 		}
 		if !ok {

@@ -34,6 +34,9 @@ type Gateway struct {
 	Logger      *zap.Logger
 	// Metrics, when set, records every request.
 	Metrics *metrics.Metrics
+	// Dependencies are services beyond the replicas that /readyz reports
+	// on (the shared limit store).
+	Dependencies []Dependency
 }
 
 // DefaultPingInterval is the keep-alive period of a stream waiting for its
@@ -101,9 +104,12 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		content.Reset()
 		ans.Deltas = 0
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
-		res, err := g.attempt(actx, m, rep, call, sse, ans, &content, to, ex)
+		res, err := g.attempt(actx, m, rep, call, sse, ans, &content, to, ex, lease.FirstToken)
 		endAttempt(aspan, err)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
+		if err == nil {
+			lease.Charge(completionTokens(res, content.Len())) // the fair queue's counters
+		}
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
 			g.succeed(w, sse, ex, ans, res, &content)
@@ -161,7 +167,7 @@ func retryable(err error) bool {
 
 func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *backends.Result, content *strings.Builder) {
 	if res.UsageKnown {
-		ex.Usage = res.Usage
+		ex.Usage, ex.UsageKnown = res.Usage, true
 	}
 	ex.Finish = res.FinishReason
 	done := res.Done
@@ -171,6 +177,7 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, a
 	ans.Content = content.String()
 	if ans.Content == "" {
 		ans.Content = res.Content // a non-streamed call delivers the text whole
+		ex.Relayed += len(res.Content)
 	}
 	ans.FinishReason, ans.Usage, ans.UsageKnown = res.FinishReason, ex.Usage, res.UsageKnown
 	ans.Inference = done.Sub(res.Sent)

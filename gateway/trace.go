@@ -20,6 +20,7 @@ import (
 // stage beneath it:
 //
 //	llmedge.auth, llmedge.validate      authentication, body validation
+//	llmedge.admit                       the tenant's limits (only when some are configured)
 //	llmedge.route                       the routing stage, every attempt
 //	  llmedge.select                    queue wait and the policy's pick, per attempt
 //	  llmedge.replica                   the call to the replica, per attempt (client span;
@@ -37,6 +38,7 @@ const TracerName = "github.com/llmedge/llmedge/gateway"
 const (
 	SpanAuth       = "llmedge.auth"
 	SpanValidate   = "llmedge.validate"
+	SpanAdmit      = "llmedge.admit"
 	SpanRoute      = "llmedge.route"
 	SpanSelect     = "llmedge.select"
 	SpanReplica    = "llmedge.replica"

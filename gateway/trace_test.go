@@ -246,3 +246,36 @@ func TestTraceOff(t *testing.T) {
 		})
 	}
 }
+
+// refuseAll is an Admitter whose limits refuse everything.
+type refuseAll struct{}
+
+func (refuseAll) Admit(context.Context, *Admission, http.Header) (Ticket, *api.Error) {
+	return nil, api.NewError(http.StatusTooManyRequests, "limit")
+}
+
+// TestTraceAdmission: a request refused by a tenant's limit has its
+// admission span, with the status, and no routing span.
+func TestTraceAdmission(t *testing.T) {
+	e := newTraceEnv(t)
+	e.pipeline.Admitter = refuseAll{}
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, server := tp.Tracer("caddy").Start(context.Background(), "handler")
+	if ex := e.serve(ctx, false); ex.Status != http.StatusTooManyRequests {
+		t.Fatalf("status %d", ex.Status)
+	}
+	server.End()
+	var names []string
+	for _, s := range rec.Ended() {
+		names = append(names, s.Name())
+		if s.Name() == SpanAdmit {
+			if a := attrs(s); a[AttrStatus].AsInt64() != 429 {
+				t.Errorf("admission span %v", a)
+			}
+		}
+	}
+	if got, want := strings.Join(names, " "), "llmedge.auth llmedge.validate llmedge.admit handler"; got != want {
+		t.Errorf("spans %q, want %q", got, want)
+	}
+}

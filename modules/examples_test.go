@@ -34,3 +34,30 @@ func TestConsulExampleAdapts(t *testing.T) {
 		}
 	}
 }
+
+// The cluster example adapts cleanly, with its shared Redis and limits.
+func TestClusterExampleAdapts(t *testing.T) {
+	t.Setenv("LLMEDGE_PORT", "18443")
+	data, err := os.ReadFile("../examples/cluster/Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt(data, map[string]any{"filename": "Caddyfile"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range warnings {
+		t.Errorf("warning: %s", w.String())
+	}
+	for _, want := range []string{
+		`"redis":{"url":"redis://127.0.0.1:6390","password":"{env.REDIS_PASSWORD}"}`,
+		`"on_redis_failure":"open"`,
+		`"rate_limits":{"rpm":5,"tpm":20000,"concurrency":4}`,
+		`"limits":{"rpm":600,"concurrency":16}`,
+		`"order":"fair"`, `":18443"`,
+	} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("adapted example lacks %s:\n%s", want, got)
+		}
+	}
+}

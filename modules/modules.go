@@ -14,6 +14,7 @@ import (
 	_ "github.com/llmedge/llmedge/modules/llmopenai"
 	_ "github.com/llmedge/llmedge/modules/llmpolicy"
 	_ "github.com/llmedge/llmedge/modules/llmprotocol"
+	_ "github.com/llmedge/llmedge/modules/llmrevoke"
 	_ "github.com/llmedge/llmedge/modules/llmroute"
 	_ "github.com/llmedge/llmedge/modules/llmsource"
 	_ "github.com/llmedge/llmedge/modules/llmstatus"
@@ -28,7 +29,7 @@ import (
 func init() {
 	httpcaddyfile.RegisterDirectiveOrder("llm_auth", httpcaddyfile.After, "basic_auth")
 	httpcaddyfile.RegisterDirectiveOrder("llm_validate", httpcaddyfile.After, "forward_auth")
-	for _, d := range []string{"llm_token", "llm_jwks", "llm_health", "llm_gateway", "llm_openai", "llm_route"} {
+	for _, d := range []string{"llm_token", "llm_revoke", "llm_jwks", "llm_health", "llm_gateway", "llm_openai", "llm_route"} {
 		httpcaddyfile.RegisterDirectiveOrder(d, httpcaddyfile.Before, "reverse_proxy")
 	}
 	httpcaddyfile.RegisterDirectiveOrder("llm_status", httpcaddyfile.Before, "reverse_proxy")

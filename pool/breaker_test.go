@@ -13,7 +13,7 @@ var poolSeq atomic.Int64
 
 // newTestPool returns a pool with a name no other test uses, so the shared
 // breaker registry gives it fresh breakers; it is closed at the end.
-func newTestPool(t *testing.T, o Options, urls ...string) (*Pool, []*Replica) {
+func newTestPool(t testing.TB, o Options, urls ...string) (*Pool, []*Replica) {
 	t.Helper()
 	p := NewWithOptions(t.Name()+"#"+time.Now().String()+string(rune('a'+poolSeq.Add(1)%26)), &rotate{}, o)
 	rs := replicas(t, urls...)

@@ -57,6 +57,11 @@ func (r *Replica) Load() float64 {
 	return n / float64(r.weight())
 }
 
+// PendingPrefill is the prefill work of the requests sent to r that have
+// not had their first token yet, as the policies that chose r predicted it
+// (Choice.Prefill): the queue of prompt processing ahead of a new request.
+func (r *Replica) PendingPrefill() int64 { return r.pending.Load() }
+
 // Saturated reports whether r's engine says its KV cache is at least
 // kvFull used: a new request would wait for memory or preempt another.
 func (r *Replica) Saturated(kvFull float64) bool {

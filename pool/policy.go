@@ -44,6 +44,10 @@ type Choice struct {
 	// Cached is the predicted share (0..1) of the prompt that Replica
 	// holds in its prefix cache; negative when the policy does not predict.
 	Cached float64
+	// Prefill is the prefill work the request adds to Replica until its
+	// first token (e.g. its uncached prompt blocks), in the policy's own
+	// units; the pool keeps the sum per replica (Replica.PendingPrefill).
+	Prefill int64
 }
 
 // Reasons a policy gives for a choice.

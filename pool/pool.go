@@ -1,7 +1,6 @@
 package pool
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -35,6 +34,9 @@ type Options struct {
 	QueueLength int
 	// QueueTimeout bounds one request's wait for a slot.
 	QueueTimeout time.Duration
+	// QueueOrder is the order in which waiters get freed slots: fair
+	// between tenants (the default) or first come, first served.
+	QueueOrder QueueOrder
 	// OnBreakerChange, when set, hears every breaker state change.
 	OnBreakerChange func(replica string, from, to BreakerState)
 }
@@ -50,8 +52,7 @@ type Pool struct {
 	closed bool
 
 	waiting atomic.Int32 // requests in the wait queue
-	qmu     sync.Mutex
-	qch     chan struct{} // closed (and replaced) when a slot may have freed
+	queue   waitQueue
 }
 
 // New returns an empty pool that picks with policy, with default breakers
@@ -62,6 +63,7 @@ func New(name string, policy Policy) *Pool { return NewWithOptions(name, policy,
 // when done, so the breakers it shares can be let go.
 func NewWithOptions(name string, policy Policy, o Options) *Pool {
 	p := &Pool{name: name, policy: policy, opts: o}
+	p.queue.order = o.QueueOrder
 	p.replicas.Store(&[]*Replica{})
 	return p
 }
@@ -155,6 +157,20 @@ type Lease struct {
 	Choice Choice
 	pool   *Pool
 	done   func(error)
+	tenant string // the request's user, for the wait queue's counters
+	// prefill is Choice.Prefill while it counts in the replica's pending
+	// prefill work.
+	prefill int64
+}
+
+// FirstToken tells the pool the request's first token arrived: its
+// prefill is done and no longer queues ahead of others. Release does it
+// too, for a request that never got one.
+func (l *Lease) FirstToken() {
+	if l.prefill != 0 && l.Replica != nil {
+		l.Replica.pending.Add(-l.prefill)
+		l.prefill = 0
+	}
 }
 
 // Release frees the slot and tells the breaker how the request went. A
@@ -164,13 +180,14 @@ func (l *Lease) Release(o Outcome) {
 	if r == nil {
 		return
 	}
+	l.FirstToken()
 	l.Replica = nil
 	r.Release()
 	if l.done != nil {
 		l.done(o.err())
 		l.done = nil
 	}
-	if l.pool != nil && l.pool.waiting.Load() > 0 {
+	if l.pool != nil {
 		l.pool.signal()
 	}
 }
@@ -221,7 +238,10 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 			}
 			done = d
 		}
-		return Lease{Replica: r, Choice: c, pool: p, done: done}, nil
+		if c.Prefill != 0 {
+			r.pending.Add(c.Prefill)
+		}
+		return Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill}, nil
 	}
 	switch {
 	case sawFull:
@@ -232,62 +252,11 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 	return Lease{}, ErrNoReplicas
 }
 
-// AcquireWait is Acquire, but when every usable replica is at its cap it
-// waits in the pool's bounded queue for a slot, until the queue timeout or
-// ctx ends. Waiters are woken when slots free; the order is not strictly
-// first come, first served.
-func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica) (Lease, error) {
-	l, err := p.Acquire(req, exclude)
-	if err != ErrSaturated || p.opts.QueueLength <= 0 || p.opts.QueueTimeout <= 0 {
-		return l, err
-	}
-	if p.waiting.Add(1) > int32(p.opts.QueueLength) {
-		p.waiting.Add(-1)
-		return Lease{}, ErrQueueFull
-	}
-	defer p.waiting.Add(-1)
-	timer := time.NewTimer(p.opts.QueueTimeout)
-	defer timer.Stop()
-	for {
-		ch := p.waitChan() // before trying, so no wake-up is lost
-		l, err = p.Acquire(req, exclude)
-		if err != ErrSaturated {
-			return l, err
-		}
-		select {
-		case <-ch:
-		case <-timer.C:
-			return Lease{}, ErrQueueTimeout
-		case <-ctx.Done():
-			return Lease{}, ctx.Err()
-		}
-	}
-}
-
 // Waiting is the number of requests in the wait queue.
 func (p *Pool) Waiting() int { return int(p.waiting.Load()) }
 
 // QueueTimeout is the longest a request waits for a slot.
 func (p *Pool) QueueTimeout() time.Duration { return p.opts.QueueTimeout }
-
-func (p *Pool) waitChan() chan struct{} {
-	p.qmu.Lock()
-	defer p.qmu.Unlock()
-	if p.qch == nil {
-		p.qch = make(chan struct{})
-	}
-	return p.qch
-}
-
-// signal wakes every waiter to try again.
-func (p *Pool) signal() {
-	p.qmu.Lock()
-	if p.qch != nil {
-		close(p.qch)
-		p.qch = nil
-	}
-	p.qmu.Unlock()
-}
 
 // remove deletes r from list in place (order is not kept).
 func remove(list []*Replica, r *Replica) []*Replica {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func replicas(t *testing.T, urls ...string) []*Replica {
+func replicas(t testing.TB, urls ...string) []*Replica {
 	t.Helper()
 	var rs []*Replica
 	for _, u := range urls {

@@ -34,6 +34,8 @@ type Replica struct {
 	unhealthy atomic.Bool
 	// engine holds the engine's own load figures (see load.go).
 	engine engineLoad
+	// pending is the predicted prefill work before first tokens (load.go).
+	pending atomic.Int64
 
 	// breaker is shared by every Replica object of the same model, URL and
 	// breaker settings (see registry); nil when breakers are disabled. Set

@@ -20,9 +20,14 @@ type Affinity struct {
 	Key   func(*pool.Request) string
 	Inner pool.Policy
 	// LoadFactor bounds a session replica's load relative to the mean;
-	// 0 means DefaultLoadFactor.
+	// 0 means DefaultAffinityLoadFactor.
 	LoadFactor float64
 }
+
+// DefaultAffinityLoadFactor bounds a session replica's load to 1.25 times
+// the mean, the usual choice for consistent hashing with bounded loads: a
+// session moves before its replica is much busier than the others.
+const DefaultAffinityLoadFactor = 1.25
 
 // Recorder is implemented by policies that learn from every decision (the
 // prefix index): Affinity tells them where it sent a request, and they
@@ -40,7 +45,7 @@ func (a *Affinity) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 	}
 	lf := a.LoadFactor
 	if lf <= 0 {
-		lf = DefaultLoadFactor
+		lf = DefaultAffinityLoadFactor
 	}
 	var sum float64
 	for _, r := range c {

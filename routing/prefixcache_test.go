@@ -198,3 +198,47 @@ func BenchmarkPrefixCacheSelect16KiB(b *testing.B) {
 		l.Release(pool.Success)
 	}
 }
+
+// A cold prompt goes where the least prefill is queued, not where the
+// fewest requests are: requests past their first token (decoding) queue
+// no prefill.
+func TestPrefixCacheColdPromptAvoidsPrefillQueue(t *testing.T) {
+	p, rs, _ := newPrefixPool(t, 2)
+	// r0: three requests decoding (their first tokens arrived).
+	for range 3 {
+		l, _ := p.Acquire(&pool.Request{Model: "m", Messages: conversation(1, 99, 1)}, []*pool.Replica{rs[1]})
+		l.FirstToken()
+	}
+	// r1: one request still prefilling a long prompt.
+	long := conversation(2, 1, 8)
+	l1, _ := p.Acquire(&pool.Request{Model: "m", Messages: long}, []*pool.Replica{rs[0]})
+	if rs[1].PendingPrefill() == 0 {
+		t.Fatal("a request without its first token queues no prefill")
+	}
+	l := route(t, p, conversation(3, 1, 1)) // a tenant nobody has seen
+	if l.Replica != rs[0] {
+		t.Fatalf("the cold prompt went to the replica with %d blocks of prefill queued", rs[1].PendingPrefill())
+	}
+	l.Release(pool.Success)
+	l1.Release(pool.Success)
+	if rs[1].PendingPrefill() != 0 {
+		t.Fatalf("pending prefill %d after its request ended", rs[1].PendingPrefill())
+	}
+}
+
+// Among equally good replicas the draw is even.
+func TestPrefixCacheTiesAreEven(t *testing.T) {
+	p, rs, _ := newPrefixPool(t, 4)
+	count := map[*pool.Replica]int{}
+	for i := range 4000 {
+		// Short prompts hash to no block: every replica is as good.
+		l := route(t, p, []api.Message{{Role: "user", Content: fmt.Sprint(i)}})
+		count[l.Replica]++
+		l.Release(pool.Success)
+	}
+	for _, r := range rs {
+		if n := count[r]; n < 800 || n > 1200 {
+			t.Fatalf("uneven draw among equals: %v", count)
+		}
+	}
+}

@@ -42,7 +42,7 @@ func (s *Server) handleChat(w http.ResponseWriter, r *http.Request, d *dialect, 
 		e.writeAs(w, d)
 		return
 	}
-	p.seq = s.engine.sequence(cfg, c.Messages, p)
+	p.seq = s.engine.sequence(cfg, p)
 	defer p.seq.end() // releases its slot and lane even on abortConnection
 	ctx := r.Context()
 	switch {

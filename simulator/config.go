@@ -18,6 +18,37 @@ const (
 	// DefaultKVCacheBlocks holds 262,144 tokens at the default block size:
 	// about 32 conversations of 8K tokens.
 	DefaultKVCacheBlocks = 16384
+	// DefaultPrefillPerToken is cmd/llmsim's prefill time per uncached
+	// prompt token: a 1,000-token cold prompt costs 100 ms before its first
+	// token, about what a GPU serving a mid-sized model takes, so that a
+	// prefix-cache hit shows in time to first token. Config's zero value
+	// stays free (see PrefillPerToken).
+	DefaultPrefillPerToken = Duration(100 * time.Microsecond)
+)
+
+// Prefix-cache kinds (Config.PrefixCache).
+const (
+	// PrefixCacheBlocks is vLLM's and SGLang's kind: an LRU of KV blocks
+	// shared by every request (prefixcache.go).
+	PrefixCacheBlocks = "blocks"
+	// PrefixCacheSlots is Ollama's kind: each sequence slot keeps the one
+	// prompt it last ran, and a request reuses the longest common prefix
+	// of a free slot's prompt (slotcache.go).
+	PrefixCacheSlots = "slots"
+)
+
+// Ollama's defaults (v0.17), which Config.Dialect ollama takes for the
+// fields left zero.
+const (
+	// ollamaNumParallel is OLLAMA_NUM_PARALLEL's default: one request runs
+	// at a time, the others queue.
+	ollamaNumParallel = 1
+	// ollamaBlockSize is 1 because its cache matches prompts token by
+	// token, not in blocks.
+	ollamaBlockSize = 1
+	// ollamaNumKeep is num_keep's default: the prompt tokens kept at the
+	// start when a prompt longer than the context is truncated.
+	ollamaNumKeep = 4
 )
 
 // Bounds of the engine-model fields, checked by Validate.
@@ -70,7 +101,9 @@ type Config struct {
 	DropAfter int `json:"drop_after"`
 	// MaxModelLen is the context length: prompts of this many tokens or
 	// more, and max_tokens beyond what is left, get vLLM's 400; replies
-	// without max_tokens are cut to fit. 0 turns it off.
+	// without max_tokens are cut to fit. With Dialect ollama (num_ctx), a
+	// longer prompt is truncated instead, as Ollama does (plan.go), unless
+	// the request says "truncate": false. 0 turns it off.
 	MaxModelLen int `json:"max_model_len"`
 	// APIKey, when set, makes /v1/* require "Authorization: Bearer <key>".
 	APIKey string `json:"api_key"`
@@ -99,13 +132,18 @@ type Config struct {
 	MaxConcurrent int `json:"max_concurrent"`
 
 	// The engine model (engine.go): a prefix cache, prefill cost and a cap
-	// on running sequences. With the defaults the prefix cache counts hits
-	// but prefill costs nothing and nothing queues, so timing is as without
-	// them.
+	// on running sequences. With Config's zero values the prefix cache
+	// counts hits but prefill costs nothing; nothing queues except with
+	// Dialect ollama, which runs one sequence at a time as Ollama does.
+	// (cmd/llmsim sets PrefillPerToken to DefaultPrefillPerToken unless
+	// told otherwise.) Fields whose default depends on the dialect are
+	// resolved by withDefaults; GET /sim/config shows the values in force.
 
-	// BlockSize is the KV-cache block size in tokens (vLLM's --block-size,
-	// default 16): prompts are cached in full blocks of this many tokens.
-	// Changing it at run time empties the prefix cache.
+	// BlockSize is the KV-cache block size in tokens (vLLM's --block-size),
+	// the prefix cache's unit: prompts are cached and matched in full
+	// blocks of this many tokens. Default 16, and 1 with Dialect ollama,
+	// whose cache is token-exact. Changing it at run time empties the
+	// prefix cache.
 	BlockSize int `json:"block_size"`
 	// KVCacheBlocks is the KV cache's size in blocks (default 16384): the
 	// prefix cache holds at most this many (LRU), and KV usage is the
@@ -116,14 +154,26 @@ type Config struct {
 	// --no-enable-prefix-caching): every prompt token is prefilled, and
 	// no hits or queries are counted.
 	NoPrefixCache bool `json:"no_prefix_cache"`
+	// PrefixCache is the prefix cache's kind: "blocks" (PrefixCacheBlocks,
+	// an LRU of KV blocks shared by all requests, as vLLM and SGLang keep)
+	// or "slots" (PrefixCacheSlots, one prompt per sequence slot, as
+	// Ollama keeps; MaxNumSeqs slots, or 1 when uncapped, a request finding
+	// them all in use then running uncached). Default "blocks", and "slots"
+	// with Dialect ollama. Changing it at run time empties the cache it
+	// leaves.
+	PrefixCache string `json:"prefix_cache"`
 	// PrefillPerToken is the prefill time of one uncached prompt token
 	// (0..1s). When set, prefills go one at a time through a FIFO lane, so
-	// that load queues; 0 (the default) costs nothing and skips the lane.
+	// that load queues; 0 costs nothing and skips the lane. (0 is
+	// Config's default, so that an in-process Server and "0s" through
+	// /sim/config are free; cmd/llmsim's flag defaults to
+	// DefaultPrefillPerToken.)
 	PrefillPerToken Duration `json:"prefill_per_token"`
 	// MaxNumSeqs caps the sequences running at once (vLLM's
-	// --max-num-seqs); requests beyond it wait in FIFO order, counted as
-	// waiting, instead of being refused as with MaxConcurrent. 0 means no
-	// cap.
+	// --max-num-seqs, Ollama's OLLAMA_NUM_PARALLEL); requests beyond it
+	// wait in FIFO order, counted as waiting, instead of being refused as
+	// with MaxConcurrent. 0 means the dialect's default: no cap, and 1
+	// with Dialect ollama.
 	MaxNumSeqs int `json:"max_num_seqs"`
 	// MetricsFault makes GET /metrics fail: "error" (500), "garbage"
 	// (unparsable text) or "hang" (no answer until the client leaves).
@@ -184,6 +234,9 @@ func (c Config) Validate() error {
 	if c.MaxNumSeqs < 0 {
 		bad("max_num_seqs must not be negative, got %d", c.MaxNumSeqs)
 	}
+	if !validPrefixCache(c.PrefixCache) {
+		bad("prefix_cache must be blocks, slots or empty (the dialect's), got %q", c.PrefixCache)
+	}
 	if !validMetricsFault(c.MetricsFault) {
 		bad("metrics_fault must be one of error, garbage, hang or empty, got %q", c.MetricsFault)
 	}
@@ -193,8 +246,22 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults fills the zero-valued fields that have a default.
+// withDefaults fills the zero-valued fields that have a default, the
+// dialect's where it has its own.
 func (c Config) withDefaults() Config {
+	if c.Dialect == DialectOllama {
+		// Ollama runs OLLAMA_NUM_PARALLEL sequences (default 1), each slot
+		// caching the one prompt it last ran, token by token.
+		if c.MaxNumSeqs == 0 {
+			c.MaxNumSeqs = ollamaNumParallel
+		}
+		if c.PrefixCache == "" {
+			c.PrefixCache = PrefixCacheSlots
+		}
+		if c.BlockSize == 0 {
+			c.BlockSize = ollamaBlockSize
+		}
+	}
 	if c.Model == "" {
 		c.Model = DefaultModel
 	}
@@ -209,6 +276,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.KVCacheBlocks == 0 {
 		c.KVCacheBlocks = DefaultKVCacheBlocks
+	}
+	if c.PrefixCache == "" {
+		c.PrefixCache = PrefixCacheBlocks
 	}
 	return c
 }
@@ -242,6 +312,9 @@ func (c Config) clamped() Config {
 	}
 	c.PrefillPerToken = min(max(c.PrefillPerToken, 0), maxPrefillPerToken)
 	c.MaxNumSeqs = max(c.MaxNumSeqs, 0)
+	if !validPrefixCache(c.PrefixCache) {
+		c.PrefixCache = ""
+	}
 	if !validMetricsFault(c.MetricsFault) {
 		c.MetricsFault = ""
 	}
@@ -249,6 +322,11 @@ func (c Config) clamped() Config {
 		c.HealthStatus = 0
 	}
 	return c
+}
+
+// validPrefixCache reports whether k is a known PrefixCache, or none.
+func validPrefixCache(k string) bool {
+	return k == "" || k == PrefixCacheBlocks || k == PrefixCacheSlots
 }
 
 // validMetricsFault reports whether f is a known MetricsFault, or none.

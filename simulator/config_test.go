@@ -67,6 +67,8 @@ func TestConfigValidate(t *testing.T) {
 		{"negative max seqs", Config{MaxNumSeqs: -1}, false},
 		{"metrics faults", Config{MetricsFault: "error"}, true},
 		{"unknown metrics fault", Config{MetricsFault: "slow"}, false},
+		{"prefix cache kinds", Config{PrefixCache: PrefixCacheSlots}, true},
+		{"unknown prefix cache kind", Config{PrefixCache: "lru"}, false},
 	}
 	for _, tt := range tests {
 		if err := tt.cfg.Validate(); (err == nil) != tt.ok {
@@ -82,13 +84,20 @@ func TestNewAppliesDefaultsAndClamps(t *testing.T) {
 		want Config
 	}{
 		{"defaults", Config{}, Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorStatus: DefaultErrorStatus,
-			BlockSize: DefaultBlockSize, KVCacheBlocks: DefaultKVCacheBlocks}},
-		{"kept", Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5, BlockSize: 8, KVCacheBlocks: 10, PrefillPerToken: 3, MaxNumSeqs: 2, MetricsFault: "garbage"},
-			Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5, BlockSize: 8, KVCacheBlocks: 10, PrefillPerToken: 3, MaxNumSeqs: 2, MetricsFault: "garbage"}},
+			BlockSize: DefaultBlockSize, KVCacheBlocks: DefaultKVCacheBlocks, PrefixCache: PrefixCacheBlocks}},
+		{"kept", Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5, BlockSize: 8, KVCacheBlocks: 10, PrefillPerToken: 3, MaxNumSeqs: 2, MetricsFault: "garbage", PrefixCache: PrefixCacheSlots},
+			Config{Model: "m", Tokens: 2, ErrorStatus: 429, ErrorRate: 0.5, BlockSize: 8, KVCacheBlocks: 10, PrefillPerToken: 3, MaxNumSeqs: 2, MetricsFault: "garbage", PrefixCache: PrefixCacheSlots}},
 		{"clamped", Config{TTFT: -5, ErrorRate: 7, ErrorStatus: 200, DropAfter: -1, MaxModelLen: -3,
-			BlockSize: -1, KVCacheBlocks: maxKVCacheBlocks + 1, PrefillPerToken: Duration(time.Hour), MaxNumSeqs: -2, MetricsFault: "?"},
+			BlockSize: -1, KVCacheBlocks: maxKVCacheBlocks + 1, PrefillPerToken: Duration(time.Hour), MaxNumSeqs: -2, MetricsFault: "?", PrefixCache: "lru"},
 			Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorRate: 1, ErrorStatus: DefaultErrorStatus,
-				BlockSize: DefaultBlockSize, KVCacheBlocks: DefaultKVCacheBlocks, PrefillPerToken: maxPrefillPerToken}},
+				BlockSize: DefaultBlockSize, KVCacheBlocks: DefaultKVCacheBlocks, PrefillPerToken: maxPrefillPerToken, PrefixCache: PrefixCacheBlocks}},
+		// Ollama's own defaults: one sequence at a time, a token-exact
+		// cache of one prompt per slot.
+		{"ollama defaults", Config{Dialect: DialectOllama}, Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorStatus: DefaultErrorStatus, Dialect: DialectOllama,
+			BlockSize: 1, KVCacheBlocks: DefaultKVCacheBlocks, PrefixCache: PrefixCacheSlots, MaxNumSeqs: 1}},
+		{"ollama, set explicitly", Config{Dialect: DialectOllama, BlockSize: 16, PrefixCache: PrefixCacheBlocks, MaxNumSeqs: 4},
+			Config{Model: DefaultModel, Tokens: DefaultTokens, ErrorStatus: DefaultErrorStatus, Dialect: DialectOllama,
+				BlockSize: 16, KVCacheBlocks: DefaultKVCacheBlocks, PrefixCache: PrefixCacheBlocks, MaxNumSeqs: 4}},
 	}
 	for _, tt := range tests {
 		if got := New(tt.in).Config(); got != tt.want {

@@ -44,8 +44,10 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 }
 
 // mergeConfig applies a partial JSON Config: the fields present override
-// the current ones. Unknown fields and invalid values are a 400 and change
-// nothing. It answers with the resulting Config.
+// the ones set so far, and fields set to zero return to their default
+// (the dialect's, for those that have one). Unknown fields and invalid
+// values are a 400 and change nothing. It answers with the resulting
+// Config in force.
 func (s *Server) mergeConfig(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxConfigBytes))
 	if err != nil {
@@ -53,9 +55,10 @@ func (s *Server) mergeConfig(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	cfg, err := mergeJSON(s.cfg, body)
+	set, err := mergeJSON(s.set, body)
+	cfg := set.withDefaults()
 	if err == nil {
-		s.cfg = cfg
+		s.set, s.cfg = set, cfg
 		s.engine.configure(cfg)
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(body, &fields) == nil && fields["loading"] != nil {
@@ -72,7 +75,7 @@ func (s *Server) mergeConfig(w http.ResponseWriter, r *http.Request) {
 }
 
 // mergeJSON returns cfg with the fields present in the JSON object patch
-// replaced, validated and with defaults applied.
+// replaced, validated; defaults are left to the caller.
 func mergeJSON(cfg Config, patch []byte) (Config, error) {
 	if len(bytes.TrimSpace(patch)) == 0 {
 		return Config{}, errors.New("empty body: want a JSON object of Config fields")
@@ -88,5 +91,5 @@ func mergeJSON(cfg Config, patch []byte) (Config, error) {
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
-	return cfg.withDefaults(), nil
+	return cfg, nil
 }

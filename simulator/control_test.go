@@ -15,7 +15,7 @@ func TestSimConfigGet(t *testing.T) {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
 	want := `{"model":"sim-model","ttft":"0s","itl":"0s","tokens":16,"seed":0,"error_rate":0,"error_status":500,"hang":false,"drop_after":0,"max_model_len":0,"api_key":"","dialect":"","loading":"0s","no_usage":false,"usage_in_finish":false,"error_after":0,"max_concurrent":0,` +
-		`"block_size":16,"kv_cache_blocks":16384,"no_prefix_cache":false,"prefill_per_token":"0s","max_num_seqs":0,"metrics_fault":""}`
+		`"block_size":16,"kv_cache_blocks":16384,"no_prefix_cache":false,"prefix_cache":"blocks","prefill_per_token":"0s","max_num_seqs":0,"metrics_fault":""}`
 	if string(b) != want {
 		t.Errorf("GET /sim/config\n got %s\nwant %s", b, want)
 	}
@@ -63,6 +63,46 @@ func TestSimConfigMerge(t *testing.T) {
 	c := complete(t, ts.URL, hello)
 	if c.Model != "m2" || c.Usage.CompletionTokens != 3 {
 		t.Errorf("answer model %q tokens %d, want m2 and 3", c.Model, c.Usage.CompletionTokens)
+	}
+}
+
+// TestSimConfigDialectDefaults: fields left zero take the dialect's
+// defaults, also when the dialect changes at run time; fields set keep
+// their value across the change until set to zero.
+func TestSimConfigDialectDefaults(t *testing.T) {
+	ts, _ := start(t, Config{})
+	type engineFields struct {
+		BlockSize   int    `json:"block_size"`
+		PrefixCache string `json:"prefix_cache"`
+		MaxNumSeqs  int    `json:"max_num_seqs"`
+	}
+	vllm := engineFields{DefaultBlockSize, PrefixCacheBlocks, 0}
+	ollama := engineFields{1, PrefixCacheSlots, 1}
+	steps := []struct {
+		patch string
+		want  engineFields
+	}{
+		{`{"dialect":"ollama"}`, ollama},
+		{`{"dialect":"vllm"}`, vllm},
+		{`{"dialect":"ollama","max_num_seqs":3}`, engineFields{1, PrefixCacheSlots, 3}},
+		{`{"dialect":"sglang"}`, engineFields{DefaultBlockSize, PrefixCacheBlocks, 3}},
+		{`{"max_num_seqs":0,"prefix_cache":"slots"}`, engineFields{DefaultBlockSize, PrefixCacheSlots, 0}},
+		{`{"dialect":"ollama","prefix_cache":""}`, ollama},
+	}
+	for _, st := range steps {
+		resp, b := do(t, http.MethodPost, ts.URL+"/sim/config", st.patch)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", st.patch, resp.StatusCode, b)
+		}
+		if got := decode[engineFields](t, b); got != st.want {
+			t.Errorf("after %s: %+v, want %+v", st.patch, got, st.want)
+		}
+		if _, b := do(t, http.MethodGet, ts.URL+"/sim/config", ""); decode[engineFields](t, b) != st.want {
+			t.Errorf("GET after %s: %s", st.patch, b)
+		}
+	}
+	if resp, b := do(t, http.MethodPost, ts.URL+"/sim/config", `{"prefix_cache":"lru"}`); resp.StatusCode != 400 || !strings.Contains(string(b), "prefix_cache") {
+		t.Errorf("unknown prefix cache kind: %d %s", resp.StatusCode, b)
 	}
 }
 
@@ -126,7 +166,10 @@ func TestConcurrentControl(t *testing.T) {
 	for i := range 2 {
 		wg.Go(func() {
 			for j := range 20 {
-				patch, _ := json.Marshal(map[string]any{"tokens": 1 + (i+j)%4})
+				// Switching the cache kind and the sequence cap under
+				// load too.
+				patch, _ := json.Marshal(map[string]any{"tokens": 1 + (i+j)%4,
+					"prefix_cache": []string{PrefixCacheBlocks, PrefixCacheSlots}[j%2], "max_num_seqs": (i + j) % 3})
 				do(t, http.MethodPost, ts.URL+"/sim/config", string(patch))
 				do(t, http.MethodGet, ts.URL+"/sim/stats", "")
 			}

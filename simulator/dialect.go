@@ -25,7 +25,10 @@ const (
 	// "Loading model" while loading.
 	DialectLlamaCpp = "llamacpp"
 	// DialectOllama: POST /api/chat answered in NDJSON, durations in
-	// nanoseconds, GET / "Ollama is running".
+	// nanoseconds, GET / "Ollama is running"; its engine defaults are
+	// Ollama's (Config.withDefaults): one request at a time, a cache of
+	// one prompt per slot, over-long prompts truncated, and eval_count
+	// counting the end token.
 	DialectOllama = "ollama"
 	// DialectNative: llmedge's own public API, POST
 	// /tasks/assistant_inference, unauthenticated.
@@ -55,6 +58,11 @@ type dialect struct {
 	// contextError is the answer to a prompt or max_tokens beyond the
 	// context length ml; limit is the requested max_tokens, or nil.
 	contextError func(ml, prompt int, limit *int) *apiError
+	// truncates cuts a prompt longer than the context to fit instead of
+	// refusing it, and lets a reply run past the context (Ollama, which
+	// shifts its context); contextError then answers only a request that
+	// asked not to truncate.
+	truncates bool
 }
 
 // vllmErrorBody is vLLM's ≥0.10.1 error shape.
@@ -204,15 +212,16 @@ var dialects = map[string]*dialect{
 		},
 	},
 	DialectOllama: {
-		name:           DialectOllama,
+		name: DialectOllama, truncates: true,
 		overloadStatus: 503, overloadMessage: "server busy, please try again.  maximum pending requests exceeded",
 		errorBody: ollamaErrorBody,
 		streamError: func(msg string) []byte {
 			return append(encodeJSON(ollamaError{msg}), '\n')
 		},
 		loadingBody: ollamaError{"server is starting"},
+		// Only with "truncate": false; its runner's words.
 		contextError: func(ml, prompt int, limit *int) *apiError {
-			return badRequest(fmt.Sprintf("input length (%d tokens) exceeds the model's context length (%d tokens)", prompt, ml))
+			return badRequest("the input length exceeds the context length")
 		},
 	},
 	DialectNative: {

@@ -41,10 +41,12 @@ func TestDialectStreamFraming(t *testing.T) {
 			[]string{`\n\nerror: \{"code":500,"message":"Simulated replica failure \(error_after\).","type":"server_error"\}\n\n$`}, []string{`DONE`}},
 		{"sglang: flat in-band error", Config{Dialect: DialectSGLang, Tokens: 3, ErrorAfter: 1}, "/v1/chat/completions", streamed,
 			[]string{`\n\ndata: \{"object":"error","message":"Simulated replica failure \(error_after\).","type":"InternalServerError","param":null,"code":500\}\n\n$`}, nil},
+		// eval_count counts the end token of an answer that ended by
+		// itself: 2 tokens of text, 3 counted.
 		{"ollama: NDJSON with nanosecond durations", Config{Dialect: DialectOllama, Tokens: 2}, "/api/chat",
 			`{"model":"m","messages":[{"role":"user","content":"hello there"}],"options":{"temperature":0.3,"num_predict":5}}`,
 			[]string{`^\{"model":"sim-model","created_at":"[0-9T:.Z-]+","message":\{"role":"assistant","content":"[^"]+"\},"done":false\}\n`,
-				`\n\{"model":"sim-model","created_at":"[^"]+","message":\{"role":"assistant","content":""\},"done_reason":"stop","done":true,"total_duration":[1-9][0-9]*,"load_duration":1000000,"prompt_eval_count":6,"prompt_eval_duration":[1-9][0-9]*,"eval_count":2,"eval_duration":[1-9][0-9]*\}\n$`},
+				`\n\{"model":"sim-model","created_at":"[^"]+","message":\{"role":"assistant","content":""\},"done_reason":"stop","done":true,"total_duration":[1-9][0-9]*,"load_duration":1000000,"prompt_eval_count":6,"prompt_eval_duration":[1-9][0-9]*,"eval_count":3,"eval_duration":[1-9][0-9]*\}\n$`},
 			[]string{`data:`}},
 		{"ollama: no_usage omits counts", Config{Dialect: DialectOllama, Tokens: 2, NoUsage: true}, "/api/chat",
 			`{"model":"m","messages":[{"role":"user","content":"hello there"}]}`,
@@ -123,8 +125,11 @@ func TestDialectAnswers(t *testing.T) {
 			"{\"error\":\"Input validation error: `inputs` tokens + `max_new_tokens` must be <= 10. Given: 24 `inputs` tokens and 0 `max_new_tokens`\",\"error_type\":\"validation\"}"},
 		{"llamacpp context length", Config{Dialect: DialectLlamaCpp, MaxModelLen: 10}, "POST", "/v1/chat/completions", long, 400,
 			`{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"invalid_request_error"}}`},
-		{"ollama context length", Config{Dialect: DialectOllama, MaxModelLen: 10}, "POST", "/api/chat", long, 400,
-			`{"error":"input length (24 tokens) exceeds the model's context length (10 tokens)"}`},
+		// Ollama truncates instead (TestOllamaTruncatesLongPrompts),
+		// unless the request asks it not to.
+		{"ollama context length, truncate false", Config{Dialect: DialectOllama, MaxModelLen: 10}, "POST", "/api/chat",
+			strings.Replace(long, `{"model":"m",`, `{"model":"m","truncate":false,`, 1), 400,
+			`{"error":"the input length exceeds the context length"}`},
 		{"native context length", Config{Dialect: DialectNative, MaxModelLen: 10}, "POST", "/tasks/assistant_inference", long, 422,
 			`{"detail":"The model rejected the request: This model's maximum context length is 10 tokens. However, your request has 24 input tokens. Please reduce the length of the input messages."}`},
 		{"vllm non-streamed no_usage", Config{Tokens: 1, NoUsage: true, Seed: 1}, "POST", "/v1/chat/completions", hello, 200, ""},

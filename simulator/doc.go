@@ -21,15 +21,19 @@
 // For LLM-aware routing it models what an engine's load and cache do to
 // time to first token (engine.go): a prefix cache of the prompt's KV
 // blocks (prompt.go: a ChatML rendering, one token per word plus 4 per
-// message, blocks of Config.BlockSize tokens hashed as a chain, an LRU of
-// Config.KVCacheBlocks blocks); prefill of the uncached tokens at
-// Config.PrefillPerToken each, serialised through one FIFO prefill lane so
-// that load queues; and a cap of Config.MaxNumSeqs running sequences, the
-// others waiting in FIFO order. GET /metrics reports running and waiting
-// requests, KV usage and prefix-cache hits under the engine's own metric
-// names (metrics.go), and Config.MetricsFault makes it fail. The defaults
-// cost no time: the cache counts hits, but prefill is free and nothing
-// queues.
+// message, blocks of Config.BlockSize tokens hashed as a chain), either an
+// LRU of Config.KVCacheBlocks blocks as vLLM keeps (prefixcache.go) or one
+// prompt per sequence slot as Ollama keeps (slotcache.go); prefill of the
+// uncached tokens at Config.PrefillPerToken each, serialised through one
+// FIFO prefill lane so that load queues; and a cap of Config.MaxNumSeqs
+// running sequences, the others waiting in FIFO order. GET /metrics
+// reports running and waiting requests, KV usage and prefix-cache hits
+// under the engine's own metric names (metrics.go), and
+// Config.MetricsFault makes it fail. A zero Config costs no time: the
+// cache counts hits, but prefill is free and nothing queues (cmd/llmsim
+// charges DefaultPrefillPerToken unless told otherwise). It does not model
+// real tokenization, memory pressure or preemption, batching slowing
+// decode, a growing context slowing it, or sampling.
 //
 // Config.Dialect makes it imitate another engine instead (dialect.go):
 // sglang, tgi and llamacpp keep the paths above with their own framing and
@@ -38,7 +42,11 @@
 // native serves GET /healthz and POST /tasks/assistant_inference (llmedge's
 // public API); neither has /metrics. Loading, NoUsage, UsageInFinish,
 // ErrorAfter and MaxConcurrent reproduce the engines' startup, usage and
-// failure modes.
+// failure modes. The ollama dialect also takes Ollama's engine defaults,
+// as measured on Ollama v0.17: one request at a time, a token-exact cache
+// of one prompt per slot, a prompt longer than the context truncated and
+// answered (plan.go) rather than refused, and the end token counted in
+// eval_count.
 //
 // A Server never lets a goroutine outlive a request: every wait ends as
 // soon as the client goes away.

@@ -12,12 +12,17 @@ import (
 // engine is the simulated GPU that a Server's chat requests share. It models
 // what an LLM-aware router must reckon with, deterministically and cheaply:
 //
-//   - A prefix cache (prefixcache.go) of the prompt's KV blocks
-//     (prompt.go): a request's cached prefix is the leading run of its
-//     blocks the cache holds; after its prefill all its blocks are inserted
-//     or touched.
+//   - A prefix cache of the prompt's KV blocks (prompt.go), of one of two
+//     kinds (Config.PrefixCache). "blocks" (prefixcache.go, vLLM's): an LRU
+//     of blocks shared by all requests; a request's cached prefix is the
+//     leading run of its blocks the cache holds, and after its prefill all
+//     its blocks are inserted or touched. "slots" (slotcache.go, Ollama's):
+//     one prompt per sequence slot; a request takes the free slot sharing
+//     the longest prefix with it, and after its prefill the slot holds its
+//     prompt instead.
 //   - Sequence slots: at most Config.MaxNumSeqs requests run at once (like
-//     vLLM's --max-num-seqs); the others wait for a slot in FIFO order.
+//     vLLM's --max-num-seqs, or Ollama's one request at a time); the others
+//     wait for a slot in FIFO order.
 //   - One prefill lane: a GPU prefills one batch at a time, and the
 //     simulator serialises prefills through a FIFO lane, so that prefill
 //     work queues under load. A request holds the lane for its uncached
@@ -28,7 +33,8 @@ import (
 // lane, the prefill of the uncached tokens, then the fixed Config.TTFT (the
 // engine's per-request overhead, which overlaps with other requests). With
 // PrefillPerToken 0 the lane is skipped altogether (there is nothing to
-// serialise), so the defaults keep the simulator's timing as it was.
+// serialise), so that a simulator meant for throughput (the benchmark's)
+// is not capped by a lane of timer waits.
 //
 // A request is waiting (vllm:num_requests_waiting) until its prefill begins,
 // whether it waits for a slot or for the lane, and running
@@ -43,7 +49,10 @@ import (
 // Every wait ends at once when the client goes away, releasing what the
 // request held.
 type engine struct {
+	// Both kinds of prefix cache exist; the Config a request runs under
+	// says which it uses, and configure empties the other.
 	cache *prefixCache
+	slots *slotCache
 	seqs  fifo // running-sequence slots, limited to MaxNumSeqs
 	lane  fifo // the prefill lane, limited to 1
 
@@ -52,17 +61,47 @@ type engine struct {
 }
 
 func newEngine(cfg Config) *engine {
-	e := &engine{cache: newPrefixCache(cfg.BlockSize, cfg.KVCacheBlocks)}
+	e := &engine{cache: newPrefixCache(cfg.BlockSize, cfg.KVCacheBlocks),
+		slots: newSlotCache(cfg.BlockSize, cfg.MaxNumSeqs)}
 	e.seqs.limit = cfg.MaxNumSeqs
 	e.lane.limit = 1
 	return e
 }
 
-// configure applies a changed Config to the shared state: the cache's
-// geometry and the sequence cap, which admits waiters at once if raised.
+// configure applies a changed Config to the shared state: the caches'
+// geometry, the sequence cap, which admits waiters at once if raised, and
+// the cache kind. The kind not in use is emptied, so that switching back
+// finds no prompts from before; its counters stay, so that the reported
+// prefix-cache counters never go back.
 func (e *engine) configure(cfg Config) {
 	e.cache.configure(cfg.BlockSize, cfg.KVCacheBlocks)
+	e.slots.configure(cfg.BlockSize, cfg.MaxNumSeqs)
+	if usesSlots(cfg) {
+		e.cache.clear()
+	} else {
+		e.slots.clear()
+	}
 	e.seqs.setLimit(cfg.MaxNumSeqs)
+}
+
+// usesSlots reports whether cfg's prefix cache is the slot kind.
+func usesSlots(cfg Config) bool { return cfg.PrefixCache == PrefixCacheSlots }
+
+// cacheStats sums both caches' counters and reports the blocks of the one
+// cfg uses.
+func (e *engine) cacheStats(cfg Config) cacheStats {
+	b, s := e.cache.stats(), e.slots.stats()
+	st := cacheStats{queries: b.queries + s.queries, hits: b.hits + s.hits, blocks: b.blocks}
+	if usesSlots(cfg) {
+		st.blocks = s.blocks
+	}
+	return st
+}
+
+// resetCaches empties both caches and zeroes their counters.
+func (e *engine) resetCaches() {
+	e.cache.reset()
+	e.slots.reset()
 }
 
 // kvUsage is the fraction (0..1) of capacity blocks running sequences hold.
@@ -89,12 +128,15 @@ type sequence struct {
 	e        *engine
 	cfg      Config
 	msgs     []api.Message
+	cut      promptCut
 	tokens   int   // prompt tokens
 	kvBlocks int64 // blocks reserved while running
 	state    seqState
 	seqHeld  bool
 	laneHeld bool
-	buf      *[]uint64 // pooled block hashes
+	// slot is the cache slot held (slot cache only), or -1.
+	slot int
+	buf  *[]uint64 // pooled block hashes
 	// prefill is the time the prefill took (uncached tokens ×
 	// PrefillPerToken), once firstToken got that far.
 	prefill time.Duration
@@ -108,9 +150,9 @@ var blockBufs = sync.Pool{New: func() any { b := make([]uint64, 0, 64); return &
 const maxPooledBlocks = 1 << 14
 
 // sequence returns the passage of a request of p under cfg.
-func (e *engine) sequence(cfg Config, msgs []api.Message, p plan) *sequence {
+func (e *engine) sequence(cfg Config, p plan) *sequence {
 	bs := int64(max(cfg.BlockSize, 1))
-	return &sequence{e: e, cfg: cfg, msgs: msgs, tokens: p.PromptTokens,
+	return &sequence{e: e, cfg: cfg, msgs: p.Prompt, cut: p.Cut, tokens: p.PromptTokens, slot: -1,
 		kvBlocks: (int64(p.PromptTokens+len(p.Tokens)) + bs - 1) / bs}
 }
 
@@ -124,7 +166,7 @@ func (q *sequence) firstToken(ctx context.Context) bool {
 	if !cfg.NoPrefixCache && q.tokens >= cfg.BlockSize {
 		// Hash before queueing: it needs no lock, and the lane stays short.
 		q.buf = blockBufs.Get().(*[]uint64)
-		*q.buf, _ = promptBlocks((*q.buf)[:0], q.msgs, cfg.BlockSize)
+		*q.buf, _ = promptBlocksCut((*q.buf)[:0], q.msgs, cfg.BlockSize, q.cut)
 		blocks = *q.buf
 	}
 	q.setState(seqWaiting)
@@ -140,14 +182,22 @@ func (q *sequence) firstToken(ctx context.Context) bool {
 	q.setState(seqRunning)
 	// Look up only now, in the lane: the prefills ahead of this one may
 	// have just cached its prefix.
-	cached := 0
-	if !cfg.NoPrefixCache {
+	cached, slots := 0, usesSlots(cfg)
+	switch {
+	case cfg.NoPrefixCache:
+	case slots:
+		q.slot, cached = e.slots.acquire(blocks, cfg.BlockSize, q.tokens)
+	default:
 		cached = e.cache.lookup(blocks, cfg.BlockSize, q.tokens)
 	}
 	q.prefill = time.Duration(q.tokens-cached) * cfg.PrefillPerToken.D()
 	ok := sleep(ctx, q.prefill)
-	if ok && len(blocks) > 0 {
-		// A prefill cut short caches nothing.
+	switch {
+	case !ok || len(blocks) == 0:
+		// A prefill cut short caches nothing more.
+	case slots:
+		e.slots.store(q.slot, blocks, cfg.BlockSize)
+	default:
 		e.cache.insert(blocks, cfg.BlockSize)
 	}
 	if lane {
@@ -182,6 +232,10 @@ func (q *sequence) end() {
 	if q.laneHeld {
 		q.e.lane.release()
 		q.laneHeld = false
+	}
+	if q.slot >= 0 {
+		q.e.slots.release(q.slot)
+		q.slot = -1
 	}
 	if q.seqHeld {
 		q.e.seqs.release()

@@ -26,7 +26,7 @@ func userMsgs(off, n int) []api.Message {
 // it took and the prefill time the engine charged.
 func pass(t *testing.T, e *engine, cfg Config, msgs []api.Message) (time.Duration, time.Duration) {
 	t.Helper()
-	q := e.sequence(cfg, msgs, plan{PromptTokens: promptTokens(msgs), Tokens: []string{"x"}})
+	q := e.sequence(cfg, plan{Prompt: msgs, PromptTokens: promptTokens(msgs), Tokens: []string{"x"}})
 	defer q.end()
 	start := time.Now()
 	if !q.firstToken(t.Context()) {
@@ -133,7 +133,7 @@ func TestEngineSeqCap(t *testing.T) {
 	e := newEngine(cfg)
 	msgs := userMsgs(0, 2) // 6 tokens + 2 reply tokens: 2 blocks of 4
 	newSeq := func() *sequence {
-		return e.sequence(cfg, msgs, plan{PromptTokens: promptTokens(msgs), Tokens: []string{"a", " b"}})
+		return e.sequence(cfg, plan{Prompt: msgs, PromptTokens: promptTokens(msgs), Tokens: []string{"a", " b"}})
 	}
 	running := []*sequence{newSeq(), newSeq()}
 	for _, q := range running {
@@ -291,12 +291,12 @@ func BenchmarkEnginePass(b *testing.B) {
 	cfg := engineCfg(Config{})
 	e := newEngine(cfg)
 	msgs := []api.Message{{Role: "user", Content: "hello there, how are you today?"}}
-	p := plan{PromptTokens: promptTokens(msgs), Tokens: make([]string, 16)}
+	p := plan{Prompt: msgs, PromptTokens: promptTokens(msgs), Tokens: make([]string, 16)}
 	ctx := context.Background()
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			q := e.sequence(cfg, msgs, p)
+			q := e.sequence(cfg, p)
 			q.firstToken(ctx)
 			q.end()
 		}

@@ -17,8 +17,11 @@ type ollamaRequest struct {
 	Model    string        `json:"model"`
 	Messages []api.Message `json:"messages"`
 	// Stream defaults to true.
-	Stream  *bool `json:"stream"`
-	Options struct {
+	Stream *bool `json:"stream"`
+	// Truncate defaults to true: a prompt longer than the context is cut
+	// to fit; false makes it a 400.
+	Truncate *bool `json:"truncate"`
+	Options  struct {
 		Temperature *float64 `json:"temperature"`
 		NumPredict  *int     `json:"num_predict"`
 	} `json:"options"`
@@ -33,7 +36,7 @@ func decodeOllama(r *http.Request, w http.ResponseWriter) (*chat, error) {
 	c := &chat{
 		Model: req.Model, Messages: req.Messages, Temperature: req.Options.Temperature,
 		Stream: req.Stream == nil || *req.Stream, MaxTokens: req.Options.NumPredict,
-		MessagesMissing: req.Messages == nil,
+		MessagesMissing: req.Messages == nil, NoTruncate: req.Truncate != nil && !*req.Truncate,
 	}
 	if c.Messages == nil {
 		c.Messages = []api.Message{}
@@ -79,7 +82,7 @@ func ollamaReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		l.TotalDuration = max(total.Nanoseconds(), 1)
 		l.LoadDuration = 1_000_000
 		if !cfg.NoUsage {
-			l.PromptEvalCount, l.EvalCount = p.PromptTokens, len(p.Tokens)
+			l.PromptEvalCount, l.EvalCount = p.PromptTokens, ollamaEvalCount(p)
 			prompt := p.seq.prefill + cfg.TTFT.D()
 			l.PromptEvalDuration = max(prompt.Nanoseconds(), 1)
 			l.EvalDuration = max((total - prompt).Nanoseconds(), 1)
@@ -118,4 +121,15 @@ func ollamaReply(ctx context.Context, w http.ResponseWriter, cfg Config, p plan,
 		return outcomeCancelled
 	}
 	return outcomeCompleted
+}
+
+// ollamaEvalCount is Ollama's eval_count for p: the reply's tokens plus,
+// when the model ended it (done_reason stop), the end token, which Ollama
+// generates and counts but does not send as text (measured: 12 words, 13
+// tokens). A reply cut by num_predict has none.
+func ollamaEvalCount(p plan) int {
+	if p.FinishReason == finishStop {
+		return len(p.Tokens) + 1
+	}
+	return len(p.Tokens)
 }

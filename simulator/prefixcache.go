@@ -54,6 +54,13 @@ func (c *prefixCache) configure(blockSize, capacity int) {
 	}
 }
 
+// clear empties the cache; its counters stay.
+func (c *prefixCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.clearLocked()
+}
+
 // reset empties the cache and zeroes its counters.
 func (c *prefixCache) reset() {
 	c.mu.Lock()

@@ -62,12 +62,24 @@ func promptTokens(msgs []api.Message) int {
 	return n
 }
 
+// promptCut is a run of prompt tokens an engine left out to fit its
+// context: n tokens from token from on (Ollama keeps the first num_keep
+// tokens and the end). The zero promptCut leaves out nothing.
+type promptCut struct{ from, n int }
+
 // promptBlocks appends to dst the chained hashes of the full blocks of
 // blockSize tokens of msgs' prompt (see above) and returns them with the
 // prompt's token count, which always equals promptTokens(msgs). It
 // allocates only when dst must grow.
 func promptBlocks(dst []uint64, msgs []api.Message, blockSize int) ([]uint64, int) {
-	c := blockChain{dst: dst, size: max(blockSize, 1), state: chainRoot}
+	return promptBlocksCut(dst, msgs, blockSize, promptCut{})
+}
+
+// promptBlocksCut is promptBlocks of the prompt without the tokens cut
+// leaves out, which is what a truncating engine prefills and caches; the
+// count is promptTokens(msgs) - cut.n.
+func promptBlocksCut(dst []uint64, msgs []api.Message, blockSize int, cut promptCut) ([]uint64, int) {
+	c := blockChain{dst: dst, size: max(blockSize, 1), state: chainRoot, cut: cut}
 	for _, m := range msgs {
 		c.add(tokenIMStart)
 		c.add(hashString(seedRole, m.Role))
@@ -90,13 +102,21 @@ type blockChain struct {
 	dst    []uint64
 	size   int    // tokens per block
 	inBlk  int    // tokens folded into the current block so far
-	tokens int    // tokens seen in all
+	tokens int    // tokens folded in in all
 	state  uint64 // the current block's running hash, seeded by its parent's
+	cut    promptCut
+	seen   int // tokens offered, those cut included
 }
 
-// add folds one token in; a block's final state is its hash and the seed of
-// the next block, which is what makes the hashes a chain.
+// add folds one token in, unless the cut leaves it out; a block's final
+// state is its hash and the seed of the next block, which is what makes the
+// hashes a chain.
 func (c *blockChain) add(tok uint64) {
+	i := c.seen
+	c.seen++
+	if i >= c.cut.from && i < c.cut.from+c.cut.n {
+		return
+	}
 	c.state = splitmix64(c.state ^ tok)
 	c.tokens++
 	if c.inBlk++; c.inBlk == c.size {

@@ -54,6 +54,9 @@ type chat struct {
 	Stream              bool
 	MaxTokens           *int
 	MaxCompletionTokens *int
+	// NoTruncate is Ollama's "truncate": false: a prompt longer than the
+	// context is refused instead of cut.
+	NoTruncate bool
 	// StreamOptions is true when stream_options was a non-empty object
 	// (vLLM treats null and {} as absent).
 	StreamOptions bool

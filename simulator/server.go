@@ -19,7 +19,12 @@ type Server struct {
 	// locks, taken after mu when both are.
 	engine *engine
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// set is the Config as given (clamped, zero fields unresolved), onto
+	// which POST /sim/config merges; cfg is set with defaults applied,
+	// the one in force. Keeping them apart lets a field left zero follow
+	// the dialect's default when the dialect changes at run time.
+	set   Config
 	cfg   Config
 	stats Stats
 	// seq numbers chat requests since start or reset (for injectError).
@@ -32,11 +37,13 @@ type Server struct {
 // out-of-range values are clamped; call cfg.Validate first to report them.
 func New(cfg Config) *Server {
 	now := time.Now()
-	cfg = cfg.clamped().withDefaults()
-	return &Server{started: now, engine: newEngine(cfg), cfg: cfg, readyAt: now.Add(cfg.Loading.D())}
+	set := cfg.clamped()
+	cfg = set.withDefaults()
+	return &Server{started: now, engine: newEngine(cfg), set: set, cfg: cfg, readyAt: now.Add(cfg.Loading.D())}
 }
 
-// Config returns the current configuration.
+// Config returns the configuration in force: with the defaults, the
+// dialect's included, filled in.
 func (s *Server) Config() Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -51,7 +58,7 @@ func (s *Server) SetConfig(cfg Config) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cfg = cfg.withDefaults()
+	s.set, s.cfg = cfg, cfg.withDefaults()
 	s.engine.configure(s.cfg)
 	s.readyAt = time.Now().Add(cfg.Loading.D())
 	return nil
@@ -68,12 +75,12 @@ func (s *Server) loading() (bool, *dialect, Config) {
 // Stats returns a snapshot of the counters and of the engine's state.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	st, capacity := s.stats, s.cfg.KVCacheBlocks
+	st, cfg := s.stats, s.cfg
 	s.mu.Unlock()
-	cs := s.engine.cache.stats()
+	cs := s.engine.cacheStats(cfg)
 	st.Running, st.Waiting = s.engine.running.Load(), s.engine.waiting.Load()
 	st.PrefixCacheQueries, st.PrefixCacheHits, st.PrefixCacheBlocks = cs.queries, cs.hits, cs.blocks
-	st.KVCacheUsage = s.engine.kvUsage(capacity)
+	st.KVCacheUsage = s.engine.kvUsage(cfg.KVCacheBlocks)
 	return st
 }
 
@@ -86,7 +93,7 @@ func (s *Server) Reset() {
 	defer s.mu.Unlock()
 	s.stats = Stats{InFlight: s.stats.InFlight}
 	s.seq = 0
-	s.engine.cache.reset()
+	s.engine.resetCaches()
 }
 
 // ServeHTTP routes a request by dialect. Paths under /v1 require the API

@@ -1,8 +1,11 @@
 // Command llmbench measures the replica alone, stock Caddy reverse_proxy
-// and llmedge's full path in one run (package bench), prints a markdown
-// report and writes it as JSON; with -write it also updates BENCHMARKS.md.
+// and llmedge's full path in one run, then llmedge's balancing policies
+// over simulated replicas with prefix caches (package bench); it prints a
+// markdown report and writes it as JSON; with -write it also updates
+// BENCHMARKS.md.
 //
-//	llmbench -bin bin                      # the default run, under 3 minutes
+//	llmbench -bin bin                      # the default run, about 4 minutes
+//	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -14,6 +17,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -82,6 +86,20 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	paths := fs.String("paths", "", "comma-separated subset of replica,caddy,llmedge (default all)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of llmedge (from its admin /debug/pprof) to this file")
 	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N)")
+	scenarios := fs.String("scenarios", strings.Join(scenarioGroups, ","), "comma-separated scenario groups to run: "+strings.Join(scenarioGroups, ", "))
+	rc := &cfg.Routing
+	policies := fs.String("routing-policies", strings.Join(rc.Policies, ","), "routing: lb_policy names to compare")
+	workloads := fs.String("routing-workloads", strings.Join(rc.Workloads, ","), "routing: workloads, uniform and/or skewed")
+	fs.Float64Var(&rc.Rate, "routing-rate", rc.Rate, "routing: requests per second (Poisson arrivals)")
+	fs.DurationVar(&rc.Warmup, "routing-warmup", rc.Warmup, "routing: unmeasured start of each run")
+	fs.DurationVar(&rc.Duration, "routing-duration", rc.Duration, "routing: measured part of each run")
+	fs.IntVar(&rc.Replicas, "routing-replicas", rc.Replicas, "routing: simulated replicas")
+	fs.IntVar(&rc.Tenants, "routing-tenants", rc.Tenants, "routing: tenants, each with its own system prompt")
+	fs.Float64Var(&rc.HotShare, "routing-hot-share", rc.HotShare, "routing: share of the hot tenant's requests in the skewed workload")
+	fs.Uint64Var(&rc.Seed, "routing-seed", rc.Seed, "routing: seed of the workload")
+	fs.DurationVar(&rc.PrefillPerToken, "prefill-per-token", rc.PrefillPerToken, "routing: the replicas' prefill time per uncached prompt token")
+	fs.IntVar(&rc.KVCacheBlocks, "kv-cache-blocks", rc.KVCacheBlocks, "routing: the replicas' prefix cache, in blocks of 16 tokens")
+	fs.StringVar(&rc.AccessLog, "routing-access-log", "", "routing: write the gateway's JSON access log (replica, lb_reason, predicted_cached per request) to this file")
 	fs.StringVar(&out.json, "json", "", "write the JSON report to this file")
 	fs.StringVar(&out.write, "write", "", "update the generated section of this markdown file (BENCHMARKS.md)")
 	if err := fs.Parse(args); err != nil {
@@ -100,12 +118,52 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	if *paths != "" {
 		cfg.Paths = strings.Split(*paths, ",")
 	}
+	if err := selectScenarios(&cfg, *scenarios); err != nil {
+		return cfg, out, err
+	}
+	if cfg.Routing.Enabled() {
+		cfg.Routing.Policies, _ = parseList(*policies, func(s string) (string, error) { return s, nil })
+		cfg.Routing.Workloads, _ = parseList(*workloads, func(s string) (string, error) { return s, nil })
+	}
 	if *long > 0 {
 		cfg = cfg.Long(*long)
 	}
 	cfg.Command = commandLine(args)
 	cfg.Log = stderr
 	return cfg, out, nil
+}
+
+// scenarioGroups are the values of -scenarios.
+var scenarioGroups = []string{"rates", "max", "streams", "routing"}
+
+// selectScenarios turns off the scenario groups that list leaves out.
+func selectScenarios(cfg *bench.Config, list string) error {
+	on := map[string]bool{}
+	for s := range strings.SplitSeq(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if !slices.Contains(scenarioGroups, s) {
+			return fmt.Errorf("-scenarios: unknown %q (want some of %s)", s, strings.Join(scenarioGroups, ", "))
+		}
+		on[s] = true
+	}
+	if len(on) == 0 {
+		return fmt.Errorf("-scenarios: none given")
+	}
+	if !on["rates"] {
+		cfg.Rates = nil
+	}
+	if !on["max"] {
+		cfg.MaxWorkers = 0
+	}
+	if !on["streams"] {
+		cfg.Streams = nil
+	}
+	if !on["routing"] {
+		cfg.Routing.Policies = nil
+	}
+	return nil
 }
 
 // commandLine shows args as a shell would need them typed.

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/bench"
 )
 
 func TestParseList(t *testing.T) {
@@ -38,6 +40,46 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, _, err := parseFlags([]string{"extra"}, io.Discard); err == nil {
 		t.Error("a stray argument was accepted")
+	}
+}
+
+func TestParseFlagsScenarios(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		check   func(bench.Config) bool
+		wantErr bool
+	}{
+		{"default runs everything", nil, func(c bench.Config) bool {
+			return len(c.Rates) == 3 && c.MaxWorkers > 0 && len(c.Streams) == 2 && c.Routing.Enabled() &&
+				slices.Equal(c.Routing.Policies, bench.RoutingPolicies)
+		}, false},
+		{"routing only", []string{"-scenarios", "routing"}, func(c bench.Config) bool {
+			return len(c.Rates) == 0 && c.MaxWorkers == 0 && len(c.Streams) == 0 && c.Routing.Enabled()
+		}, false},
+		{"no routing", []string{"-scenarios", "rates,max,streams"}, func(c bench.Config) bool {
+			return len(c.Rates) == 3 && !c.Routing.Enabled()
+		}, false},
+		{"routing settings", []string{"-scenarios", "routing", "-routing-policies", "prefix_cache,prefix_cache:load_factor=2",
+			"-routing-workloads", "skewed", "-routing-rate", "24", "-prefill-per-token", "100us", "-long", "20s"}, func(c bench.Config) bool {
+			r := c.Routing
+			return slices.Equal(r.Policies, []string{"prefix_cache", "prefix_cache:load_factor=2"}) &&
+				slices.Equal(r.Workloads, []string{"skewed"}) && r.Rate == 24 && r.PrefillPerToken == 100*time.Microsecond &&
+				r.Duration == 20*time.Second
+		}, false},
+		{"unknown scenario", []string{"-scenarios", "rates,bursts"}, nil, true},
+		{"no scenario", []string{"-scenarios", ","}, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, _, err := parseFlags(tt.args, io.Discard)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want error %t", err, tt.wantErr)
+			}
+			if err == nil && !tt.check(cfg) {
+				t.Errorf("parsed %+v", cfg)
+			}
+		})
 	}
 }
 

@@ -2,11 +2,14 @@
 // -dialect an SGLang, TGI, llama.cpp, Ollama or native one, so that the
 // gateway's local runs, integration tests and benchmarks need no GPU.
 //
-// For LLM-aware routing it models a prefix cache (-block-size,
-// -kv-cache-blocks, -no-prefix-cache), prefill cost through one FIFO
-// prefill lane (-prefill-per-token), a cap on running sequences with a FIFO
-// waiting queue (-max-num-seqs), and serves the engine's Prometheus
-// /metrics (-metrics-fault makes it fail). The defaults cost no time.
+// For LLM-aware routing it models a prefix cache (-prefix-cache,
+// -block-size, -kv-cache-blocks, -no-prefix-cache), prefill cost through
+// one FIFO prefill lane (-prefill-per-token, 100µs per uncached prompt
+// token by default, so that a cache hit shows in time to first token), a
+// cap on running sequences with a FIFO waiting queue (-max-num-seqs), and
+// serves the engine's Prometheus /metrics (-metrics-fault makes it fail).
+// With -dialect ollama the engine defaults are Ollama's: one request at a
+// time, one cached prompt per slot matched token by token.
 //
 // With -loading and the vLLM dialect it refuses connections for that long
 // (vLLM opens its port only once the model is loaded): it prints its
@@ -64,11 +67,15 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.BoolVar(&cfg.UsageInFinish, "usage-in-finish", false, "put a stream's usage on its finishing chunk, not a separate one")
 	fs.IntVar(&cfg.ErrorAfter, "error-after", 0, "fail streams in-band after this many tokens (0 = off)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "refuse chat requests beyond this many in flight as overloaded (0 = no cap)")
-	fs.IntVar(&cfg.BlockSize, "block-size", simulator.DefaultBlockSize, "KV-cache block size in tokens: prompts are cached in full blocks (1..4096)")
+	// The dialect-dependent defaults are left zero here, for the
+	// simulator to resolve (Config.withDefaults), so that -dialect ollama
+	// gets Ollama's unless a flag says otherwise.
+	fs.IntVar(&cfg.BlockSize, "block-size", 0, "KV-cache block size in tokens: prompts are cached in full blocks (1..4096; 0 = the dialect's: 16, ollama 1)")
 	fs.IntVar(&cfg.KVCacheBlocks, "kv-cache-blocks", simulator.DefaultKVCacheBlocks, "KV cache size in blocks: bounds the prefix cache (LRU) and is the denominator of KV usage")
 	fs.BoolVar(&cfg.NoPrefixCache, "no-prefix-cache", false, "turn the prefix cache off: prefill every prompt token")
-	prefill := fs.Duration("prefill-per-token", 0, "prefill time per uncached prompt token, prefills serialised one at a time (0 = free, no queue; max 1s)")
-	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", 0, "run at most this many sequences at once; more wait in FIFO order (0 = no cap)")
+	fs.StringVar(&cfg.PrefixCache, "prefix-cache", "", "prefix cache kind: blocks (an LRU of blocks, as vLLM) or slots (one prompt per sequence slot, as Ollama); empty = the dialect's")
+	prefill := fs.Duration("prefill-per-token", simulator.DefaultPrefillPerToken.D(), "prefill time per uncached prompt token, prefills serialised one at a time (0 = free, no queue; max 1s)")
+	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", 0, "run at most this many sequences at once; more wait in FIFO order (0 = the dialect's: no cap, ollama 1)")
 	fs.StringVar(&cfg.MetricsFault, "metrics-fault", "", "make GET /metrics fail: error (500), garbage (unparsable) or hang")
 	consulOpts.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -104,8 +111,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
+	sim := simulator.New(cfg)
+	cfg = sim.Config() // with the defaults in force, for the log line
 	srv := &http.Server{
-		Handler:           simulator.New(cfg),
+		Handler:           sim,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          logger,
 	}
@@ -113,11 +122,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	fmt.Fprintf(stdout, "llmsim listening on http://%s\n", ln.Addr())
-	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d block_size=%d kv_cache_blocks=%d no_prefix_cache=%t prefill_per_token=%s max_num_seqs=%d metrics_fault=%q",
+	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d block_size=%d kv_cache_blocks=%d no_prefix_cache=%t prefix_cache=%q prefill_per_token=%s max_num_seqs=%d metrics_fault=%q",
 		cfg.Model, cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.Seed, cfg.ErrorRate, cfg.ErrorStatus,
 		cfg.Hang, cfg.DropAfter, cfg.MaxModelLen, cfg.APIKey != "",
 		cfg.Dialect, cfg.Loading, cfg.NoUsage, cfg.UsageInFinish, cfg.ErrorAfter, cfg.MaxConcurrent,
-		cfg.BlockSize, cfg.KVCacheBlocks, cfg.NoPrefixCache, cfg.PrefillPerToken, cfg.MaxNumSeqs, cfg.MetricsFault)
+		cfg.BlockSize, cfg.KVCacheBlocks, cfg.NoPrefixCache, cfg.PrefixCache, cfg.PrefillPerToken, cfg.MaxNumSeqs, cfg.MetricsFault)
 
 	if (cfg.Dialect == "" || cfg.Dialect == simulator.DialectVLLM) && cfg.Loading > 0 {
 		// vLLM opens its port only once the model is loaded: refuse

@@ -18,7 +18,15 @@ import (
 )
 
 func TestParseFlags(t *testing.T) {
-	defaults := simulator.Config{Model: "sim-model", Tokens: 16, ErrorStatus: 500, BlockSize: 16, KVCacheBlocks: 16384}
+	// Block size, cache kind and sequence cap are left to the dialect; the
+	// prefill costs 100µs per token unless told otherwise.
+	defaults := simulator.Config{Model: "sim-model", Tokens: 16, ErrorStatus: 500, KVCacheBlocks: 16384,
+		PrefillPerToken: simulator.Duration(100 * time.Microsecond)}
+	with := func(f func(*simulator.Config)) simulator.Config {
+		c := defaults
+		f(&c)
+		return c
+	}
 	tests := []struct {
 		name     string
 		args     []string
@@ -27,19 +35,26 @@ func TestParseFlags(t *testing.T) {
 		wantErr  bool
 	}{
 		{"defaults", nil, "127.0.0.1:8000", defaults, false},
+		{"ollama: its defaults are the simulator's to fill", []string{"-dialect", "ollama"}, "127.0.0.1:8000",
+			with(func(c *simulator.Config) { c.Dialect = "ollama" }), false},
+		{"ollama, overridden", []string{"-dialect", "ollama", "-max-num-seqs", "4", "-prefix-cache", "blocks", "-block-size", "16"}, "127.0.0.1:8000",
+			with(func(c *simulator.Config) {
+				c.Dialect, c.MaxNumSeqs, c.PrefixCache, c.BlockSize = "ollama", 4, "blocks", 16
+			}), false},
+		{"free prefill", []string{"-prefill-per-token", "0"}, "127.0.0.1:8000", with(func(c *simulator.Config) { c.PrefillPerToken = 0 }), false},
 		{"all flags", []string{
 			"-addr", "127.0.0.1:0", "-model", "m", "-ttft", "250ms", "-itl", "20ms", "-tokens", "5",
 			"-seed", "7", "-error-rate", "0.25", "-error-status", "503", "-hang", "-drop-after", "3",
 			"-max-model-len", "4096", "-api-key", "k", "-dialect", "tgi", "-loading", "2s", "-no-usage",
 			"-usage-in-finish", "-error-after", "2", "-max-concurrent", "4",
-			"-block-size", "32", "-kv-cache-blocks", "1000", "-no-prefix-cache", "-prefill-per-token", "50us",
+			"-block-size", "32", "-kv-cache-blocks", "1000", "-no-prefix-cache", "-prefix-cache", "slots", "-prefill-per-token", "50us",
 			"-max-num-seqs", "8", "-metrics-fault", "garbage",
 		}, "127.0.0.1:0", simulator.Config{
 			Model: "m", TTFT: simulator.Duration(250 * time.Millisecond), ITL: simulator.Duration(20 * time.Millisecond),
 			Tokens: 5, Seed: 7, ErrorRate: 0.25, ErrorStatus: 503, Hang: true, DropAfter: 3, MaxModelLen: 4096, APIKey: "k",
 			Dialect: "tgi", Loading: simulator.Duration(2 * time.Second), NoUsage: true, UsageInFinish: true,
 			ErrorAfter: 2, MaxConcurrent: 4,
-			BlockSize: 32, KVCacheBlocks: 1000, NoPrefixCache: true, PrefillPerToken: simulator.Duration(50 * time.Microsecond),
+			BlockSize: 32, KVCacheBlocks: 1000, NoPrefixCache: true, PrefixCache: "slots", PrefillPerToken: simulator.Duration(50 * time.Microsecond),
 			MaxNumSeqs: 8, MetricsFault: "garbage",
 		}, false},
 		{"block size out of range", []string{"-block-size", "5000"}, "", simulator.Config{}, true},
@@ -47,6 +62,7 @@ func TestParseFlags(t *testing.T) {
 		{"negative prefill", []string{"-prefill-per-token", "-1ms"}, "", simulator.Config{}, true},
 		{"negative max num seqs", []string{"-max-num-seqs", "-1"}, "", simulator.Config{}, true},
 		{"unknown metrics fault", []string{"-metrics-fault", "slow"}, "", simulator.Config{}, true},
+		{"unknown prefix cache kind", []string{"-prefix-cache", "lru"}, "", simulator.Config{}, true},
 		{"unknown dialect", []string{"-dialect", "klingon"}, "", simulator.Config{}, true},
 		{"rate out of range", []string{"-error-rate", "1.5"}, "", simulator.Config{}, true},
 		{"status out of range", []string{"-error-status", "200"}, "", simulator.Config{}, true},

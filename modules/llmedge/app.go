@@ -26,6 +26,7 @@ import (
 	"github.com/llmedge/llmedge/internal/portlock"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/modules/llmsource"
+	"github.com/llmedge/llmedge/revocation"
 )
 
 func init() {
@@ -79,6 +80,30 @@ type App struct {
 	// Consul says how to reach Consul for models whose source is consul
 	// and for the `consul` upstream source.
 	Consul *ConsulOptions `json:"consul,omitempty"`
+	// APIKeyTTL is the lifetime of API keys created without one.
+	// Default: 90 days.
+	APIKeyTTL caddy.Duration `json:"api_key_ttl,omitempty"`
+	// APIKeysRefresh is how often API keys are reloaded from storage, so
+	// that keys created or revoked on other instances take effect.
+	// Default: 10s.
+	APIKeysRefresh caddy.Duration `json:"api_keys_refresh,omitempty"`
+	// RefreshTokenTTL is how long after a login its refresh tokens work;
+	// negative turns refresh tokens off. Default: 720h.
+	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
+	// Redis holds the state every instance shares: tenants' limits and
+	// revoked tokens. Without it, limits are per instance and
+	// revocations travel through Caddy's storage.
+	Redis *RedisConfig `json:"redis,omitempty"`
+	// OnRedisFailure is what limits do while Redis is unreachable: "open"
+	// (default) enforces them per instance, "closed" refuses the requests
+	// they apply to.
+	OnRedisFailure string `json:"on_redis_failure,omitempty"`
+	// RateLimits are every user's default limits (users and models may
+	// override them).
+	RateLimits *RateLimitsConfig `json:"rate_limits,omitempty"`
+	// RevocationRefresh is how often revocations are read from Caddy's
+	// storage when there is no Redis. Default: 1s.
+	RevocationRefresh caddy.Duration `json:"revocation_refresh,omitempty"`
 
 	users    *auth.Users
 	keys     *auth.KeyRing
@@ -95,6 +120,17 @@ type App struct {
 	storage  auth.Storage // nil for HS256 keys
 	bg       *background
 	kidLimit *rateGate // bounds storage reloads for unknown kids
+	apiKeys  *auth.APIKeys
+	refresh  *auth.RefreshTokens // nil when refresh tokens are off
+
+	clients        *auth.Clients
+	fileUsers      []auth.User // as last loaded, to see who a reload disables
+	tenancyKey     string
+	tenancy        *tenancyState
+	tenancyMetrics *metrics.Tenancy
+	admitter       *admitter // nil when no limit is configured
+	revocations    *revocation.Sync
+	revoke         *auth.RevokeEndpoint
 
 	usersFile string // UsersFile with placeholders replaced
 	openapi   []byte
@@ -158,6 +194,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if err := a.provisionModels(ctx, repl); err != nil {
 		return err
 	}
+	if err := a.provisionTenancy(ctx, repl); err != nil {
+		return err
+	}
 
 	validator := &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
 	a.native = gateway.NativeFront{Validator: validator}
@@ -167,9 +206,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		models[m.Name] = m.Model
 	}
 	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
-		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize)}
+		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize), Revoked: a.tokenRevoked}
 	a.pipeline = &gateway.Pipeline{
-		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm},
+		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm, APIKeys: a.apiKeys},
 		Realm:          Realm,
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
 		Gateway: &gateway.Gateway{
@@ -182,6 +221,17 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Status:       observability(),
 		},
 	}
+	if a.admitter != nil {
+		a.pipeline.Admitter = a.admitter
+	}
+	if a.Redis != nil {
+		a.pipeline.Gateway.Dependencies = []gateway.Dependency{redisDependency{a.tenancy.limiter}}
+	}
+	a.revoke = &auth.RevokeEndpoint{Verifier: verifier, Clients: a.clients, Realm: Realm,
+		Revoke: func(ctx context.Context, jti string, expires time.Time) error {
+			_, err := a.RevokeToken(ctx, jti, expires)
+			return err
+		}}
 	if a.openapi, err = api.OpenAPI(validator); err != nil {
 		return err
 	}
@@ -199,6 +249,7 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 			return err
 		}
 	}
+	a.fileUsers = fileUsers
 	var err error
 	if a.users, err = auth.NewUsers(a.allUsers(fileUsers)); err != nil {
 		return fmt.Errorf("users: %w", err)
@@ -207,8 +258,12 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 	if err != nil {
 		return fmt.Errorf("clients: %w", err)
 	}
+	a.clients = clients
 	a.kidLimit = &rateGate{every: unknownKIDReloadEvery}
 	if err := a.provisionKeys(ctx, repl); err != nil {
+		return err
+	}
+	if err := a.provisionCredentials(ctx); err != nil {
 		return err
 	}
 	a.issuer = &auth.Issuer{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, TTL: time.Duration(a.TokenTTL)}
@@ -220,6 +275,9 @@ func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
 		Clients:     clients,
 		OnIssued:    a.metrics.TokenIssued,
 		OnFailure:   a.metrics.AuthFailure,
+		Refresh:     a.refresh,
+		OnError:     a.onTokenStorageError,
+		OnReuse:     a.onRefreshReuse,
 	}
 	return nil
 }
@@ -296,6 +354,19 @@ func (a *App) Validate() error {
 			}
 		}
 	}
+	if rl := a.RateLimits; rl != nil {
+		if err := rl.Validate(); err != nil {
+			return fmt.Errorf("limits: %w", err)
+		}
+		if rl.APIKey != nil {
+			if err := rl.APIKey.Validate(); err != nil {
+				return fmt.Errorf("limits api_key: %w", err)
+			}
+		}
+		if rl.DefaultMaxTokens < 0 {
+			return fmt.Errorf("limits default_max_tokens must be positive, got %d", rl.DefaultMaxTokens)
+		}
+	}
 	return nil
 }
 
@@ -320,7 +391,7 @@ func (a *App) allUsers(fileUsers []auth.User) []auth.User {
 }
 
 // Start begins the periodic work: key refresh and rotation, reloading
-// the users file, and health probing of static replicas.
+// API keys and the users file, and health probing of static replicas.
 func (a *App) Start() error {
 	if err := a.lockAddresses(); err != nil {
 		return err
@@ -330,7 +401,9 @@ func (a *App) Start() error {
 	if a.storedKeys() {
 		a.bg.run(ctx, a.keyLoop)
 	}
+	a.bg.run(ctx, a.credentialsLoop)
 	a.prober.Start()
+	a.revocations.Start()
 	for _, m := range a.models {
 		if m.scraper != nil {
 			if err := m.scraper.Start(); err != nil {
@@ -350,6 +423,8 @@ func (a *App) Start() error {
 						return err
 					}
 					a.logger.Info("reloaded the users file", zap.String("file", a.usersFile), zap.Int("users", len(users)))
+					a.revokeDisabled(a.fileUsers, users)
+					a.fileUsers = users
 					return nil
 				},
 				func(err error) {
@@ -373,6 +448,10 @@ func (a *App) Stop() error {
 	}
 	if a.bg != nil {
 		a.bg.stop()
+	}
+	a.flushUsage()
+	if a.revocations != nil {
+		a.revocations.Stop()
 	}
 	for _, release := range a.portLocks {
 		release()
@@ -417,11 +496,18 @@ func (a *App) Cleanup() error {
 	if a.client != nil {
 		a.client.CloseIdleConnections()
 	}
+	if a.tenancy != nil {
+		_, _ = tenancyPool.Delete(a.tenancyKey)
+		a.tenancy = nil
+	}
 	return nil
 }
 
 // Pipeline is the inference pipeline handlers run.
 func (a *App) Pipeline() *gateway.Pipeline { return a.pipeline }
+
+// RevokeEndpoint serves POST /auth/revoke (RFC 7009).
+func (a *App) RevokeEndpoint() http.Handler { return a.revoke }
 
 // Native is llmedge's own public API.
 func (a *App) Native() gateway.Front { return a.native }

@@ -196,6 +196,7 @@ func (mc *ModelConfig) newPool(policy pool.Policy, logger *zap.Logger) *pool.Poo
 		Breaker:      mc.Breaker.settings(),
 		QueueLength:  qlen,
 		QueueTimeout: qtimeout,
+		QueueOrder:   mc.Queue.order(),
 		OnBreakerChange: func(replica string, from, to pool.BreakerState) {
 			log := logger.Info
 			if to == pool.StateOpen {

@@ -13,7 +13,9 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/limits"
 	"github.com/llmedge/llmedge/modules/llmsource"
+	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/scrape"
 )
 
@@ -52,6 +54,28 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		key_refresh       <duration>
 //		users_file_refresh <duration>
 //		client            <client_id> <bcrypt-hash-of-secret>
+//		api_key_ttl       <duration>
+//		api_keys_refresh  <duration>
+//		refresh_token_ttl <duration>|off
+//		redis             <redis://...|rediss://...> [{
+//			username <name>
+//			password <password>             # e.g. {env.REDIS_PASSWORD}
+//			timeout  <duration>             # every call; default 250ms
+//			prefix   <prefix>               # keys and channels; default llmedge:
+//			ca_file  <path>                 # rediss:// with a private CA
+//		}]
+//		on_redis_failure  open|closed
+//		revocation_refresh <duration>
+//		limits {                            # every user's default
+//			rpm                <n>|off
+//			tpm                <n>|off
+//			concurrency        <n>|off
+//			default_max_tokens <n>          # reply reserved when max_tokens is unset
+//			api_key { rpm <n>; tpm <n>; concurrency <n> }
+//		}
+//		user <name> <bcrypt-hash> [<model>...] [{
+//			limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off }
+//		}]
 //		consul [<address>] {
 //			... (see ConsulOptions)
 //		}
@@ -95,7 +119,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			queue off | {
 //				length  <n>
 //				timeout <duration>
+//				order   fair|fifo
 //			}
+//			limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off }   # per user, on this model
 //		}
 //	}
 func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -119,9 +145,49 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "user":
 			args := d.RemainingArgs()
 			if len(args) < 2 {
-				return d.Errf("user: want <name> <bcrypt-hash> [<model>...]")
+				return d.Errf("user: want <name> <bcrypt-hash> [<model>...] [{ limits { ... } }]")
 			}
-			a.Users = append(a.Users, auth.User{Name: args[0], PasswordHash: args[1], Models: args[2:]})
+			u := auth.User{Name: args[0], PasswordHash: args[1], Models: args[2:]}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				if d.Val() != "limits" {
+					return d.Errf("unrecognized option %q for user %q (want limits)", d.Val(), u.Name)
+				}
+				l, err := parseLimits(d, "limits of user "+u.Name, nil)
+				if err != nil {
+					return err
+				}
+				u.Limits = &l
+			}
+			a.Users = append(a.Users, u)
+		case "redis":
+			if a.Redis != nil {
+				return d.Err("redis: given twice")
+			}
+			a.Redis = new(RedisConfig)
+			err = a.Redis.unmarshalCaddyfile(d)
+		case "on_redis_failure":
+			if err = oneString(d, &a.OnRedisFailure); err == nil && a.OnRedisFailure != RedisFailOpen && a.OnRedisFailure != RedisFailClosed {
+				err = d.Errf("on_redis_failure: want open or closed, got %q", a.OnRedisFailure)
+			}
+		case "revocation_refresh":
+			err = positiveDuration(d, d.Val(), &a.RevocationRefresh)
+		case "limits":
+			if a.RateLimits != nil {
+				return d.Err("limits: given twice")
+			}
+			rl := new(RateLimitsConfig)
+			rl.Limit, err = parseLimits(d, "limits", func(opt string) (bool, error) {
+				switch opt {
+				case "default_max_tokens":
+					return true, positiveInt(d, opt, &rl.DefaultMaxTokens)
+				case "api_key":
+					l, err := parseLimits(d, "limits api_key", nil)
+					rl.APIKey = &l
+					return true, err
+				}
+				return false, nil
+			})
+			a.RateLimits = rl
 		case "max_body_size":
 			var s string
 			if err = oneString(d, &s); err == nil {
@@ -180,6 +246,21 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.Clients = map[string]string{}
 			}
 			a.Clients[args[0]] = args[1]
+		case "api_key_ttl":
+			err = positiveDuration(d, d.Val(), &a.APIKeyTTL)
+		case "api_keys_refresh":
+			err = positiveDuration(d, d.Val(), &a.APIKeysRefresh)
+		case "refresh_token_ttl":
+			var v string
+			if err = oneString(d, &v); err == nil {
+				if v == "off" {
+					a.RefreshTokenTTL = -1
+				} else if dur, perr := caddy.ParseDuration(v); perr != nil || dur <= 0 {
+					err = d.Errf("refresh_token_ttl %q: want a positive duration or off", v)
+				} else {
+					a.RefreshTokenTTL = caddy.Duration(dur)
+				}
+			}
 		case "consul":
 			if a.Consul != nil {
 				return d.Err("consul: given twice")
@@ -297,6 +378,10 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "queue":
 			m.Queue = new(QueueConfig)
 			err = m.Queue.unmarshalCaddyfile(d)
+		case "limits":
+			var l limits.Limit
+			l, err = parseLimits(d, "limits of model "+m.Name, nil)
+			m.RateLimits = &l
 		default:
 			return d.Errf("unrecognized option %q in model %q", d.Val(), m.Name)
 		}
@@ -481,8 +566,96 @@ func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = positiveInt(d, opt, &q.Length)
 		case "timeout":
 			err = positiveDuration(d, opt, &q.Timeout)
+		case "order":
+			if err = oneString(d, &q.Order); err == nil {
+				if _, perr := pool.ParseQueueOrder(q.Order); perr != nil {
+					err = d.Errf("queue order: want fair or fifo, got %q", q.Order)
+				}
+			}
 		default:
 			return d.Errf("unrecognized queue option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseLimits parses `limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off }`
+// from the option's name on; extra, when set, parses the options a block
+// adds (reporting whether it knew the option).
+func parseLimits(d *caddyfile.Dispenser, what string, extra func(opt string) (bool, error)) (limits.Limit, error) {
+	var l limits.Limit
+	if d.NextArg() {
+		return l, d.Errf("%s: want a block { rpm <n>; tpm <n>; concurrency <n> }", what)
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var dst *int
+		switch opt {
+		case "rpm":
+			dst = &l.RPM
+		case "tpm":
+			dst = &l.TPM
+		case "concurrency":
+			dst = &l.Concurrency
+		default:
+			if extra != nil {
+				known, err := extra(opt)
+				if err != nil {
+					return l, err
+				}
+				if known {
+					continue
+				}
+			}
+			return l, d.Errf("%s: unrecognized option %q (want rpm, tpm or concurrency)", what, opt)
+		}
+		var v string
+		if err := oneString(d, &v); err != nil {
+			return l, err
+		}
+		if v == "off" {
+			*dst = limits.Off
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return l, d.Errf("%s: %s: want a whole number ≥ 1 or off, got %q", what, opt, v)
+		}
+		*dst = n
+	}
+	return l, nil
+}
+
+// unmarshalCaddyfile parses `redis <url> [{ username; password; timeout; prefix; ca_file }]`.
+func (r *RedisConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.Errf("redis: want a URL, redis://host:port or rediss://host:port")
+	}
+	r.URL = d.Val()
+	if !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") {
+		return d.Errf("redis: want a redis:// or rediss:// URL")
+	}
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch opt := d.Val(); opt {
+		case "username":
+			err = oneString(d, &r.Username)
+		case "password":
+			err = oneString(d, &r.Password)
+		case "timeout":
+			err = positiveDuration(d, "redis timeout", &r.Timeout)
+		case "prefix":
+			err = oneString(d, &r.Prefix)
+		case "ca_file":
+			err = oneString(d, &r.CAFile)
+		default:
+			return d.Errf("unrecognized redis option %q", opt)
 		}
 		if err != nil {
 			return err

@@ -157,8 +157,9 @@ func (a *App) OpenAI() *openai.API {
 
 // LogFields adds the request's figures to Caddy's access log entry:
 // model_type, replica, the balancing decision, attempts, token counts,
-// time to first token, the user (the credential's subject) and the
-// request ID. Never secrets or message content.
+// time to first token, the user (the credential's subject), the API
+// key's id when one was used, and the request ID. Never secrets or
+// message content.
 func LogFields(r *http.Request, ex *gateway.Exchange) {
 	extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
 	if !ok || ex == nil {
@@ -167,6 +168,9 @@ func LogFields(r *http.Request, ex *gateway.Exchange) {
 	extra.Set(zap.String("request_id", ex.RequestID))
 	if ex.Principal != nil {
 		extra.Set(zap.String("user", ex.Principal.Subject))
+		if ex.Principal.KeyID != "" {
+			extra.Set(zap.String("api_key_id", ex.Principal.KeyID)) // the id, never the key
+		}
 	}
 	if m := ex.Model(); m != "" {
 		extra.Set(zap.String("model_type", m))

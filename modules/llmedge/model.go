@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmedge/llmedge/limits"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -72,6 +73,9 @@ type ModelConfig struct {
 	// Queue configures the wait for a slot when every replica is at its
 	// max_concurrency.
 	Queue *QueueConfig `json:"queue,omitempty"`
+	// RateLimits limit each user's requests to this model, on top of the
+	// user's own limits.
+	RateLimits *limits.Limit `json:"rate_limits,omitempty"`
 }
 
 // Values of ModelConfig.StreamUpstream.
@@ -113,6 +117,11 @@ func (mc *ModelConfig) validate() error {
 	}
 	if mc.APIKey != "" && mc.APIKeyEnv != "" {
 		return fmt.Errorf("model %q: api_key and api_key_env are exclusive", mc.Name)
+	}
+	if mc.RateLimits != nil {
+		if err := mc.RateLimits.Validate(); err != nil {
+			return fmt.Errorf("model %q: limits: %w", mc.Name, err)
+		}
 	}
 	for _, err := range []error{mc.Queue.validate(), mc.Affinity.validate(), mc.LoadMetrics.validate()} {
 		if err != nil {
@@ -228,6 +237,10 @@ type QueueConfig struct {
 	Length int `json:"length,omitempty"`
 	// Timeout is how long one request may wait. Default 5s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Order is who gets a freed slot: "fair" (default) serves waiting
+	// tenants in turn, by the tokens each was served; "fifo" in arrival
+	// order.
+	Order string `json:"order,omitempty"`
 }
 
 // Wait queue defaults.
@@ -244,7 +257,21 @@ func (q *QueueConfig) validate() error {
 	case q.Timeout < 0:
 		return fmt.Errorf("queue timeout must be positive, got %s", time.Duration(q.Timeout))
 	}
+	if q != nil {
+		if _, err := pool.ParseQueueOrder(q.Order); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// order is the queue's order, fair by default.
+func (q *QueueConfig) order() pool.QueueOrder {
+	if q == nil {
+		return pool.OrderFair
+	}
+	o, _ := pool.ParseQueueOrder(q.Order) // validated
+	return o
 }
 
 func (q *QueueConfig) options() (length int, timeout time.Duration) {

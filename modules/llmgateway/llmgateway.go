@@ -21,7 +21,7 @@ func init() {
 	httpcaddyfile.RegisterHandlerDirective("llm_gateway", llmedge.ParseCaddyfile[Handler])
 }
 
-// Handler serves POST /auth/token, POST /tasks/assistant_inference,
+// Handler serves POST /auth/token, POST /auth/revoke, POST /tasks/assistant_inference,
 // GET /.well-known/jwks.json, GET /openapi.json, GET /healthz, GET /readyz
 // and OpenAI's API (POST /v1/chat/completions, GET /v1/models, GET
 // /v1/models/{id}). Other paths get a JSON 404 (OpenAI's shape under
@@ -48,6 +48,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.api = &gateway.API{
 		Token:       app.TokenEndpoint(),
+		Revoke:      app.RevokeEndpoint(),
 		JWKS:        app.JWKS,
 		OpenAPI:     app.OpenAPI(),
 		Pipeline:    app.Pipeline(),

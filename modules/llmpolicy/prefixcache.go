@@ -32,7 +32,7 @@ type PrefixCache struct {
 	// set it near the engine's KV-cache size in blocks.
 	Capacity int `json:"capacity,omitempty"`
 	// LoadFactor bounds the load of a replica chosen for its prefix
-	// relative to the mean (default 1.25).
+	// relative to the mean (default 2).
 	LoadFactor float64 `json:"load_factor,omitempty"`
 	// KVFull is the KV-cache usage (0..1) at which a replica counts as
 	// saturated (default 0.95).

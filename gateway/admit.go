@@ -1,0 +1,129 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends"
+)
+
+// Admitter applies the tenants' limits to requests that passed
+// authorization (StageAdmitted). The limiter itself lives in package
+// limits; the Caddy app resolves which limits apply to whom.
+type Admitter interface {
+	// Admit decides the request a describes and sets its rate-limit
+	// headers in h, which go out with the answer whatever it is. It
+	// returns the Ticket to settle when the request ends (nil when no
+	// limit applies to it), or the refusal to answer instead.
+	Admit(ctx context.Context, a *Admission, h http.Header) (Ticket, *api.Error)
+}
+
+// Admission describes a request to an Admitter.
+type Admission struct {
+	Principal *auth.Principal
+	Model     string
+	// PromptBytes and Messages measure the prompt as the replica will
+	// receive it (the system message actually sent included), for a cheap
+	// estimate of its tokens.
+	PromptBytes, Messages int
+	// MaxTokens is the reply cap the replica is given: the client's
+	// max_tokens within the model's; 0 when neither sets one.
+	MaxTokens int
+}
+
+// Ticket is an admitted request's hold on its limits. The pipeline
+// settles it exactly once, when the request has ended however it ended
+// (answered, failed, refused by the pool, the client gone).
+type Ticket interface {
+	Settle(s Settlement)
+}
+
+// Settlement is how an admitted request ended.
+type Settlement struct {
+	// Status is what the client got (499: it left first).
+	Status int
+	// Served: a replica was called (Attempts > 0); a request no replica
+	// saw used nothing.
+	Served bool
+	// Usage is the replica's own count, when UsageKnown.
+	Usage      api.Usage
+	UsageKnown bool
+	// Relayed is the answer's text that reached the gateway, in bytes:
+	// what the estimate of the completion rests on when the replica
+	// reported no usage (the client left mid-stream, the replica died).
+	Relayed int
+}
+
+// admit runs the Admitter, when there is one: without one the stage costs
+// a nil check and nothing else.
+func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
+	if p.Admitter == nil {
+		return true
+	}
+	m := p.Gateway.Models[ex.Chat.Model]
+	if m == nil {
+		return true // Serve answers that the model is not served here
+	}
+	a := &ex.Admission
+	a.Principal, a.Model = ex.Principal, ex.Chat.Model
+	a.PromptBytes, a.Messages = m.promptSize(&ex.Chat)
+	a.MaxTokens = ex.Chat.Sampling.MaxTokens
+	if m.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > m.MaxTokens) {
+		a.MaxTokens = m.MaxTokens
+	}
+	start := time.Now()
+	t, err := p.Admitter.Admit(r.Context(), a, w.Header())
+	ex.traceStage(r.Context(), SpanAdmit, start, err)
+	if err != nil {
+		p.reject(w, ex, err, "")
+		return false
+	}
+	ex.Ticket = t
+	return true
+}
+
+// route serves the request, then settles its ticket, even if serving
+// panicked: a reservation never outlives its request.
+func (p *Pipeline) route(w http.ResponseWriter, r *http.Request, ex *Exchange) {
+	if ex.Ticket != nil {
+		defer settle(ex)
+	}
+	p.Gateway.Serve(w, r, ex)
+}
+
+func settle(ex *Exchange) {
+	t := ex.Ticket
+	ex.Ticket = nil
+	t.Settle(Settlement{Status: ex.Status, Served: ex.Attempts > 0,
+		Usage: ex.Usage, UsageKnown: ex.UsageKnown, Relayed: ex.Relayed})
+}
+
+// promptSize measures the prompt as upstreamMessages renders it, without
+// building it.
+func (m *Model) promptSize(chat *api.Chat) (bytes, messages int) {
+	msgs := chat.Messages
+	if chat.SystemMessage != nil {
+		bytes, messages = len(*chat.SystemMessage), 1
+		if len(msgs) > 0 && msgs[0].Role == api.RoleSystem {
+			msgs = msgs[1:]
+		}
+	} else if m.SystemMessage != "" && (len(msgs) == 0 || msgs[0].Role != api.RoleSystem) {
+		bytes, messages = len(m.SystemMessage), 1
+	}
+	for i := range msgs {
+		bytes += len(msgs[i].Content)
+	}
+	return bytes, messages + len(msgs)
+}
+
+// completionTokens is a reply's size in tokens: the replica's count, or
+// an estimate from its text (streamed bytes, or the whole answer).
+func completionTokens(res *backends.Result, streamed int) int {
+	if res.UsageKnown {
+		return res.Usage.CompletionTokens
+	}
+	return (max(streamed, len(res.Content)) + 3) / 4
+}

@@ -1,0 +1,163 @@
+// Package redistest runs a real redis-server on a free loopback port for
+// tests: no persistence, killed when the test ends. The binary is
+// /usr/bin/redis-server (Debian's package redis-server) or
+// $LLMEDGE_REDIS_BIN. Under `go test -short` a missing binary skips the
+// test; otherwise it fails it, so CI cannot silently lose the Redis tests.
+package redistest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BinaryEnv names the environment variable that overrides the binary path.
+const BinaryEnv = "LLMEDGE_REDIS_BIN"
+
+// DefaultBinary is where Debian's redis-server package puts the server.
+const DefaultBinary = "/usr/bin/redis-server"
+
+// Binary returns the redis-server path, skipping (with -short) or failing
+// the test when it is missing.
+func Binary(t testing.TB) string {
+	t.Helper()
+	path := os.Getenv(BinaryEnv)
+	if path == "" {
+		path = DefaultBinary
+	}
+	if _, err := os.Stat(path); err != nil {
+		msg := fmt.Sprintf("redis-server %s is missing: `apt-get install -y redis-server`, or set %s", path, BinaryEnv)
+		if testing.Short() {
+			t.Skip(msg)
+		}
+		t.Fatal(msg)
+	}
+	return path
+}
+
+// Server is a running redis-server.
+type Server struct {
+	// Addr is 127.0.0.1:PORT.
+	Addr string
+	// Password, when set, is required (requirepass).
+	Password string
+
+	bin  string
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	out  *bytes.Buffer
+}
+
+// Start runs a redis-server on a free port and stops it when t ends.
+func Start(t testing.TB) *Server { return StartWith(t, "") }
+
+// StartWith is Start with a required password ("" for none).
+func StartWith(t testing.TB, password string) *Server {
+	t.Helper()
+	s := &Server{bin: Binary(t), Password: password}
+	port := freePort(t)
+	s.Addr = "127.0.0.1:" + strconv.Itoa(port)
+	s.start(t)
+	t.Cleanup(s.Kill)
+	return s
+}
+
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	_, port, _ := net.SplitHostPort(s.Addr)
+	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"}
+	if s.Password != "" {
+		args = append(args, "--requirepass", s.Password)
+	}
+	s.mu.Lock()
+	s.out = new(bytes.Buffer)
+	s.cmd = exec.Command(s.bin, args...)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		s.mu.Unlock()
+		t.Fatalf("redistest: starting %s: %v", s.bin, err)
+	}
+	done := make(chan struct{})
+	s.done = done
+	cmd := s.cmd
+	s.mu.Unlock()
+	go func() { _ = cmd.Wait(); close(done) }()
+
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.Password, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-done:
+			t.Fatalf("redistest: redis-server exited: %s", s.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: redis-server did not answer: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// URL is the server's redis:// URL (with its password, if any).
+func (s *Server) URL() string {
+	if s.Password != "" {
+		return "redis://:" + s.Password + "@" + s.Addr
+	}
+	return "redis://" + s.Addr
+}
+
+// Client returns a client of the server, closed when t ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.Password})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill ends the server with SIGKILL, as a crash: everything it held is
+// gone (no persistence).
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Restart starts the server again on the same port, empty.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	s.start(t)
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}

@@ -1,0 +1,95 @@
+package metrics
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Tenancy are the collectors of tenants' limits, Redis and revocation.
+type Tenancy struct {
+	refusals    *prometheus.CounterVec
+	revocations *prometheus.CounterVec
+}
+
+// TenancySource reports, at scrape time, the state of the shared store
+// (which outlives configurations, so it is read rather than recorded).
+type TenancySource interface {
+	// RedisState reports whether Redis is configured and whether it
+	// answered its last call.
+	RedisState() (configured, up bool)
+	// RedisErrors counts failed Redis calls by operation.
+	RedisErrors() map[string]uint64
+	// FallbackDecisions counts admissions decided per instance while Redis
+	// was unreachable.
+	FallbackDecisions() uint64
+}
+
+var (
+	redisUpDesc     = prometheus.NewDesc("llmedge_redis_up", "1 when Redis (the shared limits and revocations) answered its last call, 0 when it is unreachable.", nil, nil)
+	redisErrorsDesc = prometheus.NewDesc("llmedge_redis_errors_total", "Failed Redis calls, by operation (admit, settle, refresh, ping).", []string{"op"}, nil)
+	fallbackDesc    = prometheus.NewDesc("llmedge_ratelimit_fallback_total", "Admissions decided by the per-instance limits while Redis was unreachable (on_redis_failure open).", nil, nil)
+)
+
+// NewTenancy registers the tenancy collectors in reg; src may be nil
+// (no shared store figures).
+func NewTenancy(reg prometheus.Registerer, src TenancySource) (*Tenancy, error) {
+	m := &Tenancy{
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_ratelimit_refusals_total", Help: "Requests refused by a tenant limit, by scope (user, model, api_key) and limit (rpm, tpm, concurrency, unavailable).",
+		}, []string{"scope", "limit"}),
+		revocations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_revocations_total", Help: "Revocations made on this instance, by kind (user, token, disabled_user).",
+		}, []string{"kind"}),
+	}
+	var err error
+	m.refusals = register(reg, m.refusals, &err)
+	m.revocations = register(reg, m.revocations, &err)
+	if src != nil {
+		if rerr := reg.Register(&tenancyCollector{src: src}); rerr != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(rerr, &are) {
+				err = errors.Join(err, rerr)
+			}
+		}
+	}
+	return m, err
+}
+
+// Refused counts a request refused by a limit.
+func (m *Tenancy) Refused(scope, limit string) {
+	if m != nil {
+		m.refusals.WithLabelValues(scope, limit).Inc()
+	}
+}
+
+// Revoked counts a revocation.
+func (m *Tenancy) Revoked(kind string) {
+	if m != nil {
+		m.revocations.WithLabelValues(kind).Inc()
+	}
+}
+
+type tenancyCollector struct{ src TenancySource }
+
+func (c *tenancyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- redisUpDesc
+	ch <- redisErrorsDesc
+	ch <- fallbackDesc
+}
+
+func (c *tenancyCollector) Collect(ch chan<- prometheus.Metric) {
+	configured, up := c.src.RedisState()
+	if !configured {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	ch <- prometheus.MustNewConstMetric(redisUpDesc, prometheus.GaugeValue, v)
+	for op, n := range c.src.RedisErrors() {
+		ch <- prometheus.MustNewConstMetric(redisErrorsDesc, prometheus.CounterValue, float64(n), op)
+	}
+	ch <- prometheus.MustNewConstMetric(fallbackDesc, prometheus.CounterValue, float64(c.src.FallbackDecisions()))
+}
