@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/redistest"
 )
 
 // The Grafana dashboard of examples/grafana is only useful if its queries
@@ -172,8 +176,9 @@ func TestDashboardShape(t *testing.T) {
 
 // TestDashboardMetricsExist serves traffic that makes every kind of figure
 // appear (answers, tokens, a retry, an auth failure, engine loads, a
-// failing metrics endpoint, prefix routing), then checks the dashboard's
-// metric names against the gateway's scrape.
+// failing metrics endpoint, prefix routing, a tenant's limit, a shared
+// store, a revocation), then checks the dashboard's metric names against
+// the gateway's scrape.
 func TestDashboardMetricsExist(t *testing.T) {
 	d := loadDashboard(t)
 	want := map[string][]string{} // metric → panels using it
@@ -193,22 +198,41 @@ func TestDashboardMetricsExist(t *testing.T) {
 	// Every chat answered 500, and its metrics endpoint failing: retries
 	// and load-scrape errors.
 	bad := startSim(t, "-error-rate", "1", "-metrics-fault", "error")
-	g := startGateway(t, GatewayConfig{Models: map[string]string{
-		"qwen":  staticModel(bad, good[0]) + "\n\t\t\tlb_policy round_robin",
-		"gemma": staticModel(good[1]), // prefix_cache, the default
-	}})
+	g := startGateway(t, GatewayConfig{
+		Models: map[string]string{
+			"qwen": staticModel(bad, good[0]) + "\n\t\t\tlb_policy round_robin",
+			// prefix_cache, the default; a limit that the traffic reaches
+			"gemma": staticModel(good[1]) + "\n\t\t\tlimits {\n\t\t\t\trpm 3\n\t\t\t}",
+		},
+		Options: redisOption(redistest.Start(t)),
+	})
 	tok := g.Token(t, "demo", "demo", "")
 	if r := g.infer(context.Background(), nil, "not-a-token", withModel("qwen")); r.status != 401 {
 		t.Fatalf("bad token: %d", r.status)
 	}
+	limited := 0
 	for i := range 4 {
 		for _, m := range []string{"qwen", "gemma"} {
 			body := map[string]any{"model_type": m, "stream": i%2 == 0,
 				"messages": []map[string]string{{"role": "user", "content": "Tell me about the weather in a long and detailed way, please."}}}
-			if err := g.infer(context.Background(), nil, tok, body).ok(i%2 == 0); err != nil {
+			r := g.infer(context.Background(), nil, tok, body)
+			if m == "gemma" && r.status == http.StatusTooManyRequests {
+				limited++
+				continue
+			}
+			if err := r.ok(i%2 == 0); err != nil {
 				t.Fatalf("%s: %v", m, err)
 			}
 		}
+	}
+	if limited == 0 {
+		t.Fatal("the gemma limit refused nothing")
+	}
+	revoked := g.Token(t, "demo", "demo", "")
+	if resp, err := g.Client.PostForm(g.Base+"/auth/revoke", url.Values{"token": {revoked}}); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("revoking a token: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 
 	// Scrape-time figures (engine loads, their errors) come within a few
