@@ -113,7 +113,8 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 	cur := epochOf(now)
 	up := now.Sub(rec.start)
 	snap := &Snapshot{
-		Time: now.UTC(), UptimeSeconds: up.Seconds(),
+		// Milliseconds: what every browser's Date.parse reads.
+		Time: now.UTC().Truncate(time.Millisecond), UptimeSeconds: up.Seconds(),
 		RateWindowSeconds: RateWindow.Seconds(), WindowSeconds: Window.Seconds(),
 		Models: models,
 	}
