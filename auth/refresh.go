@@ -75,7 +75,10 @@ type RefreshGrant struct {
 	User     string
 	Scopes   []string
 	ClientID string
-	Expires  time.Time
+	// Created is when the family's login happened: revoking a user's
+	// tokens issued before some time reaches its refresh tokens too.
+	Created time.Time
+	Expires time.Time
 }
 
 // refreshFamily is the stored record of a family:
@@ -238,6 +241,44 @@ func (s *RefreshTokens) Rotate(ctx context.Context, token string, check func(*Re
 	return next, g, nil
 }
 
+// Revoke revokes the family of token, as RFC 7009 asks of a refresh
+// token: neither it nor any token of its family (a replaced one, one
+// issued from it) works again. An unknown or already revoked token is no
+// error; a storage failure is.
+func (s *RefreshTokens) Revoke(ctx context.Context, token string) error {
+	family, ok := parseRefreshToken(token)
+	if !ok {
+		return nil
+	}
+	f, err := s.load(ctx, family)
+	if err != nil || f.match(hashBytes(token)) == matchNone {
+		if errors.Is(err, ErrStorage) {
+			return err
+		}
+		return nil
+	}
+	timeout := s.LockTimeout
+	if timeout <= 0 {
+		timeout = defaultRefreshLockTimeout
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	name := s.key(family)
+	if err := s.Storage.Lock(lockCtx, name); err != nil {
+		return fmt.Errorf("%w: refresh tokens %s: lock: %w", ErrStorage, name, err)
+	}
+	defer func() { _ = s.Storage.Unlock(context.WithoutCancel(ctx), name) }()
+	if f, err = s.load(ctx, family); err != nil || f.Revoked != nil {
+		if errors.Is(err, ErrStorage) {
+			return err
+		}
+		return nil
+	}
+	t := nowFunc(s.Now)().UTC().Truncate(time.Second)
+	f.Revoked, f.Reason = &t, "revoked"
+	return s.store(ctx, f)
+}
+
 // Sweep deletes families that expired more than a day ago, and reports
 // how many. Run it now and then; any instance may.
 func (s *RefreshTokens) Sweep(ctx context.Context) (int, error) {
@@ -293,7 +334,8 @@ func (f *refreshFamily) match(h []byte) refreshMatch {
 }
 
 func (f *refreshFamily) grant() *RefreshGrant {
-	return &RefreshGrant{FamilyID: f.ID, User: f.User, Scopes: slices.Clone(f.Scopes), ClientID: f.ClientID, Expires: f.Expires}
+	return &RefreshGrant{FamilyID: f.ID, User: f.User, Scopes: slices.Clone(f.Scopes), ClientID: f.ClientID,
+		Created: f.Created, Expires: f.Expires}
 }
 
 // eqHex compares a stored hex hash, whole or its first half, with a hash

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -324,4 +325,55 @@ func FuzzRefreshGrant(f *testing.F) {
 			t.Fatalf("the answer echoes the token: %s", a.body)
 		}
 	})
+}
+
+// A user revoked after a login (llmedge revoke --user) can no longer use
+// that login's refresh token; a later login works.
+func TestRefreshRefusedAfterUserRevocation(t *testing.T) {
+	c := newClock()
+	ep, _ := refreshEndpoint(t, c)
+	first := login(t, ep, "alice", "")
+	var cutoff time.Time
+	ep.UserRevoked = func(user string, loginAt time.Time) bool { return user == "alice" && loginAt.Before(cutoff) }
+	cutoff = c.Now().Add(time.Second)
+	a := postToken(t, ep, refreshForm(first.RefreshToken, ""))
+	if a.status != 400 || a.err.Error != "invalid_grant" || a.err.Detail != DetailRefreshRevoked {
+		t.Fatalf("refresh of a revoked user's login: %d %s", a.status, a.body)
+	}
+	c.Advance(2 * time.Second)
+	again := login(t, ep, "alice", "")
+	if a := postToken(t, ep, refreshForm(again.RefreshToken, "")); a.status != 200 {
+		t.Fatalf("a login after the revocation: %d %s", a.status, a.body)
+	}
+}
+
+// RFC 7009 on a refresh token revokes its family: the token, the tokens it
+// replaced and any issued from it.
+func TestRevokeEndpointRefreshToken(t *testing.T) {
+	c := newClock()
+	ep, _ := refreshEndpoint(t, c)
+	first := login(t, ep, "alice", "")
+	second := postToken(t, ep, refreshForm(first.RefreshToken, "")).resp
+	rev := &RevokeEndpoint{Verifier: testVerifier(ep.Issuer.Keys), Realm: "r", Refresh: ep.Refresh,
+		Revoke: func(context.Context, string, time.Time) error { t.Fatal("an access-token revocation"); return nil }}
+	r := httptest.NewRequest("POST", "/auth/revoke", strings.NewReader("token="+second.RefreshToken))
+	r.Header.Set("Content-Type", formCT)
+	w := httptest.NewRecorder()
+	rev.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("revoke: %d %s", w.Code, w.Body)
+	}
+	for name, tok := range map[string]string{"revoked": second.RefreshToken, "replaced": first.RefreshToken} {
+		if a := postToken(t, ep, refreshForm(tok, "")); a.status != 400 || a.err.Detail != DetailRefreshRevoked {
+			t.Errorf("%s token after revocation: %d %s", name, a.status, a.body)
+		}
+	}
+	// An unknown refresh token: 200, nothing to do (§2.2).
+	r = httptest.NewRequest("POST", "/auth/revoke", strings.NewReader("token="+second.RefreshToken[:len(second.RefreshToken)-3]+"abc"))
+	r.Header.Set("Content-Type", formCT)
+	w = httptest.NewRecorder()
+	rev.ServeHTTP(w, r)
+	if w.Code != 200 {
+		t.Fatalf("unknown refresh token: %d %s", w.Code, w.Body)
+	}
 }

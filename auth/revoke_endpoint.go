@@ -9,9 +9,10 @@ import (
 )
 
 // RevokeEndpoint serves POST /auth/revoke, OAuth 2.0 token revocation
-// (RFC 7009) for a client's own access token: form fields token and,
-// optionally, token_type_hint (access_token; any other hint is ignored
-// and the token is looked up as an access token, as §2.1 allows).
+// (RFC 7009) for a client's own tokens: form fields token and, optionally,
+// token_type_hint. A refresh token (recognised by its form, whatever the
+// hint, as §2.1 allows) revokes its whole family — every token of that
+// login; an access token is revoked until it expires.
 //
 // Answers, all with Cache-Control: no-store:
 //   - 200 with an empty body when the token is revoked, and also when it
@@ -35,6 +36,8 @@ type RevokeEndpoint struct {
 	MaxBodyBytes int64
 	// Revoke revokes the token with id jti until it expires.
 	Revoke func(ctx context.Context, jti string, expires time.Time) error
+	// Refresh, when set, holds the refresh tokens a client may revoke.
+	Refresh *RefreshTokens
 }
 
 // ServeHTTP implements http.Handler.
@@ -74,6 +77,12 @@ func (e *RevokeEndpoint) serve(w http.ResponseWriter, r *http.Request) *api.Erro
 	token := form.Get("token")
 	if token == "" {
 		return oauthError(http.StatusBadRequest, "invalid_request", "The token parameter is required")
+	}
+	if _, ok := parseRefreshToken(token); ok && e.Refresh != nil {
+		if err := e.Refresh.Revoke(r.Context(), token); err != nil {
+			return api.NewError(http.StatusServiceUnavailable, "The revocation could not be stored; retry").WithHeader("Retry-After", "1")
+		}
+		return nil
 	}
 	p, err := e.Verifier.Verify(token)
 	if err != nil || p.TokenID == "" {

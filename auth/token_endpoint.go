@@ -121,6 +121,10 @@ type TokenEndpoint struct {
 	// OnReuse, when set, hears of a refresh token used twice, which
 	// revoked the family (login) of that user: a security event.
 	OnReuse func(user, family string)
+	// UserRevoked, when set, reports whether user's tokens issued at
+	// loginAt were revoked since (`llmedge revoke --user`): a refresh
+	// token of that login is refused too.
+	UserRevoked func(user string, loginAt time.Time) bool
 }
 
 // ServeHTTP implements http.Handler.
@@ -241,6 +245,9 @@ func (e *TokenEndpoint) refresh(ctx context.Context, f *tokenForm, clientID, add
 		user, ok := e.Users.Active(g.User)
 		if !ok {
 			return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshUser)
+		}
+		if e.UserRevoked != nil && e.UserRevoked(g.User, g.Created) {
+			return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshRevoked)
 		}
 		var apiErr *api.Error
 		if granted, apiErr = refreshScopes(user, g.Scopes, f.scope); apiErr != nil {

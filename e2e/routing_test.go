@@ -128,7 +128,7 @@ func TestPrefixRoutingOverConsul(t *testing.T) {
 		home[c], _ = first["replica"].(string)
 		for n := 2; n <= turns; n++ {
 			e := log[fmt.Sprintf("c%d-t%d", c, n)]
-			if e["replica"] != home[c] || e["lb_reason"] != "prefix" {
+			if e["replica"] != home[c] || e["lb_reason"] != "prefix" || e["lb_policy"] != "prefix_cache" {
 				t.Errorf("conversation %d turn %d: replica %v (%v), its history is on %s", c, n, e["replica"], e["lb_reason"], home[c])
 			}
 			if cached, _ := e["predicted_cached"].(float64); cached < 0.5 {

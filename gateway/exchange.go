@@ -40,8 +40,9 @@ type Exchange struct {
 	// Outcome, for logs and metrics.
 	Replica  string
 	Attempts int
-	// Choice is the balancing decision of the last attempt.
+	// Choice is the balancing decision of the last attempt, by Policy.
 	Choice pool.Choice
+	Policy string
 	Usage  api.Usage
 	TTFT   time.Duration
 	Finish string

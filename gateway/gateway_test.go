@@ -102,7 +102,7 @@ func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script,
 	p.Set(rs)
 	g := &Gateway{
 		Models: map[string]*Model{"qwen": {
-			Name: "qwen", Pool: p, Protocol: "fake", StreamUpstream: true,
+			Name: "qwen", Pool: p, Protocol: "fake", StreamUpstream: true, Policy: "round_robin",
 			Backends: map[string]backends.Backend{"fake": fb},
 			Timeouts: Timeouts{FirstToken: 300 * time.Millisecond, Idle: 300 * time.Millisecond, Total: 5 * time.Second},
 		}},
@@ -164,6 +164,9 @@ func TestServeNonStreamed(t *testing.T) {
 			}
 			if len(fb.calls) != tt.calls {
 				t.Fatalf("calls %v", fb.calls)
+			}
+			if got := w.Header().Get("Llmedge-Route"); got != "policy=round_robin; reason=round_robin" {
+				t.Errorf("Llmedge-Route %q", got)
 			}
 			if tt.status == 200 {
 				var resp api.InferenceResponse

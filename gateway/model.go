@@ -14,6 +14,9 @@ import (
 type Model struct {
 	Name string
 	Pool *pool.Pool
+	// Policy names the pool's balancing policy, for the Llmedge-Route
+	// header and the logs.
+	Policy string
 	// Backends maps a protocol name to its adapter; Protocol is the
 	// default, a replica may name another.
 	Backends map[string]backends.Backend

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,6 +102,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		rep := lease.Replica
 		tried = append(tried, rep)
 		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
+		ex.Policy = m.Policy
+		w.Header()[routeHeader] = []string{routeValue(m.Policy, lease.Choice)}
 		content.Reset()
 		ans.Deltas = 0
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
@@ -131,6 +134,24 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		lastErr = &backends.Error{Kind: backends.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
 	}
 	g.fail(w, sse, m, ex, ans, lastErr)
+}
+
+// routeHeader tells the client how its request was placed: the policy,
+// its reason and the predicted cached share of the prompt; never the
+// replica (an internal address).
+const routeHeader = "Llmedge-Route"
+
+func routeValue(policy string, c pool.Choice) string {
+	b := make([]byte, 0, 64)
+	b = append(b, "policy="...)
+	b = append(b, policy...)
+	b = append(b, "; reason="...)
+	b = append(b, c.Reason...)
+	if c.Cached >= 0 {
+		b = append(b, "; cached="...)
+		b = strconv.AppendFloat(b, c.Cached, 'f', 2, 64)
+	}
+	return string(b)
 }
 
 // outcome classifies an attempt for the replica's breaker: connection

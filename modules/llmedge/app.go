@@ -227,11 +227,12 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if a.Redis != nil {
 		a.pipeline.Gateway.Dependencies = []gateway.Dependency{redisDependency{a.tenancy.limiter}}
 	}
-	a.revoke = &auth.RevokeEndpoint{Verifier: verifier, Clients: a.clients, Realm: Realm,
+	a.revoke = &auth.RevokeEndpoint{Verifier: verifier, Clients: a.clients, Realm: Realm, Refresh: a.refresh,
 		Revoke: func(ctx context.Context, jti string, expires time.Time) error {
 			_, err := a.RevokeToken(ctx, jti, expires)
 			return err
 		}}
+	a.token.UserRevoked = func(user string, loginAt time.Time) bool { return revoked.Revoked(user, "", loginAt) }
 	if a.openapi, err = api.OpenAPI(validator); err != nil {
 		return err
 	}

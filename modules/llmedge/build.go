@@ -1,6 +1,7 @@
 package llmedge
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -85,6 +86,7 @@ func (mc *ModelConfig) build(d *modelDeps) (_ *builtModel, err error) {
 	b.Model = &gateway.Model{
 		Name:           mc.Name,
 		Pool:           p,
+		Policy:         policyName(mc),
 		Backends:       backendsByName,
 		Protocol:       proto,
 		UpstreamModel:  mc.UpstreamModel,
@@ -152,6 +154,19 @@ func (mc *ModelConfig) policy(ctx caddy.Context) (pool.Policy, error) {
 		policy = &routing.Affinity{Key: key, Inner: policy, LoadFactor: a.LoadFactor}
 	}
 	return policy, nil
+}
+
+// policyName is the name of the model's policy module, with its session
+// affinity when there is one.
+func policyName(mc *ModelConfig) string {
+	var head struct {
+		Policy string `json:"policy"`
+	}
+	_ = json.Unmarshal(mc.PolicyRaw, &head)
+	if mc.Affinity != nil {
+		return head.Policy + "+affinity"
+	}
+	return head.Policy
 }
 
 // protocols loads the model's protocol and every other registered one, so

@@ -179,6 +179,7 @@ func LogFields(r *http.Request, ex *gateway.Exchange) {
 	if ex.Attempts > 0 {
 		extra.Set(zap.String("replica", ex.Replica))
 		extra.Set(zap.Int("attempts", ex.Attempts))
+		extra.Set(zap.String("lb_policy", ex.Policy))
 		extra.Set(zap.String("lb_reason", ex.Choice.Reason))
 		if ex.Choice.Cached >= 0 {
 			extra.Set(zap.Float64("predicted_cached", ex.Choice.Cached))
