@@ -90,6 +90,9 @@ func TestModelBuildGuestModules(t *testing.T) {
 	if _, ok := m.Pool.Policy().(*llmpolicy.RoundRobin); !ok {
 		t.Errorf("policy is %T, want the round_robin module", m.Pool.Policy())
 	}
+	if m.Policy != "round_robin" { // named although Caddy cleared the raw JSON once loaded
+		t.Errorf("policy named %q, want round_robin", m.Policy)
+	}
 }
 
 func TestModelBuildErrors(t *testing.T) {

@@ -69,6 +69,7 @@ func (mc *ModelConfig) build(d *modelDeps) (_ *builtModel, err error) {
 			b.Close() // a half-built model lets go of its watch and breakers
 		}
 	}()
+	policyLabel := policyName(mc) // before loading it: Caddy clears PolicyRaw then
 	policy, err := mc.policy(d.ctx)
 	if err != nil {
 		return nil, err
@@ -86,7 +87,7 @@ func (mc *ModelConfig) build(d *modelDeps) (_ *builtModel, err error) {
 	b.Model = &gateway.Model{
 		Name:           mc.Name,
 		Pool:           p,
-		Policy:         policyName(mc),
+		Policy:         policyLabel,
 		Backends:       backendsByName,
 		Protocol:       proto,
 		UpstreamModel:  mc.UpstreamModel,
@@ -162,7 +163,9 @@ func policyName(mc *ModelConfig) string {
 	var head struct {
 		Policy string `json:"policy"`
 	}
-	_ = json.Unmarshal(mc.PolicyRaw, &head)
+	if err := json.Unmarshal(mc.PolicyRaw, &head); err != nil || head.Policy == "" {
+		head.Policy = DefaultPolicy // none configured
+	}
 	if mc.Affinity != nil {
 		return head.Policy + "+affinity"
 	}

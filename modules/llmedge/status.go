@@ -1,17 +1,14 @@
 package llmedge
 
 import (
-	"fmt"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.opentelemetry.io/contrib/propagators/autoprop"
 	"go.opentelemetry.io/otel"
 
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/status"
 )
 
@@ -41,7 +38,7 @@ func (a *App) StatusSnapshot() *status.Snapshot {
 	now := time.Now()
 	models := make([]status.Model, 0, len(a.models))
 	for _, m := range a.models {
-		sm := status.Model{Name: m.Name, Policy: policyName(a, m), QueueWaiting: m.Pool.Waiting()}
+		sm := status.Model{Name: m.Name, Policy: m.Policy, QueueWaiting: m.Pool.Waiting()}
 		if st, ok := ready[m.Name]; ok {
 			sm.Source, sm.Ready, sm.Synced, sm.DiscoveryError = st.Source, st.Ready, st.Synced, st.DiscoveryError
 			if !st.Ready {
@@ -83,24 +80,4 @@ func (a *App) StatusSnapshot() *status.Snapshot {
 		models = append(models, sm)
 	}
 	return statusRecorder.Snapshot(models)
-}
-
-// policyName names the model's balancing policy: its guest module's name,
-// and the session affinity wrapped around it.
-func policyName(a *App, m *builtModel) string {
-	p := m.Pool.Policy()
-	affinity := ""
-	if af, ok := p.(*routing.Affinity); ok {
-		p, affinity = af.Inner, " + affinity"
-		for _, mc := range a.Models {
-			if mc.Name == m.Name && mc.Affinity != nil {
-				affinity += " " + mc.Affinity.By
-			}
-		}
-	}
-	name := fmt.Sprintf("%T", p)
-	if mod, ok := p.(caddy.Module); ok {
-		name = mod.CaddyModule().ID.Name()
-	}
-	return name + affinity
 }
