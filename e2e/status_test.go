@@ -247,6 +247,17 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if p := problems(); len(p) > 0 {
 		t.Errorf("the page logged errors: %q", p)
 	}
+
+	// Why the page is not on the admin endpoint: a browser's navigation
+	// there is refused (Sec-Fetch-Mode without an Origin fails Caddy's
+	// cross-origin check), so the admin endpoint serves data to scripts
+	// only. Should Caddy ever let it through, the page could move there.
+	if err := chromedp.Do(ctx, chromedp.Navigate(g.Admin+"/llmedge/status.json")); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(body, "not allowed to access from origin") {
+		t.Errorf("the admin endpoint answered a browser's navigation: %.200s", body)
+	}
 }
 
 // waitPage polls a JavaScript predicate on the page until it holds.
