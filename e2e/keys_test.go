@@ -408,7 +408,9 @@ func TestRefreshRaceAcrossInstances(t *testing.T) {
 }
 
 // TestKeysAndRefreshOfDisabledUser: disabling a user (in the users file)
-// stops its API keys and refresh tokens, without a restart.
+// stops its API keys and refresh tokens, without a restart. Enabled
+// again, its keys work again but its earlier logins stay ended: a
+// session stolen before the suspension must not come back with it.
 func TestKeysAndRefreshOfDisabledUser(t *testing.T) {
 	sim := startSim(t)
 	file := filepath.Join(t.TempDir(), "users.json")
@@ -433,9 +435,15 @@ func TestKeysAndRefreshOfDisabledUser(t *testing.T) {
 	if s, m := postRefresh(t, g, rt, ""); s != 400 || m["error"] != "invalid_grant" {
 		t.Fatalf("disabled user's refresh: %d %v", s, m)
 	}
-	addUser() // enabled again: the login was never revoked
+	addUser() // enabled again
 	waitFor(t, 5*time.Second, func() bool { s, _, _ := inferWith(t, g, key, "qwen"); return s == 200 })
-	if s, m := postRefresh(t, g, rt, ""); s != 200 {
-		t.Fatalf("re-enabled user's refresh: %d %v", s, m)
+	if s, m := postRefresh(t, g, rt, ""); s != 400 || m["error"] != "invalid_grant" {
+		t.Fatalf("re-enabled user's refresh token from before the suspension: %d %v", s, m)
+	}
+	// A revocation ends the logins up to the next whole second (tokens
+	// carry whole seconds): log in again after it.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	if s, m := postRefresh(t, g, loginRefresh(t, g, "ann", "ann-pw"), ""); s != 200 {
+		t.Fatalf("re-enabled user's new login, refreshed: %d %v", s, m)
 	}
 }

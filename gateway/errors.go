@@ -23,13 +23,10 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exch
 	}
 	e := publicError(m.Name, open, err)
 	ex.Status = e.Status
-	if sse != nil && sse.isStarted() {
+	if sse != nil && sse.closeUnlessStarted() {
 		ex.Status, ex.StreamError = http.StatusOK, true
 		_ = sse.write(ex.Front.AppendStreamError(nil, ans, e))
 		return
-	}
-	if sse != nil {
-		sse.close() // no ping may slip out before the error status
 	}
 	ex.Front.WriteError(w, e)
 }

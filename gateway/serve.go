@@ -103,7 +103,11 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		tried = append(tried, rep)
 		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
 		ex.Policy = m.Policy
-		w.Header()[routeHeader] = []string{routeValue(m.Policy, lease.Choice)}
+		if sse != nil {
+			sse.setHeader(routeHeader, routeValue(m.Policy, lease.Choice))
+		} else {
+			w.Header()[routeHeader] = []string{routeValue(m.Policy, lease.Choice)}
+		}
 		content.Reset()
 		ans.Deltas = 0
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)

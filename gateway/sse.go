@@ -56,6 +56,36 @@ func (s *sseWriter) keepAlive(interval time.Duration) {
 	s.ping = time.AfterFunc(interval, tick)
 }
 
+// setHeader sets a response header while the headers are not out yet; the
+// ping timer writes them from its own goroutine, so the handler must not
+// touch w.Header() directly once pings may run.
+func (s *sseWriter) setHeader(key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		s.w.Header()[key] = []string{value}
+	}
+}
+
+// closeUnlessStarted closes the writer if the status is not sent yet, so
+// the caller may answer with an error status of its own; it reports
+// whether the stream had started (and stays open for in-band errors).
+// One critical section: a ping cannot slip out between the check and the
+// close.
+func (s *sseWriter) closeUnlessStarted() (started bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return true
+	}
+	s.closed = true
+	if s.ping != nil {
+		s.ping.Stop()
+		s.ping = nil
+	}
+	return false
+}
+
 // isStarted reports whether the response status is already sent.
 func (s *sseWriter) isStarted() bool {
 	s.mu.Lock()
