@@ -59,18 +59,19 @@ bin/llmsim -addr 127.0.0.1:9221 -ttft 100ms -itl 10ms -tokens 16 -consul-service
 	-consul-id llm-gemma-9221 -consul-check-interval 2s >/dev/null &
 pids+=($!)
 
+# One after the other: on fresh storage the first instance creates the
+# local CA, which two instances starting at once would both try to do.
 for i in 0 1; do
-	LLMEDGE_PORT=$((8443 + i)) LLMEDGE_ADMIN=localhost:$((2019 + i)) \
+	port=$((8443 + i))
+	LLMEDGE_PORT=$port LLMEDGE_ADMIN=localhost:$((2019 + i)) \
 		bin/llmedge run --config examples/cluster/Caddyfile --adapter caddyfile >".data/cluster/gateway$i.log" 2>&1 &
 	pids+=($!)
-done
-for port in 8443 8444; do
 	for _ in $(seq 1 150); do
 		[ -f "$CA" ] && curl -sf --cacert "$CA" "https://localhost:$port/readyz" >/dev/null && break
 		sleep 0.2
 	done
 	curl -sf --cacert "$CA" "https://localhost:$port/readyz" >/dev/null ||
-		{ echo "gateway on :$port is not ready; see .data/cluster/gateway*.log" >&2; exit 1; }
+		{ echo "gateway on :$port is not ready; see .data/cluster/gateway$i.log" >&2; exit 1; }
 done
 echo "two gateways: https://localhost:8443 and https://localhost:8444 (users demo/demo, batch/demo)" >&2
 
