@@ -52,7 +52,7 @@ func TestClusterExampleAdapts(t *testing.T) {
 	for _, want := range []string{
 		`"redis":{"url":"redis://127.0.0.1:6390","password":"{env.REDIS_PASSWORD}"}`,
 		`"on_redis_failure":"open"`,
-		`"rate_limits":{"rpm":5,"tpm":20000,"concurrency":4}`,
+		`"rate_limits":{"rpm":5,"tpm":20000,"concurrency":8}`,
 		`"limits":{"rpm":600,"concurrency":16}`,
 		`"order":"fair"`, `":18443"`,
 	} {

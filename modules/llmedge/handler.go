@@ -159,8 +159,13 @@ func (a *App) OpenAI() *openai.API {
 // model_type, replica, the balancing decision, attempts, token counts,
 // time to first token, the user (the credential's subject), the API
 // key's id when one was used, and the request ID. Never secrets or
-// message content.
+// message content. Nothing is added when the server writes no access log:
+// each field added costs Caddy an allocation (it resets a cache of log
+// handlers), about 3% of a request's CPU at full speed.
 func LogFields(r *http.Request, ex *gateway.Exchange) {
+	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv.Logs == nil {
+		return
+	}
 	extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields)
 	if !ok || ex == nil {
 		return
