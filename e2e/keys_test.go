@@ -440,9 +440,7 @@ func TestKeysAndRefreshOfDisabledUser(t *testing.T) {
 	if s, m := postRefresh(t, g, rt, ""); s != 400 || m["error"] != "invalid_grant" {
 		t.Fatalf("re-enabled user's refresh token from before the suspension: %d %v", s, m)
 	}
-	// A revocation ends the logins up to the next whole second (tokens
-	// carry whole seconds): log in again after it.
-	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
+	nextSecond() // the revocation ends the logins of its whole second
 	if s, m := postRefresh(t, g, loginRefresh(t, g, "ann", "ann-pw"), ""); s != 200 {
 		t.Fatalf("re-enabled user's new login, refreshed: %d %v", s, m)
 	}

@@ -394,3 +394,78 @@ func addUserTo(t *testing.T, file, name, password string, extra ...string) {
 		t.Fatalf("add-user: %v %s", err, out)
 	}
 }
+
+// TestRedisKilledUnderLoad: with the default on_redis_failure open, Redis
+// killed and restarted while two instances serve a steady load of streamed
+// and one-answer requests costs no 5xx and no stuck request, and leaves no
+// concurrency slot held: afterwards the user runs as many requests at once
+// as its limit allows.
+func TestRedisKilledUnderLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	sim := startSim(t, "-ttft", "30ms", "-itl", "10ms", "-tokens", "8")
+	data := t.TempDir()
+	cfg := GatewayConfig{Data: data, Models: map[string]string{"qwen": staticModel(sim), "gemma": staticModel(sim)},
+		Options: redisOption(srv, "\t\tlimits {\n\t\t\trpm 100000\n\t\t\ttpm 10000000\n\t\t\tconcurrency 6\n\t\t}")}
+	a, b := startGateway(t, cfg), startGateway(t, cfg)
+	tok := a.Token(t, "demo", "demo", "")
+
+	var (
+		mu       sync.Mutex
+		statuses = map[int]int{}
+		failures []string
+		wg       sync.WaitGroup
+	)
+	ctx, stop := context.WithCancel(context.Background())
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			g, stream := []*Gateway{a, b}[i%2], i%4 < 2
+			for ctx.Err() == nil {
+				// A request that takes this long is stuck: the replica
+				// answers in about 0.1 s.
+				rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				r := g.infer(rctx, nil, tok, chatBody("qwen", stream))
+				cancel()
+				mu.Lock()
+				switch {
+				case r.status == 429:
+					statuses[429]++
+				case r.ok(stream) != nil:
+					failures = append(failures, r.ok(stream).Error())
+				default:
+					statuses[200]++
+				}
+				mu.Unlock()
+			}
+		}(i)
+	}
+	time.Sleep(time.Second)
+	srv.Kill()
+	time.Sleep(2 * time.Second)
+	srv.Restart(t)
+	waitFor(t, 15*time.Second, func() bool {
+		st, body := readyz(t, a)
+		return st == 200 && redisStatus(body) == "up"
+	})
+	time.Sleep(time.Second)
+	stop()
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d requests failed while Redis died and came back, first: %s", len(failures), failures[0])
+	}
+	if statuses[200] < 50 {
+		t.Fatalf("only %d requests answered (%v)", statuses[200], statuses)
+	}
+	t.Logf("while Redis died and came back: %v", statuses)
+
+	// Every slot is free again: 6 requests at once (the limit) all pass.
+	waitFor(t, 10*time.Second, func() bool {
+		for _, r := range fire(t, []*Gateway{a, b}, tok, 6, chatBody("qwen", true)) {
+			if r.status != 200 {
+				return false
+			}
+		}
+		return true
+	})
+}
