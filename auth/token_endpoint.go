@@ -308,28 +308,7 @@ func refreshScopes(user *User, login []string, requested string) ([]string, *api
 			allowed = append(allowed, s)
 		}
 	}
-	slices.Sort(allowed)
-	allowed = slices.Compact(allowed)
-	want := strings.Fields(requested)
-	if len(want) == 0 {
-		return allowed, nil
-	}
-	slices.Sort(want)
-	want = slices.Compact(want)
-	var bad []string
-	for _, s := range want {
-		if _, found := slices.BinarySearch(allowed, s); !found {
-			bad = append(bad, s)
-		}
-	}
-	if len(bad) > 0 {
-		desc := "Requested scope exceeds the scope of the login: " + strings.Join(bad, " ")
-		if !isScopeSyntax(bad) {
-			desc = "Requested scope is malformed"
-		}
-		return nil, oauthError(http.StatusBadRequest, "invalid_scope", desc)
-	}
-	return want, nil
+	return narrowScopes(allowed, requested, "Requested scope exceeds the scope of the login: ")
 }
 
 func (e *TokenEndpoint) reportError(err error) {
@@ -416,6 +395,14 @@ func grantScopes(user *User, requested string) ([]string, *api.Error) {
 	for _, m := range user.Models {
 		allowed = append(allowed, ModelScope(m))
 	}
+	return narrowScopes(allowed, requested, "Requested scope is not allowed: ")
+}
+
+// narrowScopes returns allowed (sorted, without repeats) when requested
+// is empty, otherwise the requested scopes (sorted, without repeats), each
+// of which must be allowed: an invalid_scope error names the others after
+// refused, or says the request is malformed.
+func narrowScopes(allowed []string, requested, refused string) ([]string, *api.Error) {
 	slices.Sort(allowed)
 	allowed = slices.Compact(allowed)
 	want := strings.Fields(requested)
@@ -431,7 +418,7 @@ func grantScopes(user *User, requested string) ([]string, *api.Error) {
 		}
 	}
 	if len(bad) > 0 {
-		desc := "Requested scope is not allowed: " + strings.Join(bad, " ")
+		desc := refused + strings.Join(bad, " ")
 		if !isScopeSyntax(bad) {
 			desc = "Requested scope is malformed"
 		}

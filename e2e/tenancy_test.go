@@ -33,20 +33,7 @@ func chatBody(model string, stream bool) map[string]any {
 // each client saw.
 func fire(t *testing.T, gws []*Gateway, token string, n int, body any) []result {
 	t.Helper()
-	out := make([]result, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			<-start
-			out[i] = gws[i%len(gws)].infer(context.Background(), nil, token, body)
-		}(i)
-	}
-	close(start)
-	wg.Wait()
-	return out
+	return fireB(gws, token, n, body)
 }
 
 func detailOf(r result) string {
