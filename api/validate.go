@@ -169,11 +169,26 @@ func (v *Validator) Parse(body []byte) (*InferenceRequest, *Error) {
 // (nil) from a value; the optional scalars stay raw, so that a null (an
 // error for them) is told from an absent field (the default).
 type fastRequest struct {
-	Messages      []fastMessage   `json:"messages"`
+	Messages      fastMessages    `json:"messages"`
 	ModelType     json.RawMessage `json:"model_type"`
 	Temperature   json.RawMessage `json:"temperature"`
 	Stream        json.RawMessage `json:"stream"`
 	SystemMessage *string         `json:"system_message"`
+}
+
+// fastMessages starts afresh at each "messages" key: encoding/json would
+// decode a repeated key's array into the elements the first one left,
+// keeping their fields, where the field pass (and every reader) takes the
+// last array as it is.
+type fastMessages []fastMessage
+
+func (m *fastMessages) UnmarshalJSON(b []byte) error {
+	var s []fastMessage
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*m = s
+	return nil
 }
 
 type fastMessage struct {
