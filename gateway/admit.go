@@ -7,7 +7,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // Admitter applies the tenants' limits to requests that passed
@@ -121,7 +121,7 @@ func (m *Model) promptSize(chat *api.Chat) (bytes, messages int) {
 
 // completionTokens is a reply's size in tokens: the replica's count, or
 // an estimate from its text (streamed bytes, or the whole answer).
-func completionTokens(res *backends.Result, streamed int) int {
+func completionTokens(res *protocols.Result, streamed int) int {
 	if res.UsageKnown {
 		return res.Usage.CompletionTokens
 	}

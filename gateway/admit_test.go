@@ -48,11 +48,11 @@ func (t *fakeTicket) Settle(s Settlement) {
 func throughAuthorized(p *Pipeline, ctx context.Context, req *api.InferenceRequest) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "/tasks/assistant_inference", nil)
-	ex := newExchange(w, r, NativeFront{})
+	ex := newExchange(w, r, testDoor{})
 	ex.Stage, ex.Chat = StageAuthorized, req.Chat()
 	ex.Principal = &auth.Principal{Subject: "alice", Scopes: []string{"model:qwen"}}
 	r = r.WithContext(context.WithValue(ctx, exchangeKey{}, ex))
-	p.Through(w, r, NativeFront{}, StageRouted)
+	p.Through(w, r, testDoor{}, StageRouted)
 	return w
 }
 

@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 var (
@@ -25,8 +25,8 @@ var (
 // then catch a hung replica long before the total timeout. Otherwise it is
 // asked for one JSON answer, as a plain proxy would, which costs both
 // sides less; ResponseTimeout, when set, bounds that call.
-func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call backends.Request,
-	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange, firstToken func()) (*backends.Result, error) {
+func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call protocols.Request,
+	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange, firstToken func()) (*protocols.Result, error) {
 	call.BaseURL, call.Model, call.APIKey = rep.URL, m.upstreamModel(rep), m.apiKey(rep)
 	client := m.Client
 	if client == nil {
@@ -82,7 +82,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		if sse == nil {
 			return nil
 		}
-		buf = ex.Front.AppendDelta(buf[:0], ans, text)
+		buf = ex.Door.AppendDelta(buf[:0], ans, text)
 		ans.Deltas++
 		return sse.write(buf)
 	}
@@ -99,7 +99,7 @@ func timeoutCause(actx context.Context, err error, started bool) error {
 	}
 	switch cause := context.Cause(actx); {
 	case errors.Is(cause, errFirstTokenTimeout), errors.Is(cause, errIdleTimeout), errors.Is(cause, errResponseTimeout):
-		return &backends.Error{Kind: backends.KindTimeout, Message: "replica sent " + cause.Error(),
+		return &protocols.Error{Kind: protocols.KindTimeout, Message: "replica sent " + cause.Error(),
 			Started: started, Err: cause}
 	}
 	return err

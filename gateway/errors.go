@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -10,8 +9,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // fail answers with the error that ended the request: an HTTP error while
@@ -25,10 +24,10 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exch
 	ex.Status = e.Status
 	if sse != nil && sse.closeUnlessStarted() {
 		ex.Status, ex.StreamError = http.StatusOK, true
-		_ = sse.write(ex.Front.AppendStreamError(nil, ans, e))
+		_ = sse.write(ex.Door.AppendStreamError(nil, ans, e))
 		return
 	}
-	ex.Front.WriteError(w, e)
+	ex.Door.WriteError(w, e)
 }
 
 // publicError maps a failure to what the client sees. Replica addresses
@@ -46,18 +45,18 @@ func publicError(model string, openTimeout time.Duration, err error) *api.Error 
 		return api.NewError(http.StatusTooManyRequests,
 			"Every replica of model '"+model+"' is at capacity; retry later").WithHeader("Retry-After", "1")
 	}
-	var be *backends.Error
+	var be *protocols.Error
 	if !errors.As(err, &be) {
 		return api.NewError(http.StatusBadGateway, "The replicas of model '"+model+"' failed to answer")
 	}
 	switch be.Kind {
-	case backends.KindBadRequest:
+	case protocols.KindBadRequest:
 		e := api.NewError(http.StatusUnprocessableEntity, "The model rejected the request: "+be.Message)
 		if contextLengthExceeded(be.Message) {
 			e.Code, e.Param = "context_length_exceeded", "messages"
 		}
 		return e
-	case backends.KindConnect:
+	case protocols.KindConnect:
 		var ne net.Error
 		if errors.As(be.Err, &ne) && ne.Timeout() {
 			return api.NewError(http.StatusGatewayTimeout, "The replica for model '"+model+"' could not be reached in time")
@@ -66,9 +65,9 @@ func publicError(model string, openTimeout time.Duration, err error) *api.Error 
 		// healthy now: the README's 503, rather than 502.
 		return api.NewError(http.StatusServiceUnavailable,
 			"No healthy replica is available for model '"+model+"'").WithHeader("Retry-After", "5")
-	case backends.KindTimeout:
+	case protocols.KindTimeout:
 		return api.NewError(http.StatusGatewayTimeout, "The replica for model '"+model+"' did not answer in time")
-	case backends.KindOverloaded:
+	case protocols.KindOverloaded:
 		return api.NewError(http.StatusTooManyRequests,
 			"The replicas of model '"+model+"' are overloaded; retry later").WithHeader("Retry-After", "1")
 	}
@@ -94,12 +93,4 @@ func retryAfter(d time.Duration) string {
 		s = 1
 	}
 	return strconv.FormatInt(s, 10)
-}
-
-func marshal(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return []byte(`{}`)
-	}
-	return b
 }

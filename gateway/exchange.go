@@ -1,6 +1,6 @@
 // Package gateway is the request path of llmedge, in the order a request
 // travels it: a Pipeline authenticates the client, decodes its chat request
-// through a Front (a public API: llmedge's own or OpenAI's), checks the
+// through a Door (a public API: llmedge's own or OpenAI's), checks the
 // credential's scope, then the Gateway picks a replica of the model, calls
 // it (retrying elsewhere before the first byte reaches the client), relays
 // the stream, enforces timeouts and answers with timing figures. It is
@@ -26,8 +26,8 @@ import (
 type Exchange struct {
 	Start     time.Time
 	RequestID string
-	// Front is the public API the request came through.
-	Front Front
+	// Door is the public API the request came through.
+	Door Door
 	// Stage is the last stage the request passed.
 	Stage     Stage
 	Principal *auth.Principal
@@ -83,10 +83,10 @@ func FromContext(ctx context.Context) *Exchange {
 	return ex
 }
 
-// newExchange starts the state of a request arriving through front, and
+// newExchange starts the state of a request arriving through door, and
 // sets its X-Request-ID response header.
-func newExchange(w http.ResponseWriter, r *http.Request, front Front) *Exchange {
-	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID")), Front: front,
+func newExchange(w http.ResponseWriter, r *http.Request, door Door) *Exchange {
+	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID")), Door: door,
 		tracer: tracerOf(r.Context())}
 	w.Header().Set("X-Request-ID", ex.RequestID)
 	return ex

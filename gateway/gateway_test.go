@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/routing"
 )
 
@@ -30,16 +30,16 @@ type fakeBackend struct {
 	mu      sync.Mutex
 	scripts map[string]script
 	calls   []string
-	last    *backends.Request
+	last    *protocols.Request
 }
 
-func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *backends.Request, onDelta backends.DeltaFunc) (*backends.Result, error) {
+func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.BaseURL)
 	f.last = req
 	s := f.scripts[req.BaseURL]
 	f.mu.Unlock()
-	res := &backends.Result{Sent: time.Now()}
+	res := &protocols.Result{Sent: time.Now()}
 	for _, d := range s.deltas {
 		select {
 		case <-time.After(s.delay):
@@ -62,7 +62,7 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *backends.Re
 		}
 	}
 	if s.err != nil {
-		if be, ok := s.err.(*backends.Error); ok {
+		if be, ok := s.err.(*protocols.Error); ok {
 			cp := *be
 			cp.Started = len(s.deltas) > 0
 			return nil, &cp
@@ -103,8 +103,8 @@ func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script,
 	g := &Gateway{
 		Models: map[string]*Model{"qwen": {
 			Name: "qwen", Pool: p, Protocol: "fake", StreamUpstream: true, Policy: "round_robin",
-			Backends: map[string]backends.Backend{"fake": fb},
-			Timeouts: Timeouts{FirstToken: 300 * time.Millisecond, Idle: 300 * time.Millisecond, Total: 5 * time.Second},
+			Protocols: map[string]protocols.Protocol{"fake": fb},
+			Timeouts:  Timeouts{FirstToken: 300 * time.Millisecond, Idle: 300 * time.Millisecond, Total: 5 * time.Second},
 		}},
 		PingInterval: -1,
 	}
@@ -120,7 +120,7 @@ func serve(g *Gateway, req *api.InferenceRequest) *httptest.ResponseRecorder {
 func serveCtx(g *Gateway, ctx context.Context, req *api.InferenceRequest) *httptest.ResponseRecorder {
 	w := httptest.NewRecorder()
 	r := httptest.NewRequest("POST", "/tasks/assistant_inference", nil).WithContext(ctx)
-	ex := newExchange(w, r, NativeFront{})
+	ex := newExchange(w, r, testDoor{})
 	ex.Stage, ex.Chat = StageAuthorized, req.Chat()
 	g.Serve(w, r, ex)
 	return w
@@ -132,10 +132,10 @@ func request(stream bool) *api.InferenceRequest {
 }
 
 var (
-	errConnect = &backends.Error{Kind: backends.KindConnect, Message: "refused"}
-	errServer  = &backends.Error{Kind: backends.KindServer, Status: 500, Message: "boom"}
-	errBadReq  = &backends.Error{Kind: backends.KindBadRequest, Status: 400, Message: "context length exceeded"}
-	errOver    = &backends.Error{Kind: backends.KindOverloaded, Status: 429, Message: "overloaded"}
+	errConnect = &protocols.Error{Kind: protocols.KindConnect, Message: "refused"}
+	errServer  = &protocols.Error{Kind: protocols.KindServer, Status: 500, Message: "boom"}
+	errBadReq  = &protocols.Error{Kind: protocols.KindBadRequest, Status: 400, Message: "context length exceeded"}
+	errOver    = &protocols.Error{Kind: protocols.KindOverloaded, Status: 429, Message: "overloaded"}
 )
 
 func TestServeNonStreamed(t *testing.T) {
@@ -149,7 +149,7 @@ func TestServeNonStreamed(t *testing.T) {
 	}{
 		{"ok", map[string]script{"http://a:1": {deltas: []string{"Hel", "lo"}}}, 200, "Hello", "", 1},
 		{"retry after connect error", map[string]script{"http://a:1": {err: errConnect}, "http://b:1": {deltas: []string{"ok"}}}, 200, "ok", "", 2},
-		{"retry after mid-answer death", map[string]script{"http://a:1": {deltas: []string{"par"}, err: &backends.Error{Kind: backends.KindProtocol}}, "http://b:1": {deltas: []string{"whole"}}}, 200, "whole", "", 2},
+		{"retry after mid-answer death", map[string]script{"http://a:1": {deltas: []string{"par"}, err: &protocols.Error{Kind: protocols.KindProtocol}}, "http://b:1": {deltas: []string{"whole"}}}, 200, "whole", "", 2},
 		{"replica rejects request", map[string]script{"http://a:1": {err: errBadReq}, "http://b:1": {deltas: []string{"x"}}}, 422, "", "context length exceeded", 1},
 		{"all fail", map[string]script{"http://a:1": {err: errServer}, "http://b:1": {err: errServer}}, 502, "", "failed", 2},
 		{"all overloaded", map[string]script{"http://a:1": {err: errOver}, "http://b:1": {err: errOver}}, 429, "", "overloaded", 2},
@@ -324,30 +324,6 @@ func TestReadinessCountsUsableReplicas(t *testing.T) {
 	ok, st = g.Readiness()
 	if ok || st["qwen"].Usable != 0 || !strings.Contains(st["qwen"].Reason, "no usable replica") {
 		t.Fatalf("none usable: %v %+v", ok, st["qwen"])
-	}
-}
-
-// The hand-written native answer is what encoding/json makes of an
-// api.InferenceResponse.
-func TestNativeResponseEncoding(t *testing.T) {
-	for _, a := range []Answer{
-		{Content: "Hello <you> & \"them\"\n", Model: "qwen", Usage: api.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7},
-			UsageKnown: true, Processing: 1234567 * time.Microsecond, Inference: 7 * time.Microsecond, MessageCount: 2},
-		{Content: "", Model: "gemma", Processing: 0, Inference: 25 * time.Second, MessageCount: 1},
-	} {
-		resp := api.InferenceResponse{Content: a.Content, ModelType: a.Model, Usage: a.Usage,
-			ProcessingTime: seconds(a.Processing), InferenceTime: seconds(a.Inference), MessageCount: a.MessageCount}
-		if !a.UsageKnown {
-			resp.UsageReported = api.UsageNotReported()
-		}
-		want, _ := json.Marshal(resp)
-		if got := appendNativeResponse(nil, &a); string(got) != string(want) {
-			t.Errorf("got  %s\nwant %s", got, want)
-		}
-		wantDelta := "data: " + string(must(json.Marshal(api.StreamDelta{Content: a.Content}))) + "\n\n"
-		if got := (NativeFront{}).AppendDelta(nil, &a, a.Content); string(got) != wantDelta {
-			t.Errorf("delta %q, want %q", got, wantDelta)
-		}
 	}
 }
 

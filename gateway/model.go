@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // Model is one model type the gateway serves.
@@ -17,10 +17,10 @@ type Model struct {
 	// Policy names the pool's balancing policy, for the Llmedge-Route
 	// header and the logs.
 	Policy string
-	// Backends maps a protocol name to its adapter; Protocol is the
+	// Protocols maps a protocol name to its adapter; Protocol is the
 	// default, a replica may name another.
-	Backends map[string]backends.Backend
-	Protocol string
+	Protocols map[string]protocols.Protocol
+	Protocol  string
 	// UpstreamModel is the model name sent to replicas, unless a replica
 	// sets its own.
 	UpstreamModel string
@@ -85,12 +85,12 @@ func (t Timeouts) withDefaults() Timeouts {
 
 // call is what replicas are asked for chat, but for the replica's address,
 // upstream model name and key, which each attempt sets.
-func (m *Model) call(chat *api.Chat) backends.Request {
+func (m *Model) call(chat *api.Chat) protocols.Request {
 	s := chat.Sampling
 	if m.MaxTokens > 0 && (s.MaxTokens == 0 || s.MaxTokens > m.MaxTokens) {
 		s.MaxTokens = m.MaxTokens
 	}
-	return backends.Request{
+	return protocols.Request{
 		Messages:    m.upstreamMessages(chat),
 		Temperature: s.Temperature,
 		TopP:        s.TopP,
@@ -119,22 +119,22 @@ func (m *Model) upstreamMessages(req *api.Chat) []api.Message {
 	return append(out, msgs...)
 }
 
-func (m *Model) backendFor(r *pool.Replica) backends.Backend {
+func (m *Model) backendFor(r *pool.Replica) protocols.Protocol {
 	if r.Protocol != "" {
-		if b, ok := m.Backends[r.Protocol]; ok {
+		if b, ok := m.Protocols[r.Protocol]; ok {
 			return b
 		}
 	}
-	return m.Backends[m.Protocol]
+	return m.Protocols[m.Protocol]
 }
 
 // Engine describes r's engine (health path, metrics), as its protocol
 // knows it.
-func (m *Model) Engine(r *pool.Replica) backends.Engine {
-	if d, ok := m.backendFor(r).(backends.Describer); ok {
+func (m *Model) Engine(r *pool.Replica) protocols.Engine {
+	if d, ok := m.backendFor(r).(protocols.Describer); ok {
 		return d.Engine()
 	}
-	return backends.Engine{}
+	return protocols.Engine{}
 }
 
 func (m *Model) upstreamModel(r *pool.Replica) string {

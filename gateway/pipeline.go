@@ -61,12 +61,12 @@ type Pipeline struct {
 // Through(..., StageRouted) returns false.
 //
 // The request's Exchange is kept in its context when last is before
-// StageRouted, for the handlers that run the later stages; front is used
+// StageRouted, for the handlers that run the later stages; door is used
 // when this call begins the exchange.
-func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, front Front, last Stage) (*http.Request, *Exchange, bool) {
+func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, door Door, last Stage) (*http.Request, *Exchange, bool) {
 	ex := FromContext(r.Context())
 	if ex == nil {
-		ex = newExchange(w, r, front)
+		ex = newExchange(w, r, door)
 		if last < StageRouted {
 			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 		}
@@ -96,20 +96,20 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, front Front, 
 	return r, ex, true
 }
 
-// ServeHTTP runs every stage, through front.
-func (p *Pipeline) Serve(w http.ResponseWriter, r *http.Request, front Front) *Exchange {
-	_, ex, _ := p.Through(w, r, front, StageRouted)
+// ServeHTTP runs every stage, through door.
+func (p *Pipeline) Serve(w http.ResponseWriter, r *http.Request, door Door) *Exchange {
+	_, ex, _ := p.Through(w, r, door, StageRouted)
 	return ex
 }
 
 // Identify runs the authentication stage alone, for a request that is not
-// a chat (OpenAI's model list): a refusal is answered through front and
+// a chat (OpenAI's model list): a refusal is answered through door and
 // counted among the auth failures, but not as an inference request. The
 // exchange's Principal is valid when it reports true.
-func (p *Pipeline) Identify(w http.ResponseWriter, r *http.Request, front Front) (*Exchange, bool) {
+func (p *Pipeline) Identify(w http.ResponseWriter, r *http.Request, door Door) (*Exchange, bool) {
 	ex := FromContext(r.Context())
 	if ex == nil {
-		ex = newExchange(w, r, front)
+		ex = newExchange(w, r, door)
 		ex.observed = true // no request metrics: nothing is inferred
 	}
 	if ex.Stage >= StageAuthenticated {
@@ -170,7 +170,7 @@ func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exch
 
 func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
 	start := time.Now()
-	chat, body, err := ex.Front.Decode(r)
+	chat, body, err := ex.Door.Decode(r)
 	ex.Validate = time.Since(start)
 	ex.traceStage(r.Context(), SpanValidate, start, err)
 	if err != nil {
@@ -187,7 +187,7 @@ func (p *Pipeline) authorize(w http.ResponseWriter, ex *Exchange) bool {
 	scope := auth.ModelScope(ex.Chat.Model)
 	if !ex.Principal.HasScope(scope) {
 		e := auth.Forbidden(p.Realm, scope)
-		// For fronts with machine-readable errors: the refusal is about
+		// For doors with machine-readable errors: the refusal is about
 		// the request's model field.
 		e.Code, e.Param = "model_not_allowed", "model"
 		p.reject(w, ex, e, "insufficient_scope")
@@ -199,7 +199,7 @@ func (p *Pipeline) authorize(w http.ResponseWriter, ex *Exchange) bool {
 // reject answers err, ending the request before it reaches a replica.
 func (p *Pipeline) reject(w http.ResponseWriter, ex *Exchange, err *api.Error, authReason string) {
 	ex.Status = err.Status
-	ex.Front.WriteError(w, err)
+	ex.Door.WriteError(w, err)
 	if authReason != "" && p.Gateway.Metrics != nil {
 		p.Gateway.Metrics.AuthFailure(authReason)
 	}

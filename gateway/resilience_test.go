@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // checkBalanced fails unless every Allow of every replica's breaker got
@@ -205,7 +205,7 @@ func (timeoutErr) Temporary() bool { return true }
 // TestTimeoutsAreClear checks each timeout's answer: 504 before the
 // stream starts, event: error after.
 func TestTimeoutsAreClear(t *testing.T) {
-	dialTimeout := &backends.Error{Kind: backends.KindConnect, Message: "cannot connect to the replica", Err: timeoutErr{}}
+	dialTimeout := &protocols.Error{Kind: protocols.KindConnect, Message: "cannot connect to the replica", Err: timeoutErr{}}
 	t.Run("dial", func(t *testing.T) {
 		g, fb := newTestGateway(t, map[string]script{"http://a:1": {err: dialTimeout}, "http://b:1": {err: dialTimeout}}, "http://a:1", "http://b:1")
 		for _, stream := range []bool{false, true} {

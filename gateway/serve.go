@@ -11,9 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/status"
 )
 
@@ -46,14 +46,14 @@ const DefaultPingInterval = 15 * time.Second
 
 // Serve answers the authorized request in ex: it picks a replica of the
 // model, calls it, retries on another replica while the client has seen
-// nothing, and answers through ex.Front.
+// nothing, and answers through ex.Door.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	defer g.observe(ex)
 	chat := &ex.Chat
 	m := g.Models[chat.Model]
 	if m == nil {
 		ex.Status = http.StatusServiceUnavailable
-		ex.Front.WriteError(w, api.NewError(http.StatusServiceUnavailable, "model '"+chat.Model+"' is not served here").
+		ex.Door.WriteError(w, api.NewError(http.StatusServiceUnavailable, "model '"+chat.Model+"' is not served here").
 			WithHeader("Retry-After", "5"))
 		return
 	}
@@ -135,7 +135,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		}
 	}
 	if ctx.Err() != nil && r.Context().Err() == nil {
-		lastErr = &backends.Error{Kind: backends.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
+		lastErr = &protocols.Error{Kind: protocols.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
 	}
 	g.fail(w, sse, m, ex, ans, lastErr)
 }
@@ -169,12 +169,12 @@ func outcome(err error, clientGone bool) pool.Outcome {
 	case clientGone:
 		return pool.Excluded
 	}
-	var be *backends.Error
+	var be *protocols.Error
 	if errors.As(err, &be) {
 		switch be.Kind {
-		case backends.KindBadRequest:
+		case protocols.KindBadRequest:
 			return pool.Success
-		case backends.KindOverloaded:
+		case protocols.KindOverloaded:
 			return pool.Excluded
 		}
 	}
@@ -183,14 +183,14 @@ func outcome(err error, clientGone bool) pool.Outcome {
 
 // retryable reports whether another replica may succeed where this failed.
 func retryable(err error) bool {
-	var be *backends.Error
+	var be *protocols.Error
 	if !errors.As(err, &be) {
 		return false
 	}
-	return be.Kind != backends.KindBadRequest
+	return be.Kind != protocols.KindBadRequest
 }
 
-func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *backends.Result, content *strings.Builder) {
+func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *protocols.Result, content *strings.Builder) {
 	if res.UsageKnown {
 		ex.Usage, ex.UsageKnown = res.Usage, true
 	}
@@ -210,11 +210,11 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, a
 	ans.Processing = total
 	ex.Status = http.StatusOK
 	if sse != nil {
-		_ = sse.write(ex.Front.AppendEnd(nil, ans))
+		_ = sse.write(ex.Door.AppendEnd(nil, ans))
 		return
 	}
 	w.Header().Set("Server-Timing", serverTiming(ex, total))
-	ex.Front.WriteAnswer(w, ans)
+	ex.Door.WriteAnswer(w, ans)
 }
 
 // statusClientGone is what logs and metrics call a request whose client

@@ -138,16 +138,3 @@ func (s *sseWriter) close() {
 		s.ping = nil
 	}
 }
-
-// appendEvent appends "event: name\ndata: payload\n\n" (no event line when
-// name is empty). payload must be single-line JSON.
-func appendEvent(buf []byte, name string, payload []byte) []byte {
-	if name != "" {
-		buf = append(buf, "event: "...)
-		buf = append(buf, name...)
-		buf = append(buf, '\n')
-	}
-	buf = append(buf, "data: "...)
-	buf = append(buf, payload...)
-	return append(buf, '\n', '\n')
-}

@@ -27,14 +27,14 @@ func TestStatusRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := httptest.NewRequest("POST", PathInference, strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+	r := httptest.NewRequest("POST", testPath, strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
 	r.Header.Set("Authorization", "Bearer "+tok)
-	if ex := e.pipeline.Serve(httptest.NewRecorder(), r, e.front); ex.Status != 403 {
+	if ex := e.pipeline.Serve(httptest.NewRecorder(), r, e.door); ex.Status != 403 {
 		t.Fatalf("status %d, want 403", ex.Status)
 	}
 	// No credential: nobody to count it for.
-	r = httptest.NewRequest("POST", PathInference, strings.NewReader(`{}`))
-	if ex := e.pipeline.Serve(httptest.NewRecorder(), r, e.front); ex.Status != 401 {
+	r = httptest.NewRequest("POST", testPath, strings.NewReader(`{}`))
+	if ex := e.pipeline.Serve(httptest.NewRecorder(), r, e.door); ex.Status != 401 {
 		t.Fatalf("status %d, want 401", ex.Status)
 	}
 

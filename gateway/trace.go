@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/backends"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // Tracing. Caddy's `tracing` handler starts a server span for each request
@@ -84,7 +84,7 @@ func (ex *Exchange) traceStage(ctx context.Context, name string, start time.Time
 		return
 	}
 	_, span := ex.tracer.Start(ctx, name, trace.WithTimestamp(start),
-		trace.WithAttributes(AttrRequestID.String(ex.RequestID), AttrFront.String(ex.Front.Name())))
+		trace.WithAttributes(AttrRequestID.String(ex.RequestID), AttrFront.String(ex.Door.Name())))
 	if refused != nil {
 		span.SetAttributes(AttrStatus.Int(refused.Status))
 	}
@@ -98,7 +98,7 @@ func (ex *Exchange) traceRoute(ctx context.Context) (context.Context, trace.Span
 		return ctx, nil
 	}
 	return ex.tracer.Start(ctx, SpanRoute, trace.WithAttributes(AttrModel.String(ex.Chat.Model),
-		AttrStream.Bool(ex.Chat.Stream), AttrRequestID.String(ex.RequestID), AttrFront.String(ex.Front.Name())))
+		AttrStream.Bool(ex.Chat.Stream), AttrRequestID.String(ex.RequestID), AttrFront.String(ex.Door.Name())))
 }
 
 func (ex *Exchange) endRoute(span trace.Span) {
@@ -156,7 +156,7 @@ func endAttempt(span trace.Span, err error) {
 	}
 	if err != nil {
 		kind := "unknown"
-		var be *backends.Error
+		var be *protocols.Error
 		switch {
 		case errors.Is(err, errClientGone), errors.Is(err, context.Canceled):
 			kind = "canceled" // the client left: the replica is not at fault

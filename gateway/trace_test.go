@@ -22,15 +22,16 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/backends"
-	"github.com/llmedge/llmedge/backends/openai"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/protocols/openaicompat"
+	"github.com/llmedge/llmedge/protocols/protocoltest"
 )
 
-// headerTransport answers as a vLLM replica (see replayTransport), 500 for
+// headerTransport answers as a vLLM replica (see protocoltest.Replay), 500 for
 // the host "bad", and records the traceparent each host received.
 type headerTransport struct {
-	replay *replayTransport
+	replay *protocoltest.Replay
 	mu     sync.Mutex
 	got    map[string][]string // host → traceparent per request ("" when none)
 }
@@ -59,7 +60,7 @@ func (predicting) Select(_ *pool.Request, c []*pool.Replica) pool.Choice {
 // answers, so that a request makes two attempts.
 type traceEnv struct {
 	pipeline *Pipeline
-	front    NativeFront
+	door     testDoor
 	token    string
 	replicas *headerTransport
 }
@@ -79,26 +80,26 @@ func newTraceEnv(t *testing.T) *traceEnv {
 	bad, _ := pool.NewReplica("http://bad:8000")
 	good, _ := pool.NewReplica("http://user:pw@good:8000")
 	p.Set([]*pool.Replica{bad, good})
-	tr := &headerTransport{replay: newReplay(4), got: map[string][]string{}}
+	tr := &headerTransport{replay: protocoltest.NewReplay(4), got: map[string][]string{}}
 	g := &Gateway{
 		Models: map[string]*Model{"qwen": {Name: "qwen", Pool: p, Protocol: "openai",
-			Backends: map[string]backends.Backend{"openai": &openai.Backend{}}}},
+			Protocols: map[string]protocols.Protocol{"openai": &openaicompat.Protocol{}}}},
 		Client:       &http.Client{Transport: tr},
 		PingInterval: -1,
 	}
 	verifier := &auth.Verifier{Keys: ring, Issuer: "llmedge", Audience: "llmedge"}
 	return &traceEnv{
 		pipeline: &Pipeline{Auth: &auth.BearerAuth{Verifier: verifier, Realm: "llmedge"}, Gateway: g},
-		front:    NativeFront{Validator: &api.Validator{Models: []string{"qwen"}, DefaultModel: "qwen"}},
+		door:     testDoor{v: &api.Validator{Models: []string{"qwen"}, DefaultModel: "qwen"}},
 		token:    tok, replicas: tr,
 	}
 }
 
 func (e *traceEnv) serve(ctx context.Context, stream bool) *Exchange {
 	body := fmt.Sprintf(`{"messages":[{"role":"user","content":%q}],"stream":%v}`, secretContent, stream)
-	r := httptest.NewRequest("POST", PathInference, strings.NewReader(body)).WithContext(ctx)
+	r := httptest.NewRequest("POST", testPath, strings.NewReader(body)).WithContext(ctx)
 	r.Header.Set("Authorization", "Bearer "+e.token)
-	return e.pipeline.Serve(httptest.NewRecorder(), r, e.front)
+	return e.pipeline.Serve(httptest.NewRecorder(), r, e.door)
 }
 
 // withGlobalPropagator sets the W3C propagator for the test, as the

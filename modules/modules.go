@@ -5,21 +5,13 @@ package modules
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
-	_ "github.com/llmedge/llmedge/modules/llmauth"
+	_ "github.com/llmedge/llmedge/modules/llmapp"
 	_ "github.com/llmedge/llmedge/modules/llmconsul"
-	_ "github.com/llmedge/llmedge/modules/llmedge"
-	_ "github.com/llmedge/llmedge/modules/llmgateway"
-	_ "github.com/llmedge/llmedge/modules/llmhealth"
-	_ "github.com/llmedge/llmedge/modules/llmjwks"
-	_ "github.com/llmedge/llmedge/modules/llmopenai"
+	_ "github.com/llmedge/llmedge/modules/llmdoor"
+	_ "github.com/llmedge/llmedge/modules/llmhandlers"
 	_ "github.com/llmedge/llmedge/modules/llmpolicy"
 	_ "github.com/llmedge/llmedge/modules/llmprotocol"
-	_ "github.com/llmedge/llmedge/modules/llmrevoke"
-	_ "github.com/llmedge/llmedge/modules/llmroute"
 	_ "github.com/llmedge/llmedge/modules/llmsource"
-	_ "github.com/llmedge/llmedge/modules/llmstatus"
-	_ "github.com/llmedge/llmedge/modules/llmtoken"
-	_ "github.com/llmedge/llmedge/modules/llmvalidate"
 )
 
 // Directive order is registered here, in one place, because an order can

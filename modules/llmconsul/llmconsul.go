@@ -24,7 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/llmedge/llmedge/discovery"
-	"github.com/llmedge/llmedge/modules/llmedge"
+	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/modules/llmsource"
 )
 
@@ -72,7 +72,7 @@ func (Upstreams) CaddyModule() caddy.ModuleInfo {
 func (u *Upstreams) Provision(ctx caddy.Context) error {
 	u.current = new(atomic.Pointer[[]target])
 	u.current.Store(&[]target{})
-	client, syncTimeout, err := llmedge.ConsulClient(ctx)
+	client, syncTimeout, err := llmapp.ConsulClient(ctx)
 	if err != nil {
 		return err
 	}

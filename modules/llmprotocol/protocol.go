@@ -5,7 +5,7 @@
 // path and its load metrics); `ollama` is Ollama's native /api/chat and
 // `native` llmedge's own public API. A third party adds a protocol by
 // registering a module in this namespace that implements
-// backends.Backend (and backends.Describer); the llmedge app resolves every
+// protocols.Protocol (and protocols.Describer); the llmedge app resolves every
 // registered protocol when the config loads, so a replica may name any of
 // them (a static URL's "<protocol>+" prefix, Consul Meta "protocol").
 package llmprotocol
@@ -13,10 +13,10 @@ package llmprotocol
 import (
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/llmedge/llmedge/backends"
-	"github.com/llmedge/llmedge/backends/native"
-	"github.com/llmedge/llmedge/backends/ollama"
-	"github.com/llmedge/llmedge/backends/openai"
+	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/protocols/nativeapi"
+	"github.com/llmedge/llmedge/protocols/ollama"
+	"github.com/llmedge/llmedge/protocols/openaicompat"
 )
 
 // Namespace of the protocol modules.
@@ -25,7 +25,7 @@ const Namespace = "llmedge.protocols"
 // Protocol is a guest module in llmedge.protocols.
 type Protocol interface {
 	caddy.Module
-	backends.Backend
+	protocols.Protocol
 }
 
 func init() {
@@ -40,25 +40,25 @@ func info(name string, New func() caddy.Module) caddy.ModuleInfo {
 
 // OpenAI is any OpenAI-compatible server: health on /health, load from
 // whichever engine's metrics /metrics turns out to carry.
-type OpenAI struct{ openai.Backend }
+type OpenAI struct{ openaicompat.Protocol }
 
 // VLLM is vLLM's OpenAI-compatible server.
-type VLLM struct{ openai.Backend }
+type VLLM struct{ openaicompat.Protocol }
 
 // SGLang is SGLang's OpenAI-compatible server.
-type SGLang struct{ openai.Backend }
+type SGLang struct{ openaicompat.Protocol }
 
 // TGI is Text Generation Inference's Messages API.
-type TGI struct{ openai.Backend }
+type TGI struct{ openaicompat.Protocol }
 
 // LlamaCPP is llama.cpp's server (load metrics need its --metrics flag).
-type LlamaCPP struct{ openai.Backend }
+type LlamaCPP struct{ openaicompat.Protocol }
 
 // Ollama is Ollama's native API; it has no metrics endpoint.
-type Ollama struct{ ollama.Backend }
+type Ollama struct{ ollama.Protocol }
 
 // Native is a server speaking llmedge's own public API.
-type Native struct{ native.Backend }
+type Native struct{ nativeapi.Protocol }
 
 // CaddyModule returns the Caddy module information.
 func (OpenAI) CaddyModule() caddy.ModuleInfo {
@@ -95,32 +95,34 @@ func (Native) CaddyModule() caddy.ModuleInfo {
 	return info("native", func() caddy.Module { return new(Native) })
 }
 
-// Engine implements backends.Describer.
-func (OpenAI) Engine() backends.Engine {
-	return backends.Engine{HealthPath: "/health", Metrics: "auto"}
+// Engine implements protocols.Describer.
+func (OpenAI) Engine() protocols.Engine {
+	return protocols.Engine{HealthPath: "/health", Metrics: "auto"}
 }
 
-// Engine implements backends.Describer.
-func (VLLM) Engine() backends.Engine { return backends.Engine{HealthPath: "/health", Metrics: "vllm"} }
-
-// Engine implements backends.Describer.
-func (SGLang) Engine() backends.Engine {
-	return backends.Engine{HealthPath: "/health", Metrics: "sglang"}
+// Engine implements protocols.Describer.
+func (VLLM) Engine() protocols.Engine {
+	return protocols.Engine{HealthPath: "/health", Metrics: "vllm"}
 }
 
-// Engine implements backends.Describer.
-func (TGI) Engine() backends.Engine { return backends.Engine{HealthPath: "/health", Metrics: "tgi"} }
-
-// Engine implements backends.Describer.
-func (LlamaCPP) Engine() backends.Engine {
-	return backends.Engine{HealthPath: "/health", Metrics: "llamacpp"}
+// Engine implements protocols.Describer.
+func (SGLang) Engine() protocols.Engine {
+	return protocols.Engine{HealthPath: "/health", Metrics: "sglang"}
 }
 
-// Engine implements backends.Describer: "Ollama is running" on /.
-func (Ollama) Engine() backends.Engine { return backends.Engine{HealthPath: "/"} }
+// Engine implements protocols.Describer.
+func (TGI) Engine() protocols.Engine { return protocols.Engine{HealthPath: "/health", Metrics: "tgi"} }
 
-// Engine implements backends.Describer: the gateway's own liveness path.
-func (Native) Engine() backends.Engine { return backends.Engine{HealthPath: "/healthz"} }
+// Engine implements protocols.Describer.
+func (LlamaCPP) Engine() protocols.Engine {
+	return protocols.Engine{HealthPath: "/health", Metrics: "llamacpp"}
+}
+
+// Engine implements protocols.Describer: "Ollama is running" on /.
+func (Ollama) Engine() protocols.Engine { return protocols.Engine{HealthPath: "/"} }
+
+// Engine implements protocols.Describer: the gateway's own liveness path.
+func (Native) Engine() protocols.Engine { return protocols.Engine{HealthPath: "/healthz"} }
 
 // Interface guards.
 var (
@@ -132,7 +134,7 @@ var (
 	_ Protocol = (*Ollama)(nil)
 	_ Protocol = (*Native)(nil)
 
-	_ backends.Describer = (*OpenAI)(nil)
-	_ backends.Describer = (*Ollama)(nil)
-	_ backends.Describer = (*Native)(nil)
+	_ protocols.Describer = (*OpenAI)(nil)
+	_ protocols.Describer = (*Ollama)(nil)
+	_ protocols.Describer = (*Native)(nil)
 )

@@ -5,13 +5,13 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/llmedge/llmedge/backends"
+	"github.com/llmedge/llmedge/protocols"
 )
 
-// Every protocol is registered, speaks backends.Backend and names its
+// Every protocol is registered, speaks protocols.Protocol and names its
 // engine's health path and metrics dialect.
 func TestProtocolsDescribeTheirEngines(t *testing.T) {
-	want := map[string]backends.Engine{
+	want := map[string]protocols.Engine{
 		"openai":   {HealthPath: "/health", Metrics: "auto"},
 		"vllm":     {HealthPath: "/health", Metrics: "vllm"},
 		"sglang":   {HealthPath: "/health", Metrics: "sglang"},
@@ -26,10 +26,10 @@ func TestProtocolsDescribeTheirEngines(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		mod := info.New()
-		if _, ok := mod.(backends.Backend); !ok {
-			t.Fatalf("%s is not a backends.Backend", name)
+		if _, ok := mod.(protocols.Protocol); !ok {
+			t.Fatalf("%s is not a protocols.Protocol", name)
 		}
-		d, ok := mod.(backends.Describer)
+		d, ok := mod.(protocols.Describer)
 		if !ok {
 			t.Fatalf("%s does not describe its engine", name)
 		}

@@ -1,0 +1,167 @@
+package openai
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/internal/jsonx"
+)
+
+// OpenAI's paths, as its SDKs call them relative to a base URL ending in
+// /v1.
+const (
+	Prefix              = "/v1/"
+	PathChatCompletions = "/v1/chat/completions"
+	PathModels          = "/v1/models"
+	pathModel           = "/v1/models/" // + the model's id
+)
+
+// OwnedBy is the owned_by of every model in the list.
+const OwnedBy = "llmedge"
+
+// Mount serves OpenAI's paths: chat completions through the shared
+// pipeline, the model list from the credential's scopes. It is a
+// gateway.Mount, for llm_gateway, and serves llm_openai alone.
+type Mount struct {
+	pipeline *gateway.Pipeline
+	door     *Door
+	done     func(r *http.Request, ex *gateway.Exchange)
+
+	// The handlers, made once: Handler runs per request.
+	chat, models, model http.Handler
+}
+
+// NewMount returns the API served through pipeline and front; done, when
+// not nil, hears every request once it is answered (the access log's
+// fields).
+func NewMount(pipeline *gateway.Pipeline, door *Door, done func(*http.Request, *gateway.Exchange)) *Mount {
+	a := &Mount{pipeline: pipeline, door: door, done: done}
+	a.chat = http.HandlerFunc(a.serveChat)
+	a.models = http.HandlerFunc(a.serveModels)
+	a.model = http.HandlerFunc(a.serveModel)
+	return a
+}
+
+// Handler implements gateway.Mount.
+func (a *Mount) Handler(path string) http.Handler {
+	switch {
+	case path == PathChatCompletions:
+		return a.chat
+	case path == PathModels:
+		return a.models
+	case strings.HasPrefix(path, pathModel):
+		return a.model
+	}
+	return nil
+}
+
+// Prefix implements gateway.Mount.
+func (*Mount) Prefix() string { return Prefix }
+
+// NotFound implements gateway.Mount: OpenAI's answer to a path it does
+// not have.
+func (*Mount) NotFound(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if len(path) > 200 {
+		path = path[:200] + "..."
+	}
+	writeError(w, api.NewError(http.StatusNotFound, "Invalid URL ("+r.Method+" "+path+")"))
+}
+
+func (a *Mount) serveChat(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodPost) {
+		return
+	}
+	ex := a.pipeline.Serve(w, r, a.door)
+	if a.done != nil {
+		a.done(r, ex)
+	}
+}
+
+// serveModels answers GET /v1/models: the configured models the
+// credential's scopes (model:<name>) let it use.
+func (a *Mount) serveModels(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet) {
+		return
+	}
+	ex, ok := a.pipeline.Identify(w, r, a.door)
+	if a.done != nil {
+		defer a.done(r, ex)
+	}
+	if !ok {
+		return
+	}
+	b := make([]byte, 0, 64+80*len(a.door.models))
+	b = append(b, `{"object":"list","data":[`...)
+	n := 0
+	for _, m := range a.door.models {
+		if !ex.Principal.HasScope(auth.ModelScope(m)) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = a.appendModel(b, m)
+		n++
+	}
+	b = append(b, "]}"...)
+	writeJSON(w, b)
+}
+
+// serveModel answers GET /v1/models/{id}: 404 model_not_found for a
+// model that is not configured or not in the credential's scope.
+func (a *Mount) serveModel(w http.ResponseWriter, r *http.Request) {
+	if !allow(w, r, http.MethodGet) {
+		return
+	}
+	ex, ok := a.pipeline.Identify(w, r, a.door)
+	if a.done != nil {
+		defer a.done(r, ex)
+	}
+	if !ok {
+		return
+	}
+	id := strings.TrimPrefix(r.URL.Path, pathModel)
+	for _, m := range a.door.models {
+		if m == id && ex.Principal.HasScope(auth.ModelScope(m)) {
+			writeJSON(w, a.appendModel(make([]byte, 0, 96), m))
+			return
+		}
+	}
+	writeError(w, modelNotFound(id))
+}
+
+func (a *Mount) appendModel(b []byte, name string) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonx.String(b, name)
+	b = append(b, `,"object":"model","created":`...)
+	b = jsonx.Int(b, a.door.created)
+	b = append(b, `,"owned_by":"`+OwnedBy+`"}`...)
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	// The list depends on the credential: no shared cache may keep it.
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// allow answers 405, in OpenAI's shape, unless r's method is method.
+func allow(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method == method {
+		return true
+	}
+	writeError(w, api.NewError(http.StatusMethodNotAllowed,
+		"Method Not Allowed: "+r.URL.Path+" takes "+method).WithHeader("Allow", method))
+	return false
+}
+
+var _ gateway.Mount = (*Mount)(nil)

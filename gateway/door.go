@@ -1,0 +1,51 @@
+package gateway
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// Door is a public API through which clients ask for chats: llmedge's
+// own (NativeFront) or OpenAI's. It reads a chat request from a body and
+// writes answers and errors in its own shape; everything between (auth,
+// scope, limits, routing, retries, timeouts) is the one pipeline's.
+type Door interface {
+	// Name identifies the door in logs and metrics ("native", "openai").
+	Name() string
+	// Decode reads and validates r's body. It returns the body too, so a
+	// handler that passes the request on can hand it over again.
+	Decode(r *http.Request) (api.Chat, []byte, *api.Error)
+	// WriteError answers err; nothing has been sent yet.
+	WriteError(w http.ResponseWriter, err *api.Error)
+	// WriteAnswer answers a finished request that was not streamed.
+	WriteAnswer(w http.ResponseWriter, a *Answer)
+	// AppendDelta, AppendEnd and AppendStreamError encode the events of a
+	// streamed answer: new text, the end (a.Content holds the whole text),
+	// and a failure after the stream started.
+	AppendDelta(b []byte, a *Answer, text string) []byte
+	AppendEnd(b []byte, a *Answer) []byte
+	AppendStreamError(b []byte, a *Answer, err *api.Error) []byte
+}
+
+// Answer is what a door needs to render an answer or its stream.
+type Answer struct {
+	// ID identifies the request (its X-Request-ID).
+	ID string
+	// Model is the model type asked for.
+	Model   string
+	Created time.Time
+	// Content is the text so far (all of it at the end).
+	Content      string
+	FinishReason string
+	Usage        api.Usage
+	UsageKnown   bool
+	// Processing and Inference are the public timing figures.
+	Processing, Inference time.Duration
+	MessageCount          int
+	// IncludeUsage: the client asked for usage in its stream.
+	IncludeUsage bool
+	// Deltas counts the deltas sent before this one.
+	Deltas int
+}

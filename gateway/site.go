@@ -1,0 +1,149 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// Public paths the site serves itself; the doors' paths are theirs.
+const (
+	PathToken   = "/auth/token"
+	PathRevoke  = "/auth/revoke"
+	PathJWKS    = "/.well-known/jwks.json"
+	PathHealth  = "/healthz"
+	PathReady   = "/readyz"
+	PathOpenAPI = "/openapi.json"
+)
+
+// Site serves the whole public API on its paths: the token endpoints, the
+// keys, health and the description, and the doors mounted on it.
+type Site struct {
+	Token http.Handler
+	// Revoke serves RFC 7009 token revocation; nil answers 404.
+	Revoke http.Handler
+	// JWKS returns the current key set (keys rotate).
+	JWKS func() []byte
+	// OpenAPI is the description served at /openapi.json.
+	OpenAPI []byte
+	// Ready answers /readyz.
+	Ready http.HandlerFunc
+	// Mounts are the doors, each on paths of its own, asked in order
+	// (llmedge's own first: one string comparison for its path).
+	Mounts []Mount
+	// Passthrough hands unknown paths to next instead of answering 404.
+	Passthrough bool
+	// MaxHeaderBytes bounds a request's header fields (431 beyond, in
+	// the API's JSON shape); 0 means api.DefaultMaxHeaderBytes.
+	MaxHeaderBytes int
+}
+
+// ServeHTTP dispatches by exact path; next gets unknown paths when
+// Passthrough is set.
+func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if e := api.HeadersTooLarge(r, headerLimit(s.MaxHeaderBytes)); e != nil && isSitePath(r.URL.Path) {
+		e.Write(w)
+		return
+	}
+	switch r.URL.Path {
+	case PathToken:
+		if Allow(w, r, http.MethodPost) {
+			s.Token.ServeHTTP(w, r)
+		}
+	case PathRevoke:
+		if s.Revoke == nil {
+			api.NewError(http.StatusNotFound, "Not Found").Write(w)
+		} else if Allow(w, r, http.MethodPost) {
+			s.Revoke.ServeHTTP(w, r)
+		}
+	case PathJWKS:
+		if Allow(w, r, http.MethodGet, http.MethodHead) {
+			ServeJWKS(w, s.JWKS())
+		}
+	case PathHealth:
+		if Allow(w, r, http.MethodGet, http.MethodHead) {
+			ServeHealth(w, r)
+		}
+	case PathOpenAPI:
+		if Allow(w, r, http.MethodGet, http.MethodHead) {
+			w.Header().Set("Cache-Control", "public, max-age=300")
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(s.OpenAPI)
+		}
+	case PathReady:
+		if Allow(w, r, http.MethodGet, http.MethodHead) {
+			s.Ready(w, r)
+		}
+	default:
+		for _, m := range s.Mounts {
+			if h := m.Handler(r.URL.Path); h != nil {
+				h.ServeHTTP(w, r)
+				return
+			}
+		}
+		if s.Passthrough && next != nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		for _, m := range s.Mounts {
+			if strings.HasPrefix(r.URL.Path, m.Prefix()) {
+				m.NotFound(w, r) // in the shape that door's clients parse
+				return
+			}
+		}
+		api.NewError(http.StatusNotFound, "Not Found").Write(w)
+	}
+}
+
+func isSitePath(p string) bool {
+	switch p {
+	case PathToken, PathRevoke, PathJWKS, PathHealth, PathOpenAPI, PathReady:
+		return true
+	}
+	return false
+}
+
+func headerLimit(n int) int {
+	if n <= 0 {
+		return api.DefaultMaxHeaderBytes
+	}
+	return n
+}
+
+// Mount is a door's paths: the handlers it serves under a prefix
+// (OpenAI's under /v1/, llmedge's own under /tasks/).
+type Mount interface {
+	// Handler returns the handler of path, or nil when the door has none.
+	Handler(path string) http.Handler
+	// Prefix is the start of every path of the door.
+	Prefix() string
+	// NotFound answers a path under Prefix that the door does not have,
+	// in its own error shape.
+	NotFound(w http.ResponseWriter, r *http.Request)
+}
+
+// ServeJWKS answers with the public keys.
+func ServeJWKS(w http.ResponseWriter, jwks []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/jwk-set+json")
+	h.Set("Cache-Control", "public, max-age=300")
+	h.Set("Content-Length", strconv.Itoa(len(jwks)))
+	_, _ = w.Write(jwks)
+}
+
+// Allow answers 405 unless r's method is one of methods.
+func Allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	allowed := methods[0]
+	for _, m := range methods[1:] {
+		allowed += ", " + m
+	}
+	api.NewError(http.StatusMethodNotAllowed, "Method Not Allowed").WithHeader("Allow", allowed).Write(w)
+	return false
+}

@@ -1,0 +1,559 @@
+// Package llmapp is the `llmedge` Caddy app: the long-lived state that
+// llmedge's HTTP handlers share (users, signing keys, models with their
+// replica pools). It parses configuration and provisions the plain-Go
+// packages that do the work; a model's policy, protocol and replica source
+// are guest modules (namespaces llmedge.policies, llmedge.protocols,
+// llmedge.sources) resolved when the config loads.
+package llmapp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/health"
+	"github.com/llmedge/llmedge/internal/portlock"
+	"github.com/llmedge/llmedge/metrics"
+	"github.com/llmedge/llmedge/modules/llmsource"
+	"github.com/llmedge/llmedge/revocation"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the llmedge app. With no configuration it serves the models
+// `qwen` and `gemma` with no replicas and no users.
+type App struct {
+	// Issuer is the `iss` of issued tokens. Default: "llmedge".
+	Issuer string `json:"issuer,omitempty"`
+	// Audience is the `aud` of issued tokens. Default: the issuer.
+	Audience string `json:"audience,omitempty"`
+	// TokenTTL is the lifetime of issued tokens. Default: 1h.
+	TokenTTL caddy.Duration `json:"token_ttl,omitempty"`
+	// Users are the accounts allowed to get tokens.
+	Users []auth.User `json:"users,omitempty"`
+	// UsersFile is a JSON file of more users ({"users":[...]}).
+	UsersFile string `json:"users_file,omitempty"`
+	// Models are the model types served, in the order error messages name them.
+	Models []*ModelConfig `json:"models,omitempty"`
+	// DefaultModel is used when a request names no model_type. Default:
+	// "qwen" when served, else the first model.
+	DefaultModel string `json:"default_model,omitempty"`
+	// Limits on inference request bodies.
+	Limits api.Limits `json:"limits,omitempty"`
+	// PingInterval spaces keep-alive comments of streams waiting for a first
+	// token. Default: 15s.
+	PingInterval caddy.Duration `json:"ping_interval,omitempty"`
+	// MaxAttempts bounds tries on distinct replicas per request. Default: 3.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// DialTimeout bounds connecting to a replica. Default: 5s.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// SigningAlg of tokens: EdDSA (default), ES256, or HS256 with
+	// HMACSecret or HMACSecretFile.
+	SigningAlg     string `json:"signing_alg,omitempty"`
+	HMACSecret     string `json:"hmac_secret,omitempty"`
+	HMACSecretFile string `json:"hmac_secret_file,omitempty"`
+	// KeyRotation makes a new signing key when the active one is older;
+	// 0 never rotates on a schedule (`llmedge rotate-keys` still does).
+	KeyRotation caddy.Duration `json:"key_rotation,omitempty"`
+	// KeyRefresh is how often keys are reloaded from storage, to see
+	// rotations by other instances. Default: 1m.
+	KeyRefresh caddy.Duration `json:"key_refresh,omitempty"`
+	// UsersFileRefresh is how often UsersFile is checked for changes.
+	// Default: 2s.
+	UsersFileRefresh caddy.Duration `json:"users_file_refresh,omitempty"`
+	// Clients, client_id → bcrypt hash of the secret, are required at the
+	// token endpoint when any are configured.
+	Clients map[string]string `json:"clients,omitempty"`
+	// Consul says how to reach Consul for models whose source is consul
+	// and for the `consul` upstream source.
+	Consul *ConsulOptions `json:"consul,omitempty"`
+	// APIKeyTTL is the lifetime of API keys created without one.
+	// Default: 90 days.
+	APIKeyTTL caddy.Duration `json:"api_key_ttl,omitempty"`
+	// APIKeysRefresh is how often API keys are reloaded from storage, so
+	// that keys created or revoked on other instances take effect.
+	// Default: 10s.
+	APIKeysRefresh caddy.Duration `json:"api_keys_refresh,omitempty"`
+	// RefreshTokenTTL is how long after a login its refresh tokens work;
+	// negative turns refresh tokens off. Default: 720h.
+	RefreshTokenTTL caddy.Duration `json:"refresh_token_ttl,omitempty"`
+	// Redis holds the state every instance shares: tenants' limits and
+	// revoked tokens. Without it, limits are per instance and
+	// revocations travel through Caddy's storage.
+	Redis *RedisConfig `json:"redis,omitempty"`
+	// OnRedisFailure is what limits do while Redis is unreachable: "open"
+	// (default) enforces them per instance, "closed" refuses the requests
+	// they apply to.
+	OnRedisFailure string `json:"on_redis_failure,omitempty"`
+	// RateLimits are every user's default limits (users and models may
+	// override them).
+	RateLimits *RateLimitsConfig `json:"rate_limits,omitempty"`
+	// RevocationRefresh is how often revocations are read from Caddy's
+	// storage when there is no Redis. Default: 1s.
+	RevocationRefresh caddy.Duration `json:"revocation_refresh,omitempty"`
+
+	users     *auth.Users
+	keys      *auth.KeyRing
+	issuer    *auth.Issuer
+	pipeline  *gateway.Pipeline
+	validator *api.Validator
+	token     *auth.TokenEndpoint
+	client    *http.Client
+	models    []*builtModel
+	prober    *health.Prober
+	metrics   *metrics.Metrics
+	logger    *zap.Logger
+	storage   auth.Storage // nil for HS256 keys
+	bg        *background
+	kidLimit  *rateGate // bounds storage reloads for unknown kids
+	apiKeys   *auth.APIKeys
+	refresh   *auth.RefreshTokens // nil when refresh tokens are off
+
+	clients        *auth.Clients
+	fileUsers      []auth.User // as last loaded, to see who a reload disables
+	tenancyKey     string
+	tenancy        *tenancyState
+	tenancyMetrics *metrics.Tenancy
+	admitter       *admitter // nil when no limit is configured
+	revocations    *revocation.Sync
+	revoke         *auth.RevokeEndpoint
+
+	usersFile string // UsersFile with placeholders replaced
+	openapi   []byte
+	ctx       caddy.Context
+	portLocks []func()
+}
+
+// Defaults.
+const (
+	DefaultIssuer      = "llmedge"
+	DefaultTokenTTL    = time.Hour
+	DefaultDialTimeout = 5 * time.Second
+	// Realm in WWW-Authenticate challenges.
+	Realm = "llmedge"
+	// keyStorageKey is where the signing keys live in Caddy's storage.
+	keyStorageKey = "llmedge/signing_keys.json"
+)
+
+// tokenCacheSize bounds the verified tokens remembered (a few MB at most).
+const tokenCacheSize = 10_000
+
+// Brute-force protection of the token endpoint: after this many failed
+// logins within loginWindow, a username or a client address gets 429.
+const (
+	loginFailuresPerUser = 10
+	loginFailuresPerAddr = 100
+	loginWindow          = 15 * time.Minute
+)
+
+// DefaultModels are served when the configuration names none.
+var DefaultModels = []string{"qwen", "gemma"}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "llmedge",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision sets up users, keys, metrics and the models, then the
+// pipeline that serves them.
+func (a *App) Provision(ctx caddy.Context) (err error) {
+	a.ctx, a.logger = ctx, ctx.Logger()
+	a.setDefaults()
+	defer func() {
+		if err != nil {
+			_ = a.Cleanup() // a failed load leaves no watcher or breaker behind
+		}
+	}()
+	// Metrics first: whatever is built next reports to them. The replica
+	// gauges read the models when scraped.
+	if a.metrics, err = metrics.New(ctx.GetMetricsRegistry(), a); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	repl := caddy.NewReplacer() // {env.*} and {file.*} in secrets and paths
+	if err := a.provisionAuth(ctx, repl); err != nil {
+		return err
+	}
+	a.client = newReplicaClient(time.Duration(a.DialTimeout))
+	if err := a.provisionModels(ctx, repl); err != nil {
+		return err
+	}
+	if err := a.provisionTenancy(ctx, repl); err != nil {
+		return err
+	}
+
+	a.validator = &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
+	models := make(map[string]*gateway.Model, len(a.models))
+	for _, m := range a.models {
+		models[m.Name] = m.Model
+	}
+	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
+		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize), Revoked: a.tokenRevoked}
+	a.pipeline = &gateway.Pipeline{
+		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm, APIKeys: a.apiKeys},
+		Realm:          Realm,
+		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
+		Gateway: &gateway.Gateway{
+			Models:       models,
+			Client:       a.client,
+			PingInterval: time.Duration(a.PingInterval),
+			MaxAttempts:  a.MaxAttempts,
+			Logger:       a.logger,
+			Metrics:      a.metrics,
+			Status:       observability(),
+		},
+	}
+	if a.admitter != nil {
+		a.pipeline.Admitter = a.admitter
+	}
+	if a.Redis != nil {
+		a.pipeline.Gateway.Dependencies = []gateway.Dependency{redisDependency{a.tenancy.limiter}}
+	}
+	a.revoke = &auth.RevokeEndpoint{Verifier: verifier, Clients: a.clients, Realm: Realm, Refresh: a.refresh,
+		Revoke: func(ctx context.Context, jti string, expires time.Time) error {
+			_, err := a.RevokeToken(ctx, jti, expires)
+			return err
+		}}
+	a.token.UserRevoked = func(user string, loginAt time.Time) bool { return revoked.Revoked(user, "", loginAt) }
+	if a.openapi, err = api.OpenAPI(a.validator); err != nil {
+		return err
+	}
+	return nil
+}
+
+// provisionAuth sets up users, OAuth clients, signing keys and the token
+// endpoint.
+func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
+	a.usersFile = repl.ReplaceAll(a.UsersFile, "")
+	var fileUsers []auth.User
+	if a.usersFile != "" {
+		var err error
+		if fileUsers, err = auth.LoadUsersFile(a.usersFile); err != nil {
+			return err
+		}
+	}
+	a.fileUsers = fileUsers
+	var err error
+	if a.users, err = auth.NewUsers(a.allUsers(fileUsers)); err != nil {
+		return fmt.Errorf("users: %w", err)
+	}
+	clients, err := auth.NewClients(a.Clients)
+	if err != nil {
+		return fmt.Errorf("clients: %w", err)
+	}
+	a.clients = clients
+	a.kidLimit = &rateGate{every: unknownKIDReloadEvery}
+	if err := a.provisionKeys(ctx, repl); err != nil {
+		return err
+	}
+	if err := a.provisionCredentials(ctx); err != nil {
+		return err
+	}
+	a.issuer = &auth.Issuer{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, TTL: time.Duration(a.TokenTTL)}
+	a.token = &auth.TokenEndpoint{
+		Users: a.users, Issuer: a.issuer, Realm: Realm,
+		UserLimiter: auth.NewFailureLimiter(loginFailuresPerUser, loginWindow, nil),
+		AddrLimiter: auth.NewFailureLimiter(loginFailuresPerAddr, loginWindow, nil),
+		ClientAddr:  clientIP,
+		Clients:     clients,
+		OnIssued:    a.metrics.TokenIssued,
+		OnFailure:   a.metrics.AuthFailure,
+		Refresh:     a.refresh,
+		OnError:     a.onTokenStorageError,
+		OnReuse:     a.onRefreshReuse,
+	}
+	return nil
+}
+
+// provisionModels builds every model, then waits a little for the replica
+// sources that answer later (Consul), so that the config serves with
+// filled pools.
+func (a *App) provisionModels(ctx caddy.Context, repl *caddy.Replacer) error {
+	deps := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, client: a.client,
+		consul: a.Consul.resolved(), metrics: a.metrics}
+	a.prober = &health.Prober{Client: a.client, Logger: a.logger}
+	var syncers []llmsource.Syncer
+	for _, mc := range a.Models {
+		m, err := mc.build(deps)
+		if err != nil {
+			return fmt.Errorf("model %q: %w", mc.Name, err)
+		}
+		a.models = append(a.models, m)
+		if m.probe != nil {
+			a.prober.Targets = append(a.prober.Targets, *m.probe)
+		}
+		if m.syncer != nil {
+			syncers = append(syncers, m.syncer)
+		}
+	}
+	llmsource.WaitSynced(ctx, syncers, a.Consul.syncTimeout(), a.logger)
+	return nil
+}
+
+func (a *App) setDefaults() {
+	if a.Issuer == "" {
+		a.Issuer = DefaultIssuer
+	}
+	if a.Audience == "" {
+		a.Audience = a.Issuer
+	}
+	if a.TokenTTL <= 0 {
+		a.TokenTTL = caddy.Duration(DefaultTokenTTL)
+	}
+	if a.DialTimeout <= 0 {
+		a.DialTimeout = caddy.Duration(DefaultDialTimeout)
+	}
+	if len(a.Models) == 0 {
+		for _, name := range DefaultModels {
+			a.Models = append(a.Models, &ModelConfig{Name: name})
+		}
+	}
+	if a.DefaultModel == "" {
+		a.DefaultModel = a.Models[0].Name
+		for _, m := range a.Models {
+			if m.Name == "qwen" {
+				a.DefaultModel = m.Name
+			}
+		}
+	}
+}
+
+// Validate checks the configuration after Provision.
+func (a *App) Validate() error {
+	seen := map[string]bool{}
+	for _, m := range a.Models {
+		if seen[m.Name] {
+			return fmt.Errorf("model %q is defined twice", m.Name)
+		}
+		seen[m.Name] = true
+	}
+	if !seen[a.DefaultModel] {
+		return fmt.Errorf("default_model %q is not a configured model", a.DefaultModel)
+	}
+	for _, u := range a.Users {
+		for _, m := range u.Models {
+			if !seen[m] {
+				return fmt.Errorf("user %q: model %q is not a configured model", u.Name, m)
+			}
+		}
+	}
+	if rl := a.RateLimits; rl != nil {
+		if err := rl.Validate(); err != nil {
+			return fmt.Errorf("limits: %w", err)
+		}
+		if rl.APIKey != nil {
+			if err := rl.APIKey.Validate(); err != nil {
+				return fmt.Errorf("limits api_key: %w", err)
+			}
+		}
+		if rl.DefaultMaxTokens < 0 {
+			return fmt.Errorf("limits default_max_tokens must be positive, got %d", rl.DefaultMaxTokens)
+		}
+	}
+	return nil
+}
+
+func (a *App) modelNames() []string {
+	names := make([]string, len(a.Models))
+	for i, m := range a.Models {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// allUsers merges inline and file users; a user without a model list may
+// use every model.
+func (a *App) allUsers(fileUsers []auth.User) []auth.User {
+	users := append(append([]auth.User(nil), a.Users...), fileUsers...)
+	for i := range users {
+		if len(users[i].Models) == 0 {
+			users[i].Models = a.modelNames()
+		}
+	}
+	return users
+}
+
+// Start begins the periodic work: key refresh and rotation, reloading
+// API keys and the users file, and health probing of static replicas.
+func (a *App) Start() error {
+	if err := a.lockAddresses(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	a.bg = &background{cancel: cancel}
+	if a.storedKeys() {
+		a.bg.run(ctx, a.keyLoop)
+	}
+	a.bg.run(ctx, a.credentialsLoop)
+	a.prober.Start()
+	a.revocations.Start()
+	for _, m := range a.models {
+		if m.scraper != nil {
+			if err := m.scraper.Start(); err != nil {
+				return fmt.Errorf("model %q: load metrics: %w", m.Name, err)
+			}
+		}
+	}
+	if a.usersFile != "" {
+		interval := time.Duration(a.UsersFileRefresh)
+		if interval <= 0 {
+			interval = 2 * time.Second
+		}
+		a.bg.run(ctx, func(ctx context.Context) {
+			auth.WatchUsersFile(ctx, a.usersFile, interval,
+				func(users []auth.User) error {
+					if err := a.users.Replace(a.allUsers(users)); err != nil {
+						return err
+					}
+					a.logger.Info("reloaded the users file", zap.String("file", a.usersFile), zap.Int("users", len(users)))
+					a.revokeDisabled(a.fileUsers, users)
+					a.fileUsers = users
+					return nil
+				},
+				func(err error) {
+					a.logger.Error("users file not reloaded; keeping the current users", zap.Error(err))
+				})
+		})
+	}
+	return nil
+}
+
+// Stop ends the periodic work and waits for it, so nothing of this
+// configuration outlives a reload.
+func (a *App) Stop() error {
+	if a.prober != nil {
+		a.prober.Stop()
+	}
+	for _, m := range a.models {
+		if m.scraper != nil {
+			m.scraper.Stop()
+		}
+	}
+	if a.bg != nil {
+		a.bg.stop()
+	}
+	a.flushUsage()
+	if a.revocations != nil {
+		a.revocations.Stop()
+	}
+	for _, release := range a.portLocks {
+		release()
+	}
+	a.portLocks = nil
+	return nil
+}
+
+// lockAddresses takes, for this process, the address of every server of
+// the http app: a second llmedge started on the same port would otherwise
+// share it silently (Caddy listens with SO_REUSEPORT) and take half of the
+// connections, with its own certificate, keys and users.
+func (a *App) lockAddresses() error {
+	v, err := a.ctx.AppIfConfigured("http")
+	if err != nil {
+		return nil // no HTTP servers in this config
+	}
+	for _, srv := range v.(*caddyhttp.App).Servers {
+		for _, addr := range srv.Listen {
+			release, err := portlock.Acquire("llmedge", addr)
+			if errors.Is(err, portlock.ErrHeld) {
+				return fmt.Errorf("another llmedge process already serves %s: stop it, or give this one other addresses (and another admin address)", addr)
+			}
+			if err != nil {
+				a.logger.Warn("could not lock the address against a second process", zap.String("address", addr), zap.Error(err))
+				continue
+			}
+			a.portLocks = append(a.portLocks, release)
+		}
+	}
+	return nil
+}
+
+// Cleanup releases the replica sources (a Consul watcher the next
+// configuration uses keeps running), the breakers and the replica
+// connections of this configuration.
+func (a *App) Cleanup() error {
+	for _, m := range a.models {
+		m.Close()
+	}
+	a.models = nil
+	if a.client != nil {
+		a.client.CloseIdleConnections()
+	}
+	if a.tenancy != nil {
+		_, _ = tenancyPool.Delete(a.tenancyKey)
+		a.tenancy = nil
+	}
+	return nil
+}
+
+// Pipeline is the inference pipeline handlers run.
+func (a *App) Pipeline() *gateway.Pipeline { return a.pipeline }
+
+// RevokeEndpoint serves POST /auth/revoke (RFC 7009).
+func (a *App) RevokeEndpoint() http.Handler { return a.revoke }
+
+// Validator reads native requests with the configuration's models and
+// body limits; the doors take both from it.
+func (a *App) Validator() *api.Validator { return a.validator }
+
+// TokenEndpoint serves POST /auth/token.
+func (a *App) TokenEndpoint() http.Handler { return a.token }
+
+// OpenAPI is the OpenAPI 3.1 description of the API this app serves.
+func (a *App) OpenAPI() []byte { return a.openapi }
+
+// JWKS is the JSON Web Key Set of the verifying keys, as they are now.
+func (a *App) JWKS() []byte {
+	b, _ := a.keys.JWKS()
+	return b
+}
+
+// FromContext returns the llmedge app of the configuration ctx belongs to,
+// provisioning it with defaults when the configuration has none.
+func FromContext(ctx caddy.Context) (*App, error) {
+	v, err := ctx.App("llmedge")
+	if err != nil {
+		return nil, err
+	}
+	return v.(*App), nil
+}
+
+// clientIP is the client address as Caddy determined it (trusted proxies
+// applied), for the per-address login limit.
+func clientIP(r *http.Request) string {
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		return ip
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// dialer is the replica dialer with its connect timeout.
+func dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
+}
+
+// Interface guards.
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

@@ -1,0 +1,129 @@
+package llmapp
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"go.uber.org/zap"
+
+	"github.com/llmedge/llmedge/modules/llmpolicy"
+	"github.com/llmedge/llmedge/modules/llmprotocol"
+)
+
+// parseModel parses a `model` block as the Caddyfile adapter does, and
+// passes it through JSON as a config load does.
+func parseModel(t *testing.T, block string) *ModelConfig {
+	t.Helper()
+	mc := new(ModelConfig)
+	d := caddyfile.NewTestDispenser(block)
+	d.Next() // "model"
+	if err := mc.unmarshalCaddyfile(d); err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	b, err := json.Marshal(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := new(ModelConfig)
+	if err := json.Unmarshal(b, out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func testDeps(t *testing.T) *modelDeps {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	return &modelDeps{ctx: ctx, repl: caddy.NewReplacer(), logger: zap.NewNop()}
+}
+
+func TestModelBuildGuestModules(t *testing.T) {
+	t.Setenv("LLMEDGE_TEST_KEY", "s3cret")
+	mc := parseModel(t, `model qwen {
+		static http://a:8000 ollama+http://b:11434 native+https://c:443/
+		weight http://a:8000 3
+		protocol tgi
+		lb_policy round_robin
+		api_key_env LLMEDGE_TEST_KEY
+	}`)
+	m, err := mc.build(testDeps(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if m.APIKey != "s3cret" || m.Protocol != "tgi" {
+		t.Errorf("key %q protocol %q", m.APIKey, m.Protocol)
+	}
+	rs := m.Pool.Replicas()
+	want := []struct {
+		url, proto string
+		weight     int
+	}{{"http://a:8000", "", 3}, {"http://b:11434", "ollama", 0}, {"https://c:443", "native", 0}}
+	if len(rs) != len(want) {
+		t.Fatalf("%d replicas, want %d", len(rs), len(want))
+	}
+	for i, w := range want {
+		if rs[i].URL != w.url || rs[i].Protocol != w.proto || rs[i].Weight != w.weight {
+			t.Errorf("replica %d = %s %q %d, want %+v", i, rs[i].URL, rs[i].Protocol, rs[i].Weight, w)
+		}
+	}
+	if _, ok := m.Protocols["tgi"].(*llmprotocol.TGI); !ok {
+		t.Errorf("tgi is %T", m.Protocols["tgi"])
+	}
+	for name, check := range map[string]func(any) bool{
+		"openai": func(b any) bool { _, ok := b.(*llmprotocol.OpenAI); return ok },
+		"ollama": func(b any) bool { _, ok := b.(*llmprotocol.Ollama); return ok },
+		"native": func(b any) bool { _, ok := b.(*llmprotocol.Native); return ok },
+	} {
+		if !check(m.Protocols[name]) {
+			t.Errorf("protocol %s is %T", name, m.Protocols[name])
+		}
+	}
+	if m.probe == nil || m.probe.Path(rs[1]) != "/" || m.probe.Path(rs[0]) != "/health" {
+		t.Error("static replicas are not probed on their engines' health paths")
+	}
+	if _, ok := m.Pool.Policy().(*llmpolicy.RoundRobin); !ok {
+		t.Errorf("policy is %T, want the round_robin module", m.Pool.Policy())
+	}
+	if m.Policy != "round_robin" { // named although Caddy cleared the raw JSON once loaded
+		t.Errorf("policy named %q, want round_robin", m.Policy)
+	}
+}
+
+func TestModelBuildErrors(t *testing.T) {
+	t.Setenv("LLMEDGE_EMPTY", "")
+	for _, tc := range []struct {
+		name string
+		mc   ModelConfig
+		want string
+	}{
+		{"unknown protocol", ModelConfig{Name: "m", ProtocolRaw: json.RawMessage(`{"protocol":"grpc"}`)},
+			`unknown protocol "grpc" (want one of llamacpp, native, ollama, openai, sglang, tgi, vllm)`},
+		{"unknown policy", ModelConfig{Name: "m", PolicyRaw: json.RawMessage(`{"policy":"fastest"}`)},
+			`unknown lb_policy "fastest" (want one of least_requests, p2c, prefix_cache, random, round_robin)`},
+		{"unknown source", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"dns"}`)},
+			`unknown source "dns" (want one of consul, static)`},
+		{"static prefix", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"static","replicas":["mystery+http://a:1"]}`)},
+			`unknown protocol "mystery"`},
+		{"empty key env", ModelConfig{Name: "m", APIKeyEnv: "LLMEDGE_EMPTY"}, "LLMEDGE_EMPTY is not set"},
+		{"two keys", ModelConfig{Name: "m", APIKey: "k", APIKeyEnv: "X"}, "exclusive"},
+		{"negative timeout", ModelConfig{Name: "m", FirstTokenTimeout: -5}, "first_token_timeout must be positive"},
+		{"negative cap", ModelConfig{Name: "m", MaxConcurrency: -1}, "max_concurrency must be positive"},
+		{"stream mode", ModelConfig{Name: "m", StreamUpstream: "sometimes"}, "stream_upstream must be auto or always"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := tc.mc.build(testDeps(t))
+			if err == nil {
+				m.Close()
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want ~%q", err, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,319 @@
+package llmapp
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/llmedge/llmedge/limits"
+	"github.com/llmedge/llmedge/modules/llmsource"
+	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/scrape"
+)
+
+// This file parses a `model <name> { ... }` block of the llmedge global
+// option and the blocks nested in it; caddyfile.go parses the rest.
+
+func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if !d.NextArg() {
+		return d.Errf("model: want a name")
+	}
+	m.Name = d.Val()
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	// The static and consul_* lines are shorthands for a source module.
+	var static *llmsource.Static
+	var consul *llmsource.Consul
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch opt := d.Val(); opt {
+		case "static":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("static: want at least one replica URL")
+			}
+			if static == nil {
+				static = new(llmsource.Static)
+			}
+			static.Replicas = append(static.Replicas, args...)
+		case "weight":
+			if static == nil {
+				static = new(llmsource.Static)
+			}
+			err = static.ParseWeight(d)
+		case "consul_service", "consul_tag", "consul_filter", "consul_datacenter", "consul_token":
+			if consul == nil {
+				consul = new(llmsource.Consul)
+			}
+			dst := map[string]*string{"consul_service": &consul.Service, "consul_tag": &consul.Tag,
+				"consul_filter": &consul.Filter, "consul_datacenter": &consul.Datacenter, "consul_token": &consul.Token}[opt]
+			err = oneString(d, dst)
+		case "source":
+			m.SourceRaw, err = guestModule(d, "source", llmsource.Namespace, "source")
+		case "protocol":
+			m.ProtocolRaw, err = guestModule(d, "protocol", protocolNamespace, "protocol")
+		case "lb_policy":
+			m.PolicyRaw, err = guestModule(d, "lb_policy", policyNamespace, "policy")
+		case "affinity":
+			m.Affinity = new(AffinityConfig)
+			err = m.Affinity.unmarshalCaddyfile(d)
+		case "load_metrics":
+			m.LoadMetrics = new(LoadMetricsConfig)
+			err = m.LoadMetrics.unmarshalCaddyfile(d)
+		case "upstream_model":
+			err = oneString(d, &m.UpstreamModel)
+		case "system_message":
+			err = oneString(d, &m.SystemMessage)
+		case "max_tokens":
+			err = positiveInt(d, opt, &m.MaxTokens)
+		case "api_key":
+			err = oneString(d, &m.APIKey)
+		case "api_key_env":
+			err = oneString(d, &m.APIKeyEnv)
+		case "health_interval":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				if s == "off" {
+					m.HealthInterval = -1
+				} else if v, perr := caddy.ParseDuration(s); perr != nil || v <= 0 {
+					err = d.Errf("health_interval %q: want a positive duration or off", s)
+				} else {
+					m.HealthInterval = caddy.Duration(v)
+				}
+			}
+		case "health_timeout":
+			err = positiveDuration(d, opt, &m.HealthTimeout)
+		case "max_concurrency":
+			err = positiveInt(d, opt, &m.MaxConcurrency)
+		case "first_token_timeout":
+			err = positiveDuration(d, opt, &m.FirstTokenTimeout)
+		case "idle_timeout":
+			err = positiveDuration(d, opt, &m.IdleTimeout)
+		case "total_timeout":
+			err = positiveDuration(d, opt, &m.TotalTimeout)
+		case "response_timeout":
+			err = positiveDuration(d, opt, &m.ResponseTimeout)
+		case "stream_upstream":
+			if err = oneString(d, &m.StreamUpstream); err == nil && m.StreamUpstream != StreamUpstreamAuto && m.StreamUpstream != StreamUpstreamAlways {
+				err = d.Errf("stream_upstream: want auto or always, got %q", m.StreamUpstream)
+			}
+		case "dial_timeout":
+			err = positiveDuration(d, opt, &m.DialTimeout)
+		case "max_attempts":
+			err = positiveInt(d, opt, &m.MaxAttempts)
+		case "try_duration":
+			err = positiveDuration(d, opt, &m.TryDuration)
+		case "breaker":
+			m.Breaker = new(BreakerConfig)
+			err = m.Breaker.unmarshalCaddyfile(d)
+		case "queue":
+			m.Queue = new(QueueConfig)
+			err = m.Queue.unmarshalCaddyfile(d)
+		case "limits":
+			var l limits.Limit
+			l, err = parseLimits(d, "limits of model "+m.Name, nil)
+			m.RateLimits = &l
+		default:
+			return d.Errf("unrecognized option %q in model %q", d.Val(), m.Name)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return m.setSource(d, static, consul)
+}
+
+// setSource turns the static and consul_* shorthands into the model's
+// source module.
+func (m *ModelConfig) setSource(d *caddyfile.Dispenser, static *llmsource.Static, consul *llmsource.Consul) error {
+	given := 0
+	for _, set := range []bool{static != nil, consul != nil, m.SourceRaw != nil} {
+		if set {
+			given++
+		}
+	}
+	switch {
+	case given > 1:
+		return d.Errf("model %q: static, consul_service and source exclude each other", m.Name)
+	case consul != nil && consul.Service == "":
+		return d.Errf("model %q: consul_tag, consul_filter, consul_datacenter and consul_token need consul_service", m.Name)
+	case static != nil:
+		m.SourceRaw = caddyconfig.JSONModuleObject(static, "source", "static", nil)
+	case consul != nil:
+		m.SourceRaw = caddyconfig.JSONModuleObject(consul, "source", "consul", nil)
+	}
+	return nil
+}
+
+// guestModule parses `<option> <name> [args] [{ ... }]` into the JSON of
+// the guest module <namespace>.<name>. An unknown name names the known ones.
+func guestModule(d *caddyfile.Dispenser, option, namespace, inlineKey string) (json.RawMessage, error) {
+	if !d.NextArg() {
+		return nil, d.Errf("%s: want a name (one of %s)", option, knownModules(namespace))
+	}
+	name := d.Val()
+	info, err := caddy.GetModule(namespace + "." + name)
+	if err != nil {
+		return nil, d.Errf("unknown %s %q (want one of %s)", option, name, knownModules(namespace))
+	}
+	if _, ok := info.New().(caddyfile.Unmarshaler); !ok {
+		// A module without options.
+		if d.NextArg() || d.NextBlock(d.Nesting()) {
+			return nil, d.Errf("%s %s takes no options", option, name)
+		}
+		return moduleObject(inlineKey, name), nil
+	}
+	// The module parses its segment from its own name on.
+	mod, err := caddyfile.UnmarshalModule(d, namespace+"."+name)
+	if err != nil {
+		return nil, err
+	}
+	return caddyconfig.JSONModuleObject(mod, inlineKey, name, nil), nil
+}
+
+// unmarshalCaddyfile parses `affinity user|header <name>|cookie <name> [{ load_factor <x> }]`.
+func (a *AffinityConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	args := d.RemainingArgs()
+	switch {
+	case len(args) == 1 && args[0] == "user":
+		a.By = "user"
+	case len(args) == 2 && (args[0] == "header" || args[0] == "cookie"):
+		a.By, a.Name = args[0], args[1]
+	default:
+		return d.Errf("affinity: want user, header <name> or cookie <name>")
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch d.Val() {
+		case "load_factor":
+			var v string
+			if err := oneString(d, &v); err != nil {
+				return err
+			}
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || f < 1 {
+				return d.Errf("affinity load_factor: want a number ≥ 1, got %q", v)
+			}
+			a.LoadFactor = f
+		default:
+			return d.Errf("unrecognized affinity option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// unmarshalCaddyfile parses `load_metrics off | { interval <d>; timeout <d>; path <path>; dialect <name> }`.
+func (l *LoadMetricsConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("load_metrics: want 'off' or a block")
+		}
+		l.Disabled = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch opt := d.Val(); opt {
+		case "interval":
+			err = positiveDuration(d, "load_metrics interval", &l.Interval)
+		case "timeout":
+			err = positiveDuration(d, "load_metrics timeout", &l.Timeout)
+		case "path":
+			if err = oneString(d, &l.Path); err == nil && !strings.HasPrefix(l.Path, "/") {
+				err = d.Errf("load_metrics path: want a path starting with /, got %q", l.Path)
+			}
+		case "dialect":
+			if err = oneString(d, &l.Dialect); err == nil {
+				if _, ok := scrape.DefaultDialects()[l.Dialect]; !ok {
+					err = d.Errf("load_metrics dialect: want one of vllm, sglang, tgi, llamacpp, auto, got %q", l.Dialect)
+				}
+			}
+		default:
+			return d.Errf("unrecognized load_metrics option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *BreakerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("breaker: want 'off' or a block")
+		}
+		b.Disabled = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		var n int
+		switch opt := d.Val(); opt {
+		case "consecutive_failures", "min_requests", "half_open_requests":
+			if err = positiveInt(d, opt, &n); err == nil {
+				switch opt {
+				case "consecutive_failures":
+					b.ConsecutiveFailures = uint32(n)
+				case "min_requests":
+					b.MinRequests = uint32(n)
+				default:
+					b.HalfOpenRequests = uint32(n)
+				}
+			}
+		case "failure_ratio":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				b.FailureRatio, err = strconv.ParseFloat(s, 64)
+				if err != nil || b.FailureRatio <= 0 || b.FailureRatio > 1 {
+					return d.Errf("failure_ratio: want a number in (0, 1], got %q", s)
+				}
+			}
+		case "window":
+			err = positiveDuration(d, opt, &b.Window)
+		case "open_timeout":
+			err = positiveDuration(d, opt, &b.OpenTimeout)
+		default:
+			return d.Errf("unrecognized breaker option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("queue: want 'off' or a block")
+		}
+		q.Disabled = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch opt := d.Val(); opt {
+		case "length":
+			err = positiveInt(d, opt, &q.Length)
+		case "timeout":
+			err = positiveDuration(d, opt, &q.Timeout)
+		case "order":
+			if err = oneString(d, &q.Order); err == nil {
+				if _, perr := pool.ParseQueueOrder(q.Order); perr != nil {
+					err = d.Errf("queue order: want fair or fifo, got %q", q.Order)
+				}
+			}
+		default:
+			return d.Errf("unrecognized queue option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

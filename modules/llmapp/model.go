@@ -1,0 +1,303 @@
+package llmapp
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmedge/llmedge/limits"
+	"github.com/llmedge/llmedge/pool"
+)
+
+// ModelConfig configures one model type.
+type ModelConfig struct {
+	Name string `json:"name"`
+	// SourceRaw says where the replicas come from: a module of namespace
+	// llmedge.sources (static, consul). Default: a static list of none.
+	SourceRaw json.RawMessage `json:"source,omitempty" caddy:"namespace=llmedge.sources inline_key=source"`
+	// ProtocolRaw is the replicas' API: a module of namespace
+	// llmedge.protocols. Default: openai. A replica may name another.
+	ProtocolRaw json.RawMessage `json:"protocol,omitempty" caddy:"namespace=llmedge.protocols inline_key=protocol"`
+	// PolicyRaw chooses a replica per request: a module of namespace
+	// llmedge.policies. Default: prefix_cache.
+	PolicyRaw json.RawMessage `json:"lb_policy,omitempty" caddy:"namespace=llmedge.policies inline_key=policy"`
+	// Affinity keeps a session on one replica (consistent hashing with
+	// bounded loads); requests without a session key go to the policy.
+	Affinity *AffinityConfig `json:"affinity,omitempty"`
+	// LoadMetrics configures reading the replicas' own load from their
+	// engines' Prometheus endpoint. Default: on for engines that have one.
+	LoadMetrics *LoadMetricsConfig `json:"load_metrics,omitempty"`
+	// UpstreamModel is the model name sent to replicas.
+	UpstreamModel string `json:"upstream_model,omitempty"`
+	// SystemMessage is added when a request carries none.
+	SystemMessage string `json:"system_message,omitempty"`
+	// MaxTokens caps replies.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// APIKey is sent to replicas as a Bearer token ({env.VAR} works).
+	APIKey string `json:"api_key,omitempty"`
+	// APIKeyEnv names an environment variable holding the API key; it
+	// must be set and non-empty. Exclusive with APIKey.
+	APIKeyEnv string `json:"api_key_env,omitempty"`
+	// HealthInterval spaces active health probes of replicas that nobody
+	// else checks (static ones). Default: 5s; negative turns probing off.
+	HealthInterval caddy.Duration `json:"health_interval,omitempty"`
+	// HealthTimeout bounds one probe. Default: 2s.
+	HealthTimeout caddy.Duration `json:"health_timeout,omitempty"`
+	// MaxConcurrency caps outstanding requests per replica.
+	MaxConcurrency int `json:"max_concurrency,omitempty"`
+	// Timeouts; zero takes the gateway's defaults (60s, 30s, 10m).
+	FirstTokenTimeout caddy.Duration `json:"first_token_timeout,omitempty"`
+	IdleTimeout       caddy.Duration `json:"idle_timeout,omitempty"`
+	TotalTimeout      caddy.Duration `json:"total_timeout,omitempty"`
+	// ResponseTimeout bounds a non-streamed replica call; zero leaves it
+	// to total_timeout.
+	ResponseTimeout caddy.Duration `json:"response_timeout,omitempty"`
+	// StreamUpstream is "auto" (default: stream from the replica when the
+	// client streams) or "always" (also for one-JSON answers, so that the
+	// first-token and idle timeouts watch every call).
+	StreamUpstream string `json:"stream_upstream,omitempty"`
+	// DialTimeout bounds connecting to this model's replicas; default: the
+	// app's dial_timeout.
+	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
+	// MaxAttempts bounds tries on distinct replicas; default: the app's.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// TryDuration bounds the time, from the request's arrival, in which a
+	// retry may start. Default 0: bounded by max_attempts and total_timeout.
+	TryDuration caddy.Duration `json:"try_duration,omitempty"`
+	// Breaker configures the per-replica circuit breakers.
+	Breaker *BreakerConfig `json:"breaker,omitempty"`
+	// Queue configures the wait for a slot when every replica is at its
+	// max_concurrency.
+	Queue *QueueConfig `json:"queue,omitempty"`
+	// RateLimits limit each user's requests to this model, on top of the
+	// user's own limits.
+	RateLimits *limits.Limit `json:"rate_limits,omitempty"`
+}
+
+// Values of ModelConfig.StreamUpstream.
+const (
+	StreamUpstreamAuto   = "auto"
+	StreamUpstreamAlways = "always"
+)
+
+// validate reports the first out-of-range option, by its Caddyfile name.
+func (mc *ModelConfig) validate() error {
+	if mc.Name == "" {
+		return fmt.Errorf("a model has no name")
+	}
+	for _, d := range []struct {
+		name string
+		v    caddy.Duration
+	}{
+		{"health_timeout", mc.HealthTimeout}, {"first_token_timeout", mc.FirstTokenTimeout},
+		{"idle_timeout", mc.IdleTimeout}, {"total_timeout", mc.TotalTimeout},
+		{"response_timeout", mc.ResponseTimeout}, {"dial_timeout", mc.DialTimeout},
+		{"try_duration", mc.TryDuration},
+	} {
+		if d.v < 0 {
+			return fmt.Errorf("model %q: %s must be positive, got %s", mc.Name, d.name, time.Duration(d.v))
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max_tokens", mc.MaxTokens}, {"max_concurrency", mc.MaxConcurrency}, {"max_attempts", mc.MaxAttempts}} {
+		if n.v < 0 {
+			return fmt.Errorf("model %q: %s must be positive, got %d", mc.Name, n.name, n.v)
+		}
+	}
+	switch mc.StreamUpstream {
+	case "", StreamUpstreamAuto, StreamUpstreamAlways:
+	default:
+		return fmt.Errorf("model %q: stream_upstream must be auto or always, got %q", mc.Name, mc.StreamUpstream)
+	}
+	if mc.APIKey != "" && mc.APIKeyEnv != "" {
+		return fmt.Errorf("model %q: api_key and api_key_env are exclusive", mc.Name)
+	}
+	if mc.RateLimits != nil {
+		if err := mc.RateLimits.Validate(); err != nil {
+			return fmt.Errorf("model %q: limits: %w", mc.Name, err)
+		}
+	}
+	for _, err := range []error{mc.Queue.validate(), mc.Affinity.validate(), mc.LoadMetrics.validate()} {
+		if err != nil {
+			return fmt.Errorf("model %q: %w", mc.Name, err)
+		}
+	}
+	return mc.Breaker.settings().Validate()
+}
+
+// apiKey resolves the key sent to the replicas.
+func (mc *ModelConfig) apiKey(repl *caddy.Replacer) (string, error) {
+	if mc.APIKeyEnv == "" {
+		return repl.ReplaceAll(mc.APIKey, ""), nil
+	}
+	key := os.Getenv(mc.APIKeyEnv)
+	if key == "" {
+		return "", fmt.Errorf("api_key_env: environment variable %s is not set", mc.APIKeyEnv)
+	}
+	return key, nil
+}
+
+// AffinityConfig says what keys a session.
+type AffinityConfig struct {
+	// By is "user" (the credential's subject), "header" or "cookie".
+	By string `json:"by"`
+	// Name is the header or cookie name.
+	Name string `json:"name,omitempty"`
+	// LoadFactor bounds a session replica's load relative to the mean
+	// (default 1.25).
+	LoadFactor float64 `json:"load_factor,omitempty"`
+}
+
+func (a *AffinityConfig) validate() error {
+	switch {
+	case a == nil:
+	case a.By == "user" && a.Name != "":
+		return fmt.Errorf("affinity user takes no name")
+	case (a.By == "header" || a.By == "cookie") && a.Name == "":
+		return fmt.Errorf("affinity %s: want the %s's name", a.By, a.By)
+	case a.By != "user" && a.By != "header" && a.By != "cookie":
+		return fmt.Errorf("affinity: want user, header <name> or cookie <name>, got %q", a.By)
+	case a.LoadFactor != 0 && a.LoadFactor < 1:
+		return fmt.Errorf("affinity load_factor must be at least 1, got %v", a.LoadFactor)
+	}
+	return nil
+}
+
+// LoadMetricsConfig configures the scrape of the replicas' metrics.
+type LoadMetricsConfig struct {
+	// Disabled leaves every replica's load to the gateway's own count.
+	Disabled bool `json:"disabled,omitempty"`
+	// Interval between scrapes of a replica. Default 1s.
+	Interval caddy.Duration `json:"interval,omitempty"`
+	// Timeout of one scrape. Default: the interval.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Path of the endpoint. Default /metrics.
+	Path string `json:"path,omitempty"`
+	// Dialect names the engine's metrics (vllm, sglang, tgi, llamacpp,
+	// auto), overriding what the protocol says.
+	Dialect string `json:"dialect,omitempty"`
+}
+
+// Defaults of LoadMetricsConfig.
+const (
+	DefaultLoadInterval = time.Second
+	DefaultLoadPath     = "/metrics"
+)
+
+func (l *LoadMetricsConfig) validate() error {
+	switch {
+	case l == nil:
+	case l.Interval < 0 || l.Timeout < 0:
+		return fmt.Errorf("load_metrics interval and timeout must be positive")
+	case l.Path != "" && l.Path[0] != '/':
+		return fmt.Errorf("load_metrics path must start with /, got %q", l.Path)
+	}
+	return nil
+}
+
+// BreakerConfig configures each replica's circuit breaker (gobreaker v2).
+// It trips on consecutive_failures or, with failure_ratio set, on the
+// share of failures once min_requests outcomes were seen in the window.
+type BreakerConfig struct {
+	Disabled            bool           `json:"disabled,omitempty"`
+	ConsecutiveFailures uint32         `json:"consecutive_failures,omitempty"`
+	FailureRatio        float64        `json:"failure_ratio,omitempty"`
+	MinRequests         uint32         `json:"min_requests,omitempty"`
+	Window              caddy.Duration `json:"window,omitempty"`
+	OpenTimeout         caddy.Duration `json:"open_timeout,omitempty"`
+	HalfOpenRequests    uint32         `json:"half_open_requests,omitempty"`
+}
+
+func (b *BreakerConfig) settings() pool.BreakerSettings {
+	if b == nil {
+		return pool.BreakerSettings{}
+	}
+	return pool.BreakerSettings{
+		Disabled:            b.Disabled,
+		ConsecutiveFailures: b.ConsecutiveFailures,
+		FailureRatio:        b.FailureRatio,
+		MinRequests:         b.MinRequests,
+		Window:              time.Duration(b.Window),
+		OpenTimeout:         time.Duration(b.OpenTimeout),
+		HalfOpenRequests:    b.HalfOpenRequests,
+	}
+}
+
+// QueueConfig bounds the wait for a free replica slot.
+type QueueConfig struct {
+	// Disabled answers 429 at once when every replica is at its cap.
+	Disabled bool `json:"disabled,omitempty"`
+	// Length is how many requests may wait. Default 100.
+	Length int `json:"length,omitempty"`
+	// Timeout is how long one request may wait. Default 5s.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// Order is who gets a freed slot: "fair" (default) serves waiting
+	// tenants in turn, by the tokens each was served; "fifo" in arrival
+	// order.
+	Order string `json:"order,omitempty"`
+}
+
+// Wait queue defaults.
+const (
+	DefaultQueueLength  = 100
+	DefaultQueueTimeout = 5 * time.Second
+)
+
+func (q *QueueConfig) validate() error {
+	switch {
+	case q == nil:
+	case q.Length < 0:
+		return fmt.Errorf("queue length must be positive, got %d", q.Length)
+	case q.Timeout < 0:
+		return fmt.Errorf("queue timeout must be positive, got %s", time.Duration(q.Timeout))
+	}
+	if q != nil {
+		if _, err := pool.ParseQueueOrder(q.Order); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// order is the queue's order, fair by default.
+func (q *QueueConfig) order() pool.QueueOrder {
+	if q == nil {
+		return pool.OrderFair
+	}
+	o, _ := pool.ParseQueueOrder(q.Order) // validated
+	return o
+}
+
+func (q *QueueConfig) options() (length int, timeout time.Duration) {
+	if q != nil && q.Disabled {
+		return 0, 0
+	}
+	length, timeout = DefaultQueueLength, DefaultQueueTimeout
+	if q != nil && q.Length > 0 {
+		length = q.Length
+	}
+	if q != nil && q.Timeout > 0 {
+		timeout = time.Duration(q.Timeout)
+	}
+	return length, timeout
+}
+
+// newReplicaClient is the HTTP client for replicas, with its dial timeout.
+// Its idle pool is sized for the concurrency a gateway sees, so that
+// connections to replicas are reused under load rather than redialed.
+func newReplicaClient(dial time.Duration) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:               nil, // replicas are reached directly, never through an env proxy
+		DialContext:         dialer(dial),
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 1024,
+		IdleConnTimeout:     90 * time.Second,
+		ForceAttemptHTTP2:   false,
+	}}
+}

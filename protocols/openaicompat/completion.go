@@ -1,0 +1,59 @@
+package openaicompat
+
+import (
+	"context"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/llmedge/llmedge/protocols"
+)
+
+// readCompletion reads a non-streamed chat.completion of at most limit
+// bytes from body and fills res (Content, FinishReason, Usage, Done).
+func readCompletion(ctx context.Context, body io.Reader, size, limit int64, res *protocols.Result) error {
+	data, err := readAll(body, size, limit)
+	if err != nil {
+		return protocols.BodyError(ctx, err, "response body broken", false)
+	}
+	if int64(len(data)) > limit {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "response body larger than " + strconv.FormatInt(limit, 10) + " bytes"}
+	}
+	res.Done = time.Now()
+
+	var w wireResponse
+	if err := decodeChunk(data, &w); err != nil {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed JSON in the response", Err: err}
+	}
+	if w.isError() {
+		return &protocols.Error{Kind: protocols.KindServer, Message: protocols.PayloadMessage(data, "replica reported an error")}
+	}
+	if len(w.Choices) == 0 {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "response has no choices"}
+	}
+	c := w.Choices[0]
+	res.Content = c.Message.Content
+	res.FinishReason = c.finishReason()
+	res.Usage, res.UsageKnown = w.Usage.toAPI()
+	return nil
+}
+
+// readAll reads body, of size bytes when that is known (not negative),
+// into one buffer, and at most limit+1 bytes.
+func readAll(body io.Reader, size, limit int64) ([]byte, error) {
+	if size >= 0 && size <= limit {
+		data := make([]byte, size)
+		_, err := io.ReadFull(body, data)
+		return data, err
+	}
+	return io.ReadAll(io.LimitReader(body, limit+1))
+}
+
+// isJSON reports whether the response is application/json (a replica that
+// answered a streamed request without streaming).
+func isJSON(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/json"
+}

@@ -1,0 +1,127 @@
+package openaicompat
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"strings"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/internal/jsonx"
+	"github.com/llmedge/llmedge/protocols"
+)
+
+// chatPath is the OpenAI-compatible chat completions endpoint.
+const chatPath = "/v1/chat/completions"
+
+// newHTTPRequest builds the replica request for req, bound to ctx.
+func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*http.Request, error) {
+	buf, err := appendChatRequest(make([]byte, 0, 256+messagesSize(req.Messages)), req, stream)
+	if err != nil {
+		// Only non-finite sampling values can get here; the message names
+		// the value kind, never prompt text.
+		return nil, &protocols.Error{Kind: protocols.KindBadRequest, Message: "cannot encode the chat request", Err: err}
+	}
+
+	url := strings.TrimRight(req.BaseURL, "/") + chatPath
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
+	if err != nil {
+		return nil, &protocols.Error{Kind: protocols.KindConnect, Message: "invalid replica URL", Err: err}
+	}
+	h := hr.Header
+	h["Content-Type"] = jsonType
+	if stream {
+		h["Accept"] = sseType
+		// A compressing hop would hold tokens back; ask for none.
+		h["Accept-Encoding"] = identity
+	} else {
+		h["Accept"] = jsonType
+	}
+	if req.APIKey != "" {
+		h.Set("Authorization", "Bearer "+req.APIKey)
+	}
+	protocols.Propagate(ctx, h)
+	return hr, nil
+}
+
+// Header values of every replica request, shared (net/http only reads them).
+var (
+	jsonType = []string{"application/json"}
+	sseType  = []string{"text/event-stream"}
+	identity = []string{"identity"}
+)
+
+// appendChatRequest appends the JSON body of POST /v1/chat/completions
+// for req (chatRequest in the tests describes its shape), as encoding/json
+// would write it (TestAppendChatRequest holds it to that), without
+// reflection: it is written once per replica call.
+func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, error) {
+	b = append(b, '{')
+	if req.Model != "" {
+		b = append(b, `"model":`...)
+		b = jsonx.String(b, req.Model)
+		b = append(b, ',')
+	}
+	b = append(b, `"messages":[`...)
+	for i, m := range req.Messages {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"role":`...)
+		b = jsonx.String(b, m.Role)
+		b = append(b, `,"content":`...)
+		b = jsonx.String(b, m.Content)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{{"temperature", req.Temperature}, {"top_p", req.TopP}} {
+		if f.v == nil {
+			continue
+		}
+		if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) {
+			return nil, fmt.Errorf("%s is not a finite number", f.name)
+		}
+		b = append(b, `,"`...)
+		b = append(b, f.name...)
+		b = append(b, `":`...)
+		b = jsonx.Float(b, *f.v)
+	}
+	b = append(b, `,"stream":`...)
+	b = jsonx.Bool(b, stream)
+	if req.MaxTokens > 0 {
+		b = append(b, `,"max_tokens":`...)
+		b = jsonx.Int(b, int64(req.MaxTokens))
+	}
+	if len(req.Stop) > 0 {
+		b = append(b, `,"stop":[`...)
+		for i, s := range req.Stop {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jsonx.String(b, s)
+		}
+		b = append(b, ']')
+	}
+	if req.Seed != nil {
+		b = append(b, `,"seed":`...)
+		b = jsonx.Int(b, *req.Seed)
+	}
+	if stream {
+		// Only with stream: vLLM answers 400 to it on a non-streamed request.
+		b = append(b, `,"stream_options":{"include_usage":true}`...)
+	}
+	return append(b, '}'), nil
+}
+
+func messagesSize(msgs []api.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + 24
+	}
+	return n
+}

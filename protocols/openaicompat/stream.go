@@ -1,0 +1,108 @@
+package openaicompat
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/protocols/sse"
+)
+
+// streamOutcome is what a completed stream produced.
+type streamOutcome struct {
+	// Collector holds the text and passes deltas on.
+	protocols.Collector
+	finishReason string
+	usage        api.Usage
+	usageKnown   bool
+	// done is when the stream ended.
+	done time.Time
+	// sawDone is true when the stream ended with [DONE] (rather than at
+	// the end of input after a finish_reason).
+	sawDone bool
+}
+
+// parseStream reads an OpenAI-compatible stream of chat.completion.chunk
+// events from r and calls onDelta (if not nil) for every non-empty
+// choices[0].delta.content, in order.
+//
+// It ends successfully at "data: [DONE]", or when the input ends, cleanly
+// or not, once a finish_reason was seen: the answer is complete and some
+// servers omit [DONE]. Usage is taken from the
+// last chunk with a non-null usage. Chunk ids are ignored.
+//
+// Errors: an error reported in the stream ("error:" line, "event: error",
+// an {"error":...} or {"object":"error"} payload) is KindServer with the
+// replica's message; malformed JSON, an over-long line and a stream cut
+// short are KindProtocol; a read timeout is KindTimeout; Started tells
+// whether onDelta had been called. When ctx ends first the result wraps
+// ctx.Err(). An error from onDelta stops reading and is returned as is.
+func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocols.DeltaFunc) (*streamOutcome, error) {
+	out := &streamOutcome{Collector: protocols.Collector{OnDelta: onDelta}}
+	events := sse.NewReader(r, maxLine)
+	fail := func(kind protocols.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
+	var c wireResponse // reused chunk after chunk
+	for {
+		if ctx.Err() != nil {
+			return nil, protocols.Canceled(ctx)
+		}
+		ev, err := events.Next()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil, protocols.Canceled(ctx)
+			case errors.Is(err, sse.ErrLineTooLong):
+				return nil, fail(protocols.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
+			case out.finishReason != "":
+				// Complete answer, no [DONE]: accepted.
+				out.done = time.Now()
+				return out, nil
+			case errors.Is(err, io.EOF):
+				return nil, fail(protocols.KindProtocol, "stream ended before [DONE]", nil)
+			}
+			return nil, protocols.BodyError(ctx, err, "stream broken before [DONE]", out.Deltas > 0)
+		}
+
+		switch ev.Name {
+		case "", "message":
+		case "error":
+			return nil, fail(protocols.KindServer, protocols.PayloadMessage(ev.Data, "replica reported an error in the stream"), nil)
+		default:
+			continue // an event type that is not part of the chat stream
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if string(data) == "[DONE]" {
+			out.sawDone = true
+			out.done = time.Now()
+			return out, nil
+		}
+
+		if err := decodeChunk(data, &c); err != nil {
+			return nil, fail(protocols.KindProtocol, "malformed JSON in a stream chunk", err)
+		}
+		if c.isError() {
+			return nil, fail(protocols.KindServer, protocols.PayloadMessage(data, "replica reported an error in the stream"), nil)
+		}
+		if u, ok := c.Usage.toAPI(); ok {
+			out.usage, out.usageKnown = u, true
+		}
+		if len(c.Choices) == 0 {
+			continue // e.g. vLLM's separate usage chunk
+		}
+		choice := c.Choices[0]
+		if err := out.Add(ctx, choice.Delta.Content); err != nil {
+			return nil, err
+		}
+		if fr := choice.finishReason(); fr != "" {
+			out.finishReason = fr
+		}
+	}
+}

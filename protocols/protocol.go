@@ -1,0 +1,153 @@
+// Package protocols translates the gateway's chat requests into the wire
+// protocols that inference replicas speak, and their answers back.
+// Each protocol lives in a subpackage implementing Protocol: openaicompat
+// (vLLM, SGLang, TGI, llama.cpp server, Ollama's /v1), ollama (/api/chat)
+// and nativeapi (llmedge's own API, for a gateway in front of another). They share the SSE and line readers of package sse,
+// and the failure classification (classify.go) and request plumbing
+// (post.go) of this package.
+package protocols
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// Request is what the gateway asks of one replica.
+type Request struct {
+	// BaseURL is the replica's root, e.g. "http://10.0.0.5:8000" (no trailing slash).
+	BaseURL string
+	// Model is the upstream model name sent to the replica (may be empty).
+	Model    string
+	Messages []api.Message
+	// Sampling parameters; nil and zero values are left to the replica.
+	Temperature *float64
+	TopP        *float64
+	// MaxTokens caps the reply length; 0 leaves it to the replica.
+	MaxTokens int
+	Stop      []string
+	Seed      *int64
+	// APIKey, when set, is sent as "Authorization: Bearer <key>".
+	APIKey string
+}
+
+// Result is a finished chat completion.
+type Result struct {
+	Content      string
+	FinishReason string
+	Usage        api.Usage
+	// UsageKnown is false when the replica reported no usage at all.
+	UsageKnown bool
+	// Sent is when the request was written to the replica; FirstByte when the
+	// first token (or the whole answer, non-streamed) arrived; Done when the
+	// last byte arrived. inference_time is Done - Sent.
+	Sent, FirstByte, Done time.Time
+}
+
+// DeltaFunc receives each new piece of text of a streamed reply, in order.
+// Returning an error aborts the stream (the replica request is cancelled)
+// and Chat returns that error.
+type DeltaFunc func(text string) error
+
+// Protocol speaks one replica protocol. Implementations are safe for
+// concurrent use.
+type Protocol interface {
+	// Chat runs one chat completion on the replica. With onDelta nil the
+	// request is not streamed; otherwise it is streamed and onDelta is called
+	// for every non-empty text delta before Chat returns. Cancelling ctx
+	// cancels the replica request at once.
+	//
+	// Errors are *Error when the replica was reached or the failure is known
+	// (see Kind); ctx.Err() wrapped is returned when ctx ended first.
+	Chat(ctx context.Context, client *http.Client, req *Request, onDelta DeltaFunc) (*Result, error)
+}
+
+// Kind classifies a replica failure, which decides retries, breaker
+// accounting and the status the client sees.
+type Kind int
+
+const (
+	// KindConnect: the replica could not be reached (dial, refused, reset
+	// before any response). Safe to retry elsewhere.
+	KindConnect Kind = iota + 1
+	// KindTimeout: the replica did not answer in time.
+	KindTimeout
+	// KindOverloaded: the replica answered 429 or 503; retry elsewhere, it
+	// is not broken.
+	KindOverloaded
+	// KindServer: 5xx (other than 503) or an error reported inside a 200 stream.
+	KindServer
+	// KindBadRequest: the replica rejected the request itself (4xx other
+	// than 429, e.g. context length exceeded). The client gets 422 with
+	// Message; the replica is not at fault.
+	KindBadRequest
+	// KindProtocol: the replica sent something unusable (malformed JSON,
+	// stream cut before completion).
+	KindProtocol
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindConnect:
+		return "connect"
+	case KindTimeout:
+		return "timeout"
+	case KindOverloaded:
+		return "overloaded"
+	case KindServer:
+		return "server"
+	case KindBadRequest:
+		return "bad_request"
+	case KindProtocol:
+		return "protocol"
+	}
+	return "unknown"
+}
+
+// Error is a classified replica failure.
+type Error struct {
+	Kind Kind
+	// Status is the replica's HTTP status, 0 when none was received.
+	Status int
+	// Message is the replica's own error text when it sent one, else a
+	// description of what went wrong. It never contains prompt text.
+	Message string
+	// Started is true when at least one delta was already delivered to
+	// onDelta before the failure.
+	Started bool
+	Err     error
+}
+
+func (e *Error) Error() string {
+	s := "replica " + e.Kind.String() + " error"
+	if e.Status != 0 {
+		s += " (HTTP " + http.StatusText(e.Status) + ")"
+	}
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Engine describes what a replica engine serves beside chat.
+type Engine struct {
+	// HealthPath answers GET with 2xx while the engine can serve; "" when
+	// the engine has none (nothing is probed).
+	HealthPath string
+	// Metrics names the dialect of the engine's Prometheus endpoint
+	// (/metrics), which tells its own load: "vllm", "sglang", "tgi",
+	// "llamacpp"; "auto" to recognize any of them; "" when it has none.
+	Metrics string
+}
+
+// Describer is implemented by backends that know their engine.
+type Describer interface {
+	Engine() Engine
+}
