@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/tenancy"
 )
 
 // fakeAdmitter refuses when told to and records what it was asked and
@@ -18,11 +19,11 @@ type fakeAdmitter struct {
 	refuse  *api.Error
 	noLimit bool
 	mu      sync.Mutex
-	asked   []Admission
-	settled []Settlement
+	asked   []tenancy.Admission
+	settled []tenancy.Settlement
 }
 
-func (f *fakeAdmitter) Admit(_ context.Context, a *Admission, h http.Header) (Ticket, *api.Error) {
+func (f *fakeAdmitter) Admit(_ context.Context, a *tenancy.Admission, h http.Header) (tenancy.Ticket, *api.Error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, *a)
@@ -38,7 +39,7 @@ func (f *fakeAdmitter) Admit(_ context.Context, a *Admission, h http.Header) (Ti
 
 type fakeTicket struct{ f *fakeAdmitter }
 
-func (t *fakeTicket) Settle(s Settlement) {
+func (t *fakeTicket) Settle(s tenancy.Settlement) {
 	t.f.mu.Lock()
 	t.f.settled = append(t.f.settled, s)
 	t.f.mu.Unlock()
@@ -66,7 +67,7 @@ func TestAdmissionStage(t *testing.T) {
 		cancelAfter time.Duration
 		wantStatus  int
 		wantCalls   int
-		want        *Settlement // nil: no settlement
+		want        *tenancy.Settlement // nil: no settlement
 	}{
 		{name: "refused: 429, no replica call", admitter: &fakeAdmitter{refuse: tooMany},
 			script: script{deltas: []string{"a"}}, wantStatus: 429, wantCalls: 0},
@@ -74,18 +75,18 @@ func TestAdmissionStage(t *testing.T) {
 			script: script{deltas: []string{"a"}}, wantStatus: 200, wantCalls: 1},
 		{name: "served: settled with the replica's usage", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"ab", "cd"}}, wantStatus: 200, wantCalls: 1,
-			want: &Settlement{Status: 200, Served: true, UsageKnown: true,
+			want: &tenancy.Settlement{Status: 200, Served: true, UsageKnown: true,
 				Usage: api.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}, Relayed: 4}},
 		{name: "no usage reported: settled with the text relayed", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"abc"}, noUsage: true}, stream: true, wantStatus: 200, wantCalls: 1,
-			want: &Settlement{Status: 200, Served: true, Relayed: 3}},
+			want: &tenancy.Settlement{Status: 200, Served: true, Relayed: 3}},
 		{name: "replica failed: settled as served, no usage", admitter: &fakeAdmitter{},
 			script: script{err: errBadReq}, wantStatus: 422, wantCalls: 1,
-			want: &Settlement{Status: 422, Served: true}},
+			want: &tenancy.Settlement{Status: 422, Served: true}},
 		{name: "client left mid-stream: settled with what was relayed", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"aa", "bb", "cc", "dd"}, delay: 50 * time.Millisecond}, stream: true,
 			cancelAfter: 120 * time.Millisecond, wantCalls: 1,
-			want: &Settlement{Status: statusClientGone, Served: true, Relayed: 4}},
+			want: &tenancy.Settlement{Status: statusClientGone, Served: true, Relayed: 4}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

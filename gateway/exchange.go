@@ -19,6 +19,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/tenancy"
 )
 
 // Exchange is the state of one public request as it moves through the
@@ -58,8 +59,8 @@ type Exchange struct {
 	Relayed int
 	// Admission is what the limits were asked (StageAdmitted); Ticket
 	// what they granted, settled once the request ends.
-	Admission Admission
-	Ticket    Ticket
+	Admission tenancy.Admission
+	Ticket    tenancy.Ticket
 
 	body     []byte // the request body, once decoded
 	observed bool   // metrics recorded

@@ -129,3 +129,16 @@ func ServeHealth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
+
+// DependencyFunc is a Dependency checked by a function.
+type DependencyFunc struct {
+	// Dependency names the service in the /readyz answer.
+	Dependency string
+	Func       func() DependencyStatus
+}
+
+// Name implements Dependency.
+func (d DependencyFunc) Name() string { return d.Dependency }
+
+// Check implements Dependency.
+func (d DependencyFunc) Check() DependencyStatus { return d.Func() }

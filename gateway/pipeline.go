@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/tenancy"
 )
 
 // Stage is a step of the pipeline. Stages run in this order, each at most
@@ -52,7 +53,7 @@ type Pipeline struct {
 	// means api.DefaultMaxHeaderBytes.
 	MaxHeaderBytes int
 	// Admitter, when set, applies the tenants' limits (StageAdmitted).
-	Admitter Admitter
+	Admitter tenancy.Admitter
 }
 
 // Through runs the stages after the request's current one, up to and

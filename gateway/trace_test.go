@@ -26,6 +26,7 @@ import (
 	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/protocols/openaicompat"
 	"github.com/llmedge/llmedge/protocols/protocoltest"
+	"github.com/llmedge/llmedge/tenancy"
 )
 
 // headerTransport answers as a vLLM replica (see protocoltest.Replay), 500 for
@@ -251,7 +252,7 @@ func TestTraceOff(t *testing.T) {
 // refuseAll is an Admitter whose limits refuse everything.
 type refuseAll struct{}
 
-func (refuseAll) Admit(context.Context, *Admission, http.Header) (Ticket, *api.Error) {
+func (refuseAll) Admit(context.Context, *tenancy.Admission, http.Header) (tenancy.Ticket, *api.Error) {
 	return nil, api.NewError(http.StatusTooManyRequests, "limit")
 }
 

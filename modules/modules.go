@@ -5,6 +5,7 @@ package modules
 import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
+	_ "github.com/llmedge/llmedge/modules/llmadmin"
 	_ "github.com/llmedge/llmedge/modules/llmapp"
 	_ "github.com/llmedge/llmedge/modules/llmconsul"
 	_ "github.com/llmedge/llmedge/modules/llmdoor"

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -157,47 +156,4 @@ func newBreaker(name string, s BreakerSettings) *breaker {
 		IsExcluded: func(err error) bool { return err == errOutcomeExcluded },
 	})
 	return b
-}
-
-// registry shares breakers by key (model, replica URL, settings) between
-// the pools of successive configurations, with reference counts, so a
-// reload keeps what the breakers learned.
-type registry struct {
-	mu sync.Mutex
-	m  map[string]*regEntry
-}
-
-type regEntry struct {
-	b    *breaker
-	refs int
-}
-
-var breakers = &registry{m: map[string]*regEntry{}}
-
-func (r *registry) acquire(key string, mk func() *breaker) *breaker {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.m[key]
-	if e == nil {
-		e = &regEntry{b: mk()}
-		r.m[key] = e
-	}
-	e.refs++
-	return e.b
-}
-
-func (r *registry) release(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e := r.m[key]; e != nil {
-		if e.refs--; e.refs <= 0 {
-			delete(r.m, key)
-		}
-	}
-}
-
-func (r *registry) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.m)
 }

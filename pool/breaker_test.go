@@ -7,12 +7,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/keep"
 )
 
 var poolSeq atomic.Int64
 
-// newTestPool returns a pool with a name no other test uses, so the shared
-// breaker registry gives it fresh breakers; it is closed at the end.
+// newTestPool returns a pool with a name no other test uses and breakers
+// of its own; it is closed at the end.
 func newTestPool(t testing.TB, o Options, urls ...string) (*Pool, []*Replica) {
 	t.Helper()
 	p := NewWithOptions(t.Name()+"#"+time.Now().String()+string(rune('a'+poolSeq.Add(1)%26)), &rotate{}, o)
@@ -157,8 +159,8 @@ func TestBreakerHalfOpenProbesThenCloses(t *testing.T) {
 
 func TestBreakerSurvivesUpdatesAndReloads(t *testing.T) {
 	name := t.Name()
-	before := breakers.len()
-	settings := Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}}
+	kept := keep.New() // what outlives a reload, as the app's
+	settings := Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}, Kept: kept}
 	p1 := NewWithOptions(name, &rotate{}, settings)
 	p1.Set(replicas(t, "http://a:1", "http://b:1"))
 	a := p1.Replicas()[0]
@@ -180,7 +182,7 @@ func TestBreakerSurvivesUpdatesAndReloads(t *testing.T) {
 		t.Fatal("reload reset the open breaker")
 	}
 	// Other settings, other breaker.
-	p3 := NewWithOptions(name, &rotate{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 9}})
+	p3 := NewWithOptions(name, &rotate{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 9}, Kept: kept})
 	p3.Set(replicas(t, "http://a:1"))
 	if p3.Replicas()[0].BreakerState() != StateClosed {
 		t.Fatal("breaker shared across different settings")
@@ -188,12 +190,12 @@ func TestBreakerSurvivesUpdatesAndReloads(t *testing.T) {
 	p3.Close()
 	// A replica leaving the set lets its breaker go.
 	p2.Set(replicas(t, "http://b:1"))
-	if got := breakers.len(); got != before+1 {
-		t.Fatalf("registry holds %d breakers, want %d", got, before+1)
+	if got := len(kept.Keys()); got != 1 {
+		t.Fatalf("the store holds %d breakers, want 1", got)
 	}
 	p2.Close()
-	if got := breakers.len(); got != before {
-		t.Fatalf("registry holds %d breakers after close, want %d", got, before)
+	if got := len(kept.Keys()); got != 0 {
+		t.Fatalf("the store holds %d breakers after close, want none", got)
 	}
 }
 
@@ -314,12 +316,13 @@ func TestBreakerChangesReachTheNewestPool(t *testing.T) {
 		}
 	}
 	s := BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: 500 * time.Millisecond}
-	p1 := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: s, OnBreakerChange: listen("old")})
+	kept := keep.New()
+	p1 := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: s, OnBreakerChange: listen("old"), Kept: kept})
 	p1.Set(replicas(t, "http://a:1"))
 	runOn(t, p1, p1.Replicas()[0], Failure)
 	// A reload: the new configuration's pool takes over the breaker and
 	// hears its later changes.
-	p2 := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: s, OnBreakerChange: listen("new")})
+	p2 := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: s, OnBreakerChange: listen("new"), Kept: kept})
 	p2.Set(replicas(t, "http://a:1"))
 	p1.Close()
 	defer p2.Close()
@@ -333,21 +336,21 @@ func TestBreakerChangesReachTheNewestPool(t *testing.T) {
 }
 
 func TestReplicaRemovedAndAddedBack(t *testing.T) {
-	before := breakers.len()
-	p := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	kept := keep.New()
+	p := NewWithOptions(t.Name(), &rotate{}, Options{Breaker: BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}, Kept: kept})
 	a := replicas(t, "http://a:1")
 	p.Set(a)
 	p.Set(nil)
-	if breakers.len() != before {
+	if len(kept.Keys()) != 0 {
 		t.Fatal("removed replica kept its breaker")
 	}
 	p.Set(a) // the same object again
 	runOn(t, p, a[0], Failure)
-	if a[0].BreakerState() != StateOpen || breakers.len() != before+1 {
-		t.Fatalf("re-added replica: state %v, %d breakers", a[0].BreakerState(), breakers.len()-before)
+	if a[0].BreakerState() != StateOpen || len(kept.Keys()) != 1 {
+		t.Fatalf("re-added replica: state %v, %d breakers", a[0].BreakerState(), len(kept.Keys()))
 	}
 	p.Close()
-	if breakers.len() != before {
+	if len(kept.Keys()) != 0 {
 		t.Fatal("close kept the breaker")
 	}
 }

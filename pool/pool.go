@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmedge/llmedge/keep"
 )
 
 // Errors from Acquire.
@@ -39,6 +41,10 @@ type Options struct {
 	QueueOrder QueueOrder
 	// OnBreakerChange, when set, hears every breaker state change.
 	OnBreakerChange func(replica string, from, to BreakerState)
+	// Kept shares the breakers, by model, replica URL and settings, with
+	// the pools of other configurations, so that a reload keeps what they
+	// learned; nil keeps them in the pool alone.
+	Kept *keep.Store
 }
 
 // Pool is the replica set of one model type.
@@ -62,6 +68,9 @@ func New(name string, policy Policy) *Pool { return NewWithOptions(name, policy,
 // NewWithOptions returns an empty pool with the given options. Close it
 // when done, so the breakers it shares can be let go.
 func NewWithOptions(name string, policy Policy, o Options) *Pool {
+	if o.Kept == nil {
+		o.Kept = keep.New()
+	}
 	p := &Pool{name: name, policy: policy, opts: o}
 	p.queue.order = o.QueueOrder
 	p.replicas.Store(&[]*Replica{})
@@ -131,8 +140,9 @@ func (p *Pool) attach(r *Replica) {
 		return
 	}
 	r.detached = false
-	r.bkey = p.name + "\x00" + r.URL + "\x00" + p.opts.Breaker.key()
-	b := breakers.acquire(r.bkey, func() *breaker { return newBreaker(p.name+" "+r.URL, p.opts.Breaker) })
+	r.bkey = breakerKey + p.name + "\x00" + r.URL + "\x00" + p.opts.Breaker.key()
+	v, _, _ := p.opts.Kept.LoadOrNew(r.bkey, func() (any, error) { return newBreaker(p.name+" "+r.URL, p.opts.Breaker), nil })
+	b := v.(*breaker)
 	r.breaker.Store(b)
 	if on := p.opts.OnBreakerChange; on != nil && b != nil {
 		url := r.URL
@@ -144,9 +154,12 @@ func (p *Pool) attach(r *Replica) {
 func (p *Pool) detach(r *Replica) {
 	if r.bkey != "" && !r.detached {
 		r.detached = true
-		breakers.release(r.bkey)
+		_, _ = p.opts.Kept.Delete(r.bkey)
 	}
 }
+
+// breakerKey starts the keys of the breakers in the Kept store.
+const breakerKey = "pool.breaker\x00"
 
 // Lease is a slot on a replica, taken by Acquire. Release it exactly once
 // with the outcome of the request, streams included: that both frees the

@@ -38,7 +38,7 @@ type Replica struct {
 	pending atomic.Int64
 
 	// breaker is shared by every Replica object of the same model, URL and
-	// breaker settings (see registry); nil when breakers are disabled. Set
+	// breaker settings (see Options.Kept); nil when breakers are disabled. Set
 	// by Pool.Set; atomic because a replica removed from a set and added
 	// back gets it again while old readers may still look.
 	breaker  atomic.Pointer[breaker]

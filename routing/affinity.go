@@ -37,6 +37,9 @@ type Recorder interface {
 	Record(req *pool.Request, r *pool.Replica) float64
 }
 
+// Unwrap returns the policy that places requests without a session key.
+func (a *Affinity) Unwrap() pool.Policy { return a.Inner }
+
 // Select implements pool.Policy.
 func (a *Affinity) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 	key := a.Key(req)

@@ -1,9 +1,11 @@
-// Package llmapp is the `llmedge` Caddy app: the long-lived state that
-// llmedge's HTTP handlers share (users, signing keys, models with their
-// replica pools). It parses configuration and provisions the plain-Go
-// packages that do the work; a model's policy, protocol and replica source
-// are guest modules (namespaces llmedge.policies, llmedge.protocols,
-// llmedge.sources) resolved when the config loads.
+// Package llmapp is the `llmedge` Caddy app: configuration turned into
+// constructors. It parses the global option, resolves the guest modules
+// (a model's policy, protocols and replica source: namespaces
+// llmedge.policies, llmedge.protocols, llmedge.sources), and builds the
+// plain-Go services llmedge's handlers share: the credentials (package
+// auth), the tenants' limits and revocations (package tenancy) and the
+// models' replicas (package fleet), joined in the request pipeline
+// (package gateway). What outlives a reload is kept in one place (kept.go).
 package llmapp
 
 import (
@@ -20,12 +22,11 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/internal/portlock"
 	"github.com/llmedge/llmedge/metrics"
-	"github.com/llmedge/llmedge/modules/llmsource"
-	"github.com/llmedge/llmedge/revocation"
+	"github.com/llmedge/llmedge/tenancy"
 )
 
 func init() {
@@ -104,34 +105,17 @@ type App struct {
 	// storage when there is no Redis. Default: 1s.
 	RevocationRefresh caddy.Duration `json:"revocation_refresh,omitempty"`
 
-	users     *auth.Users
-	keys      *auth.KeyRing
-	issuer    *auth.Issuer
+	// The services this configuration is made of, built by Provision.
+	creds   *auth.Service
+	fleet   *fleet.Fleet
+	tenants *tenancy.Service
+
 	pipeline  *gateway.Pipeline
 	validator *api.Validator
-	token     *auth.TokenEndpoint
-	client    *http.Client
-	models    []*builtModel
-	prober    *health.Prober
 	metrics   *metrics.Metrics
-	logger    *zap.Logger
-	storage   auth.Storage // nil for HS256 keys
-	bg        *background
-	kidLimit  *rateGate // bounds storage reloads for unknown kids
-	apiKeys   *auth.APIKeys
-	refresh   *auth.RefreshTokens // nil when refresh tokens are off
-
-	clients        *auth.Clients
-	fileUsers      []auth.User // as last loaded, to see who a reload disables
-	tenancyKey     string
-	tenancy        *tenancyState
-	tenancyMetrics *metrics.Tenancy
-	admitter       *admitter // nil when no limit is configured
-	revocations    *revocation.Sync
-	revoke         *auth.RevokeEndpoint
-
-	usersFile string // UsersFile with placeholders replaced
+	client    *http.Client
 	openapi   []byte
+	logger    *zap.Logger
 	ctx       caddy.Context
 	portLocks []func()
 }
@@ -143,19 +127,6 @@ const (
 	DefaultDialTimeout = 5 * time.Second
 	// Realm in WWW-Authenticate challenges.
 	Realm = "llmedge"
-	// keyStorageKey is where the signing keys live in Caddy's storage.
-	keyStorageKey = "llmedge/signing_keys.json"
-)
-
-// tokenCacheSize bounds the verified tokens remembered (a few MB at most).
-const tokenCacheSize = 10_000
-
-// Brute-force protection of the token endpoint: after this many failed
-// logins within loginWindow, a username or a client address gets 429.
-const (
-	loginFailuresPerUser = 10
-	loginFailuresPerAddr = 100
-	loginWindow          = 15 * time.Minute
 )
 
 // DefaultModels are served when the configuration names none.
@@ -169,8 +140,8 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision sets up users, keys, metrics and the models, then the
-// pipeline that serves them.
+// Provision turns the configuration into its services (credentials,
+// tenancy, the fleet of models), then the pipeline that serves them.
 func (a *App) Provision(ctx caddy.Context) (err error) {
 	a.ctx, a.logger = ctx, ctx.Logger()
 	a.setDefaults()
@@ -180,35 +151,38 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		}
 	}()
 	// Metrics first: whatever is built next reports to them. The replica
-	// gauges read the models when scraped.
+	// gauges read the fleet when scraped.
 	if a.metrics, err = metrics.New(ctx.GetMetricsRegistry(), a); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	repl := caddy.NewReplacer() // {env.*} and {file.*} in secrets and paths
-	if err := a.provisionAuth(ctx, repl); err != nil {
+	tcfg, err := a.tenancyConfig(ctx, repl)
+	if err != nil {
 		return err
 	}
+	if a.tenants, err = tenancy.New(ctx, tcfg); err != nil {
+		return err
+	}
+	acfg, err := a.authConfig(ctx, repl)
+	if err != nil {
+		return err
+	}
+	if a.creds, err = auth.NewService(ctx, acfg); err != nil {
+		return err
+	}
+	a.tenants.SetUsers(a.creds.Users())
 	a.client = newReplicaClient(time.Duration(a.DialTimeout))
-	if err := a.provisionModels(ctx, repl); err != nil {
+	if a.fleet, err = a.buildFleet(ctx, repl); err != nil {
 		return err
 	}
-	if err := a.provisionTenancy(ctx, repl); err != nil {
-		return err
-	}
-
 	a.validator = &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
-	models := make(map[string]*gateway.Model, len(a.models))
-	for _, m := range a.models {
-		models[m.Name] = m.Model
-	}
-	verifier := &auth.Verifier{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, Leeway: verifyLeeway,
-		Refresh: a.reloadOnUnknownKID, Cache: auth.NewTokenCache(tokenCacheSize), Revoked: a.tokenRevoked}
 	a.pipeline = &gateway.Pipeline{
-		Auth:           &auth.BearerAuth{Verifier: verifier, Realm: Realm, APIKeys: a.apiKeys},
+		Auth:           a.creds.Authenticator(),
 		Realm:          Realm,
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
+		Admitter:       a.tenants.Admitter(),
 		Gateway: &gateway.Gateway{
-			Models:       models,
+			Models:       a.fleet.Models(),
 			Client:       a.client,
 			PingInterval: time.Duration(a.PingInterval),
 			MaxAttempts:  a.MaxAttempts,
@@ -217,90 +191,18 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Status:       observability(),
 		},
 	}
-	if a.admitter != nil {
-		a.pipeline.Admitter = a.admitter
-	}
-	if a.Redis != nil {
-		a.pipeline.Gateway.Dependencies = []gateway.Dependency{redisDependency{a.tenancy.limiter}}
-	}
-	a.revoke = &auth.RevokeEndpoint{Verifier: verifier, Clients: a.clients, Realm: Realm, Refresh: a.refresh,
-		Revoke: func(ctx context.Context, jti string, expires time.Time) error {
-			_, err := a.RevokeToken(ctx, jti, expires)
-			return err
+	if configured, _, _ := a.tenants.RedisHealth(); configured {
+		a.pipeline.Gateway.Dependencies = []gateway.Dependency{gateway.DependencyFunc{
+			Dependency: "redis",
+			Func: func() gateway.DependencyStatus {
+				_, st, detail := a.tenants.RedisHealth()
+				return gateway.DependencyStatus{Status: st, Detail: detail}
+			},
 		}}
-	a.token.UserRevoked = func(user string, loginAt time.Time) bool { return revoked.Revoked(user, "", loginAt) }
+	}
 	if a.openapi, err = api.OpenAPI(a.validator); err != nil {
 		return err
 	}
-	return nil
-}
-
-// provisionAuth sets up users, OAuth clients, signing keys and the token
-// endpoint.
-func (a *App) provisionAuth(ctx caddy.Context, repl *caddy.Replacer) error {
-	a.usersFile = repl.ReplaceAll(a.UsersFile, "")
-	var fileUsers []auth.User
-	if a.usersFile != "" {
-		var err error
-		if fileUsers, err = auth.LoadUsersFile(a.usersFile); err != nil {
-			return err
-		}
-	}
-	a.fileUsers = fileUsers
-	var err error
-	if a.users, err = auth.NewUsers(a.allUsers(fileUsers)); err != nil {
-		return fmt.Errorf("users: %w", err)
-	}
-	clients, err := auth.NewClients(a.Clients)
-	if err != nil {
-		return fmt.Errorf("clients: %w", err)
-	}
-	a.clients = clients
-	a.kidLimit = &rateGate{every: unknownKIDReloadEvery}
-	if err := a.provisionKeys(ctx, repl); err != nil {
-		return err
-	}
-	if err := a.provisionCredentials(ctx); err != nil {
-		return err
-	}
-	a.issuer = &auth.Issuer{Keys: a.keys, Issuer: a.Issuer, Audience: a.Audience, TTL: time.Duration(a.TokenTTL)}
-	a.token = &auth.TokenEndpoint{
-		Users: a.users, Issuer: a.issuer, Realm: Realm,
-		UserLimiter: auth.NewFailureLimiter(loginFailuresPerUser, loginWindow, nil),
-		AddrLimiter: auth.NewFailureLimiter(loginFailuresPerAddr, loginWindow, nil),
-		ClientAddr:  clientIP,
-		Clients:     clients,
-		OnIssued:    a.metrics.TokenIssued,
-		OnFailure:   a.metrics.AuthFailure,
-		Refresh:     a.refresh,
-		OnError:     a.onTokenStorageError,
-		OnReuse:     a.onRefreshReuse,
-	}
-	return nil
-}
-
-// provisionModels builds every model, then waits a little for the replica
-// sources that answer later (Consul), so that the config serves with
-// filled pools.
-func (a *App) provisionModels(ctx caddy.Context, repl *caddy.Replacer) error {
-	deps := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, client: a.client,
-		consul: a.Consul.resolved(), metrics: a.metrics}
-	a.prober = &health.Prober{Client: a.client, Logger: a.logger}
-	var syncers []llmsource.Syncer
-	for _, mc := range a.Models {
-		m, err := mc.build(deps)
-		if err != nil {
-			return fmt.Errorf("model %q: %w", mc.Name, err)
-		}
-		a.models = append(a.models, m)
-		if m.probe != nil {
-			a.prober.Targets = append(a.prober.Targets, *m.probe)
-		}
-		if m.syncer != nil {
-			syncers = append(syncers, m.syncer)
-		}
-	}
-	llmsource.WaitSynced(ctx, syncers, a.Consul.syncTimeout(), a.logger)
 	return nil
 }
 
@@ -375,80 +277,29 @@ func (a *App) modelNames() []string {
 	return names
 }
 
-// allUsers merges inline and file users; a user without a model list may
-// use every model.
-func (a *App) allUsers(fileUsers []auth.User) []auth.User {
-	users := append(append([]auth.User(nil), a.Users...), fileUsers...)
-	for i := range users {
-		if len(users[i].Models) == 0 {
-			users[i].Models = a.modelNames()
-		}
-	}
-	return users
-}
-
-// Start begins the periodic work: key refresh and rotation, reloading
-// API keys and the users file, and health probing of static replicas.
+// Start runs the services' periodic work: key refresh and rotation,
+// API keys and the users file, the revocations' sharing, health probes
+// and load scrapes.
 func (a *App) Start() error {
 	if err := a.lockAddresses(); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	a.bg = &background{cancel: cancel}
-	if a.storedKeys() {
-		a.bg.run(ctx, a.keyLoop)
-	}
-	a.bg.run(ctx, a.credentialsLoop)
-	a.prober.Start()
-	a.revocations.Start()
-	for _, m := range a.models {
-		if m.scraper != nil {
-			if err := m.scraper.Start(); err != nil {
-				return fmt.Errorf("model %q: load metrics: %w", m.Name, err)
-			}
-		}
-	}
-	if a.usersFile != "" {
-		interval := time.Duration(a.UsersFileRefresh)
-		if interval <= 0 {
-			interval = 2 * time.Second
-		}
-		a.bg.run(ctx, func(ctx context.Context) {
-			auth.WatchUsersFile(ctx, a.usersFile, interval,
-				func(users []auth.User) error {
-					if err := a.users.Replace(a.allUsers(users)); err != nil {
-						return err
-					}
-					a.logger.Info("reloaded the users file", zap.String("file", a.usersFile), zap.Int("users", len(users)))
-					a.revokeDisabled(a.fileUsers, users)
-					a.fileUsers = users
-					return nil
-				},
-				func(err error) {
-					a.logger.Error("users file not reloaded; keeping the current users", zap.Error(err))
-				})
-		})
-	}
-	return nil
+	a.creds.Start()
+	a.tenants.Start()
+	return a.fleet.Start()
 }
 
 // Stop ends the periodic work and waits for it, so nothing of this
 // configuration outlives a reload.
 func (a *App) Stop() error {
-	if a.prober != nil {
-		a.prober.Stop()
+	if a.fleet != nil {
+		a.fleet.Stop()
 	}
-	for _, m := range a.models {
-		if m.scraper != nil {
-			m.scraper.Stop()
-		}
+	if a.creds != nil {
+		a.creds.Stop()
 	}
-	if a.bg != nil {
-		a.bg.stop()
-	}
-	a.flushUsage()
-	if a.revocations != nil {
-		a.revocations.Stop()
+	if a.tenants != nil {
+		a.tenants.Stop()
 	}
 	for _, release := range a.portLocks {
 		release()
@@ -483,19 +334,19 @@ func (a *App) lockAddresses() error {
 }
 
 // Cleanup releases the replica sources (a Consul watcher the next
-// configuration uses keeps running), the breakers and the replica
-// connections of this configuration.
+// configuration uses keeps running), the breakers, the shared tenancy
+// state and the replica connections of this configuration.
 func (a *App) Cleanup() error {
-	for _, m := range a.models {
-		m.Close()
+	// Nothing is cleared: the old configuration's requests in flight and
+	// its metrics may still read the services.
+	if a.fleet != nil {
+		a.fleet.Close()
 	}
-	a.models = nil
 	if a.client != nil {
 		a.client.CloseIdleConnections()
 	}
-	if a.tenancy != nil {
-		_, _ = tenancyPool.Delete(a.tenancyKey)
-		a.tenancy = nil
+	if a.tenants != nil {
+		a.tenants.Close()
 	}
 	return nil
 }
@@ -503,24 +354,27 @@ func (a *App) Cleanup() error {
 // Pipeline is the inference pipeline handlers run.
 func (a *App) Pipeline() *gateway.Pipeline { return a.pipeline }
 
-// RevokeEndpoint serves POST /auth/revoke (RFC 7009).
-func (a *App) RevokeEndpoint() http.Handler { return a.revoke }
-
 // Validator reads native requests with the configuration's models and
 // body limits; the doors take both from it.
 func (a *App) Validator() *api.Validator { return a.validator }
 
 // TokenEndpoint serves POST /auth/token.
-func (a *App) TokenEndpoint() http.Handler { return a.token }
+func (a *App) TokenEndpoint() http.Handler { return a.creds.TokenEndpoint() }
+
+// RevokeEndpoint serves POST /auth/revoke (RFC 7009).
+func (a *App) RevokeEndpoint() http.Handler { return a.creds.RevokeEndpoint() }
 
 // OpenAPI is the OpenAPI 3.1 description of the API this app serves.
 func (a *App) OpenAPI() []byte { return a.openapi }
 
 // JWKS is the JSON Web Key Set of the verifying keys, as they are now.
-func (a *App) JWKS() []byte {
-	b, _ := a.keys.JWKS()
-	return b
-}
+func (a *App) JWKS() []byte { return a.creds.JWKS() }
+
+// Credentials are this configuration's users, keys and tokens.
+func (a *App) Credentials() *auth.Service { return a.creds }
+
+// Tenancy is this configuration's limits and revocations.
+func (a *App) Tenancy() *tenancy.Service { return a.tenants }
 
 // FromContext returns the llmedge app of the configuration ctx belongs to,
 // provisioning it with defaults when the configuration has none.
@@ -557,3 +411,6 @@ var (
 	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )
+
+// Logger is the app's logger.
+func (a *App) Logger() *zap.Logger { return a.logger }

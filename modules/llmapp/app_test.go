@@ -10,6 +10,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
+	"github.com/llmedge/llmedge/fleet"
+	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmprotocol"
 )
@@ -42,6 +44,22 @@ func testDeps(t *testing.T) *modelDeps {
 	return &modelDeps{ctx: ctx, repl: caddy.NewReplacer(), logger: zap.NewNop()}
 }
 
+// build resolves mc's guests and runs the model alone in a fleet, closed
+// at the end of the test.
+func build(t *testing.T, mc *ModelConfig) (*gateway.Model, fleet.Spec, error) {
+	t.Helper()
+	s, err := mc.spec(testDeps(t))
+	if err != nil {
+		return nil, s, err
+	}
+	f, err := fleet.New([]fleet.Spec{s}, fleet.Options{})
+	if err != nil {
+		return nil, s, err
+	}
+	t.Cleanup(f.Close)
+	return f.Models()[mc.Name], s, nil
+}
+
 func TestModelBuildGuestModules(t *testing.T) {
 	t.Setenv("LLMEDGE_TEST_KEY", "s3cret")
 	mc := parseModel(t, `model qwen {
@@ -51,11 +69,10 @@ func TestModelBuildGuestModules(t *testing.T) {
 		lb_policy round_robin
 		api_key_env LLMEDGE_TEST_KEY
 	}`)
-	m, err := mc.build(testDeps(t))
+	m, spec, err := build(t, mc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
 	if m.APIKey != "s3cret" || m.Protocol != "tgi" {
 		t.Errorf("key %q protocol %q", m.APIKey, m.Protocol)
 	}
@@ -84,7 +101,7 @@ func TestModelBuildGuestModules(t *testing.T) {
 			t.Errorf("protocol %s is %T", name, m.Protocols[name])
 		}
 	}
-	if m.probe == nil || m.probe.Path(rs[1]) != "/" || m.probe.Path(rs[0]) != "/health" {
+	if spec.Probe == nil || m.Engine(rs[1]).HealthPath != "/" || m.Engine(rs[0]).HealthPath != "/health" {
 		t.Error("static replicas are not probed on their engines' health paths")
 	}
 	if _, ok := m.Pool.Policy().(*llmpolicy.RoundRobin); !ok {
@@ -117,10 +134,7 @@ func TestModelBuildErrors(t *testing.T) {
 		{"stream mode", ModelConfig{Name: "m", StreamUpstream: "sometimes"}, "stream_upstream must be auto or always"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := tc.mc.build(testDeps(t))
-			if err == nil {
-				m.Close()
-			}
+			_, _, err := build(t, &tc.mc)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want ~%q", err, tc.want)
 			}

@@ -3,16 +3,14 @@ package llmapp
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/discovery"
+	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/health"
-	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmsource"
 	"github.com/llmedge/llmedge/pool"
@@ -35,60 +33,60 @@ const (
 
 // modelDeps is what building a model takes from the app.
 type modelDeps struct {
-	ctx     caddy.Context
-	repl    *caddy.Replacer
-	logger  *zap.Logger
-	client  *http.Client
-	consul  discovery.ConsulConfig
-	metrics *metrics.Metrics
+	ctx    caddy.Context
+	repl   *caddy.Replacer
+	logger *zap.Logger
+	consul discovery.ConsulConfig
 }
 
-// builtModel is a model ready to serve, with what the app runs for it.
-type builtModel struct {
-	*gateway.Model
-	// probe is its active health probing, nil when off.
-	probe *health.Target
-	// syncer is its replica source when that answers later (Consul).
-	syncer llmsource.Syncer
-	// scraper reads its replicas' own load, nil when off.
-	scraper *loadScraper
-	// close ends its watch of replicas.
-	close []func()
-}
-
-// build turns the configuration into a model ready to serve. It is the
-// one place a model is assembled: its guest modules (policy, protocols,
-// source), its pool, probes, client and timeouts.
-func (mc *ModelConfig) build(d *modelDeps) (_ *builtModel, err error) {
-	if err := mc.validate(); err != nil {
-		return nil, err
-	}
-	b := &builtModel{}
-	defer func() {
-		if err != nil {
-			b.Close() // a half-built model lets go of its watch and breakers
+// buildFleet resolves every model's guest modules and hands the models to
+// the fleet, which runs their replicas.
+func (a *App) buildFleet(ctx caddy.Context, repl *caddy.Replacer) (*fleet.Fleet, error) {
+	d := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, consul: a.Consul.resolved()}
+	specs := make([]fleet.Spec, 0, len(a.Models))
+	closeAll := func() {
+		for _, s := range specs {
+			if s.Close != nil {
+				s.Close()
+			}
 		}
-	}()
+	}
+	for _, mc := range a.Models {
+		s, err := mc.spec(d)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("model %q: %w", mc.Name, err)
+		}
+		specs = append(specs, s)
+	}
+	return fleet.New(specs, fleet.Options{Client: a.client, Logger: a.logger,
+		OnScrapeError: a.metrics.ScrapeError, SyncTimeout: a.Consul.syncTimeout()})
+}
+
+// spec turns the configuration into a model ready to serve. It is the
+// one place a model is assembled: its guest modules (policy, protocols,
+// source), its pool's options, probes, client and timeouts.
+func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
+	if err := mc.validate(); err != nil {
+		return fleet.Spec{}, err
+	}
 	policyLabel := policyName(mc) // before loading it: Caddy clears PolicyRaw then
 	policy, err := mc.policy(d.ctx)
 	if err != nil {
-		return nil, err
+		return fleet.Spec{}, err
 	}
-	backendsByName, proto, err := mc.protocols(d.ctx)
+	byName, proto, err := mc.protocols(d.ctx)
 	if err != nil {
-		return nil, err
+		return fleet.Spec{}, err
 	}
 	apiKey, err := mc.apiKey(d.repl)
 	if err != nil {
-		return nil, err
+		return fleet.Spec{}, err
 	}
-	p := mc.newPool(policy, d.logger)
-	b.close = append(b.close, p.Close)
-	b.Model = &gateway.Model{
+	m := &gateway.Model{
 		Name:           mc.Name,
-		Pool:           p,
 		Policy:         policyLabel,
-		Protocols:      backendsByName,
+		Protocols:      byName,
 		Protocol:       proto,
 		UpstreamModel:  mc.UpstreamModel,
 		SystemMessage:  mc.SystemMessage,
@@ -105,25 +103,36 @@ func (mc *ModelConfig) build(d *modelDeps) (_ *builtModel, err error) {
 		},
 	}
 	if mc.DialTimeout > 0 {
-		b.Client = newReplicaClient(time.Duration(mc.DialTimeout))
+		m.Client = newReplicaClient(time.Duration(mc.DialTimeout))
 	}
-	if err := mc.watchReplicas(d, b); err != nil {
-		return nil, err
+	qlen, qtimeout := mc.Queue.options()
+	s := fleet.Spec{
+		Model:  m,
+		Policy: policy,
+		// Breakers are shared by model, replica URL and settings across
+		// config reloads; the fleet lets go of them when it closes.
+		PoolOptions: pool.Options{Breaker: mc.Breaker.settings(), QueueLength: qlen, QueueTimeout: qtimeout,
+			QueueOrder: mc.Queue.order(), Kept: kept},
+		MaxConcurrency: mc.MaxConcurrency,
+		Load:           mc.load(),
 	}
-	b.scraper = mc.newLoadScraper(b, d.logger, d.metrics.ScrapeError)
-	return b, nil
+	if err := mc.source(d, &s); err != nil {
+		return fleet.Spec{}, err
+	}
+	return s, nil
 }
 
-// Close ends the model's watch of its replicas and lets go of its pool's
-// breakers and connections.
-func (b *builtModel) Close() {
-	for i := len(b.close) - 1; i >= 0; i-- {
-		b.close[i]()
+// load is the scrape of the replicas' own load; nil when turned off.
+func (mc *ModelConfig) load() *fleet.Load {
+	cfg := LoadMetricsConfig{}
+	if mc.LoadMetrics != nil {
+		cfg = *mc.LoadMetrics
 	}
-	b.close = nil
-	if b.Model != nil && b.Client != nil {
-		b.Client.CloseIdleConnections()
+	if cfg.Disabled {
+		return nil
 	}
+	return &fleet.Load{Interval: time.Duration(cfg.Interval), Timeout: time.Duration(cfg.Timeout),
+		Path: cfg.Path, Dialect: cfg.Dialect}
 }
 
 // policy loads the model's balancing policy (a guest module).
@@ -139,8 +148,8 @@ func (mc *ModelConfig) policy(ctx caddy.Context) (pool.Policy, error) {
 	if !ok {
 		return nil, fmt.Errorf("lb_policy: module %T is not a pool.Policy", mod)
 	}
-	if b, ok := mod.(llmpolicy.ModelBound); ok {
-		if err := b.BindModel(mc.Name); err != nil {
+	if b, ok := mod.(llmpolicy.Bound); ok {
+		if err := b.Bind(llmpolicy.Env{Model: mc.Name, Kept: kept}); err != nil {
 			return nil, err
 		}
 	}
@@ -205,30 +214,9 @@ func (mc *ModelConfig) protocols(ctx caddy.Context) (map[string]protocols.Protoc
 	return byName, name, nil
 }
 
-func (mc *ModelConfig) newPool(policy pool.Policy, logger *zap.Logger) *pool.Pool {
-	qlen, qtimeout := mc.Queue.options()
-	// Breakers are shared by model, replica URL and settings across config
-	// reloads (see pool's registry); Close lets go of them.
-	name := mc.Name
-	return pool.NewWithOptions(mc.Name, policy, pool.Options{
-		Breaker:      mc.Breaker.settings(),
-		QueueLength:  qlen,
-		QueueTimeout: qtimeout,
-		QueueOrder:   mc.Queue.order(),
-		OnBreakerChange: func(replica string, from, to pool.BreakerState) {
-			log := logger.Info
-			if to == pool.StateOpen {
-				log = logger.Warn
-			}
-			log("replica circuit breaker "+to.String(), zap.String("model_type", name),
-				zap.String("replica", replica), zap.String("from", from.String()))
-		},
-	})
-}
-
-// watchReplicas opens the model's replica source (a guest module) and
-// feeds its pool from it.
-func (mc *ModelConfig) watchReplicas(d *modelDeps, b *builtModel) error {
+// source opens the model's replica source (a guest module) and says
+// whether its replicas are probed.
+func (mc *ModelConfig) source(d *modelDeps, s *fleet.Spec) error {
 	if mc.SourceRaw == nil {
 		mc.SourceRaw = moduleObject("source", DefaultSource)
 	}
@@ -241,48 +229,13 @@ func (mc *ModelConfig) watchReplicas(d *modelDeps, b *builtModel) error {
 		return fmt.Errorf("source: module %T is not an llmsource.Source", mod)
 	}
 	logger := d.logger.With(zap.String("model_type", mc.Name))
-	ds, closeSource, err := src.Open(llmsource.Env{Model: mc.Name, Consul: d.consul, Logger: logger})
+	ds, closeSource, err := src.Open(llmsource.Env{Model: mc.Name, Consul: d.consul, Logger: logger, Kept: kept})
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
-	unsubscribe := ds.Subscribe(func(list []discovery.Instance) {
-		b.Pool.Set(mc.replicas(list, b.Protocols, logger))
-	})
-	b.close = append(b.close, closeSource, unsubscribe)
-	b.Discovery = ds.Status
-	if s, ok := ds.(llmsource.Syncer); ok {
-		b.syncer = s
-	}
+	s.Source, s.Close = ds, closeSource
 	if ac, ok := src.(llmsource.ActiveChecked); ok && ac.ActiveHealthChecks() && mc.HealthInterval >= 0 {
-		b.probe = &health.Target{
-			Pool: b.Pool, Path: func(r *pool.Replica) string { return b.Engine(r).HealthPath },
-			Interval: time.Duration(mc.HealthInterval), Timeout: time.Duration(mc.HealthTimeout),
-		}
+		s.Probe = &fleet.Probe{Interval: time.Duration(mc.HealthInterval), Timeout: time.Duration(mc.HealthTimeout)}
 	}
 	return nil
-}
-
-// replicas converts instances to pool replicas: instance settings
-// (protocol, upstream model, weight, max_concurrency) override the
-// model's. An instance naming an unknown protocol is left out, logged.
-func (mc *ModelConfig) replicas(list []discovery.Instance, known map[string]protocols.Protocol, logger *zap.Logger) []*pool.Replica {
-	out := make([]*pool.Replica, 0, len(list))
-	for _, in := range list {
-		r, err := pool.NewReplica(in.URL)
-		if err != nil {
-			logger.Warn("replica skipped", zap.String("id", in.ID), zap.Error(err))
-			continue
-		}
-		if _, ok := known[in.Protocol]; in.Protocol != "" && !ok {
-			logger.Warn("replica skipped: unknown protocol", zap.String("id", in.ID), zap.String("protocol", in.Protocol))
-			continue
-		}
-		r.Model, r.Protocol, r.Weight = in.Model, in.Protocol, in.Weight
-		r.MaxConcurrency = mc.MaxConcurrency
-		if in.MaxConcurrency > 0 {
-			r.MaxConcurrency = in.MaxConcurrency
-		}
-		out = append(out, r)
-	}
-	return out
 }

@@ -1,12 +1,10 @@
 package llmapp
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
@@ -42,29 +40,5 @@ func TestCredentialOptions(t *testing.T) {
 				t.Fatalf("%+v %v", a, err)
 			}
 		})
-	}
-}
-
-func TestAPIKeysRefreshDefault(t *testing.T) {
-	a := &App{}
-	if a.apiKeysRefresh() != DefaultAPIKeysRefresh {
-		t.Fatal(a.apiKeysRefresh())
-	}
-	a.APIKeysRefresh = caddy.Duration(time.Second)
-	if a.apiKeysRefresh() != time.Second {
-		t.Fatal(a.apiKeysRefresh())
-	}
-}
-
-func TestPlainAdminError(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{`caddy responded with error: HTTP 400: {"error":"no user \"x\""}` + "\n", `caddy responded with error: HTTP 400: no user "x"`},
-		{"performing request: connection refused", "performing request: connection refused"},
-		{`HTTP 500: {not json`, `HTTP 500: {not json`},
-	}
-	for _, tt := range tests {
-		if got := plainAdminError(errors.New(tt.in)).Error(); got != tt.want {
-			t.Errorf("plainAdminError(%q) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/llmedge/llmedge/discovery"
+	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/modules/llmsource"
 )
@@ -79,7 +80,7 @@ func (u *Upstreams) Provision(ctx caddy.Context) error {
 	if u.Token != "" {
 		client.Token, client.TokenFile = caddy.NewReplacer().ReplaceAll(u.Token, ""), ""
 	}
-	w, release, err := llmsource.AcquireConsulWatcher(client, discovery.WatchConfig{
+	w, release, err := llmsource.AcquireConsulWatcher(llmapp.Kept(), client, discovery.WatchConfig{
 		Service: u.Service, Tag: u.Tag, Filter: u.Filter, Datacenter: u.Datacenter,
 	})
 	if err != nil {
@@ -93,7 +94,7 @@ func (u *Upstreams) Provision(ctx caddy.Context) error {
 		u.current.Store(&next)
 	})
 	u.release = func() { unsubscribe(); release() }
-	llmsource.WaitSynced(ctx, []llmsource.Syncer{w}, syncTimeout, ctx.Logger())
+	fleet.WaitSynced([]fleet.Syncer{w}, syncTimeout, ctx.Logger())
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/keep"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing"
 )
@@ -20,6 +21,22 @@ const Namespace = "llmedge.policies"
 type Policy interface {
 	caddy.Module
 	pool.Policy
+}
+
+// Bound is implemented by policies that keep state per model (an index):
+// the app binds them to their model right after loading them.
+type Bound interface {
+	Bind(env Env) error
+}
+
+// Env is what the app tells a policy about the model it serves.
+type Env struct {
+	// Model is the model type.
+	Model string
+	// Kept holds what outlives a configuration (shared with the next
+	// configuration's policy of the same model and settings); nil keeps
+	// state in the policy alone.
+	Kept *keep.Store
 }
 
 func init() {

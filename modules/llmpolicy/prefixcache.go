@@ -8,6 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/keep"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/routing/prefix"
@@ -73,10 +74,11 @@ func (p *PrefixCache) Validate() error {
 	return nil
 }
 
-// BindModel implements ModelBound: it takes the model's index, shared with
-// the previous config's when the settings did not change, so that a
-// reload keeps what the gateway learned.
-func (p *PrefixCache) BindModel(model string) error {
+// Bind implements Bound: it takes the model's index, shared with the
+// previous config's (through env.Kept) when the settings did not change,
+// so that a reload keeps what the gateway learned.
+func (p *PrefixCache) Bind(env Env) error {
+	model := env.Model
 	if err := p.Validate(); err != nil {
 		return err
 	}
@@ -85,18 +87,16 @@ func (p *PrefixCache) BindModel(model string) error {
 		Model string
 		Cfg   prefix.Config
 	}{model, cfg})
-	v, _, err := indexes.LoadOrNew(string(key), func() (caddy.Destructor, error) {
-		idx, err := prefix.New(model, cfg)
-		if err != nil {
-			return nil, err
-		}
-		return sharedIndex{idx}, nil
-	})
+	kept, k := env.Kept, "llmpolicy.prefix_cache "+string(key)
+	if kept == nil {
+		kept = keep.New() // an index of its own
+	}
+	v, _, err := kept.LoadOrNew(k, func() (any, error) { return prefix.New(model, cfg) })
 	if err != nil {
 		return fmt.Errorf("prefix_cache: %w", err)
 	}
-	p.policy = routing.PrefixCache{Index: v.(sharedIndex).Index, LoadFactor: p.LoadFactor, KVFull: p.KVFull}
-	p.release = func() { _, _ = indexes.Delete(string(key)) }
+	p.policy = routing.PrefixCache{Index: v.(*prefix.Index), LoadFactor: p.LoadFactor, KVFull: p.KVFull}
+	p.release = func() { _, _ = kept.Delete(k) }
 	return nil
 }
 
@@ -111,13 +111,6 @@ func (p *PrefixCache) Cleanup() error {
 
 // PrefixStats reports the index, for metrics and the status page.
 func (p *PrefixCache) PrefixStats() prefix.Stats { return p.policy.Index.Stats() }
-
-// indexes holds the prefix indexes across config reloads.
-var indexes = caddy.NewUsagePool()
-
-type sharedIndex struct{ *prefix.Index }
-
-func (sharedIndex) Destruct() error { return nil }
 
 // UnmarshalCaddyfile parses
 //
@@ -176,16 +169,10 @@ func positive(s string) (int, error) {
 	return n, nil
 }
 
-// ModelBound is implemented by policies that keep state per model (an
-// index): the app names the model right after loading the policy.
-type ModelBound interface {
-	BindModel(model string) error
-}
-
 // Interface guards.
 var (
 	_ Policy                = (*PrefixCache)(nil)
-	_ ModelBound            = (*PrefixCache)(nil)
+	_ Bound                 = (*PrefixCache)(nil)
 	_ pool.ReplicaWatcher   = (*PrefixCache)(nil)
 	_ routing.Recorder      = (*PrefixCache)(nil)
 	_ caddy.Validator       = (*PrefixCache)(nil)

@@ -1,16 +1,14 @@
 package llmsource
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/discovery"
+	"github.com/llmedge/llmedge/keep"
 )
 
 func init() {
@@ -55,7 +53,7 @@ func (c *Consul) Open(env Env) (discovery.Source, func(), error) {
 	if c.Token != "" {
 		client.Token, client.TokenFile = caddy.NewReplacer().ReplaceAll(c.Token, ""), ""
 	}
-	w, release, err := AcquireConsulWatcher(client, discovery.WatchConfig{
+	w, release, err := AcquireConsulWatcher(env.Kept, client, discovery.WatchConfig{
 		Service: c.Service, Tag: c.Tag, Filter: c.Filter, Datacenter: c.Datacenter,
 	})
 	if err != nil {
@@ -107,13 +105,11 @@ func (c *Consul) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return nil
 }
 
-// watchers holds the running Consul watchers, keyed by their complete
-// settings, across config reloads: a reload with the same settings reuses
+// sharedWatcher is a running Consul watcher kept across config reloads,
+// keyed by its complete settings: a reload with the same settings reuses
 // the running watcher (no gap, no duplicate); one with other settings
 // starts a new watcher, and the old one stops when the last config using
 // it is cleaned up.
-var watchers = caddy.NewUsagePool()
-
 type sharedWatcher struct{ *discovery.Watcher }
 
 func (s sharedWatcher) Destruct() error {
@@ -121,10 +117,13 @@ func (s sharedWatcher) Destruct() error {
 	return nil
 }
 
-// AcquireConsulWatcher returns the running watcher for these settings,
-// starting one if none runs, and the function that releases it (the last
-// release stops it).
-func AcquireConsulWatcher(client discovery.ConsulConfig, wc discovery.WatchConfig) (*discovery.Watcher, func(), error) {
+// AcquireConsulWatcher returns the running watcher for these settings in
+// kept, starting one if none runs, and the function that releases it (the
+// last release stops it). A nil kept shares the watcher with nobody.
+func AcquireConsulWatcher(kept *keep.Store, client discovery.ConsulConfig, wc discovery.WatchConfig) (*discovery.Watcher, func(), error) {
+	if kept == nil {
+		kept = keep.New()
+	}
 	key, err := json.Marshal(struct {
 		Client discovery.ConsulConfig
 		Watch  discovery.WatchConfig
@@ -132,7 +131,8 @@ func AcquireConsulWatcher(client discovery.ConsulConfig, wc discovery.WatchConfi
 	if err != nil {
 		return nil, nil, err
 	}
-	v, _, err := watchers.LoadOrNew(string(key), func() (caddy.Destructor, error) {
+	k := "llmsource.consul " + string(key)
+	v, _, err := kept.LoadOrNew(k, func() (any, error) {
 		// Not the config's logger: the watcher outlives the config.
 		w, err := discovery.NewConsulWatcher(client, wc, caddy.Log().Named("llmedge.consul"))
 		if err != nil {
@@ -144,30 +144,7 @@ func AcquireConsulWatcher(client discovery.ConsulConfig, wc discovery.WatchConfi
 	if err != nil {
 		return nil, nil, err
 	}
-	return v.(sharedWatcher).Watcher, func() { _, _ = watchers.Delete(string(key)) }, nil
-}
-
-// Syncer is a source that answers its first time later (Consul); a config
-// about to serve waits a little for it, so that it starts with filled
-// pools.
-type Syncer interface {
-	WaitSynced(ctx context.Context) bool
-	Status() discovery.Status
-}
-
-// WaitSynced waits, up to timeout in all, for each source's first answer
-// (a reused watcher has it already). Sources that have not synced by then
-// keep trying in the background; readiness reports them.
-func WaitSynced(ctx context.Context, ss []Syncer, timeout time.Duration, logger *zap.Logger) {
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, s := range ss {
-		if !s.WaitSynced(wctx) {
-			st := s.Status()
-			logger.Warn("replica source not synced yet; serving without its replicas until it is",
-				zap.String("source", st.Source), zap.String("service", st.Service), zap.String("error", st.LastError))
-		}
-	}
+	return v.(sharedWatcher).Watcher, func() { _, _ = kept.Delete(k) }, nil
 }
 
 // Interface guards.
@@ -175,5 +152,4 @@ var (
 	_ Source                = (*Consul)(nil)
 	_ caddy.Validator       = (*Consul)(nil)
 	_ caddyfile.Unmarshaler = (*Consul)(nil)
-	_ Syncer                = (*discovery.Watcher)(nil)
 )

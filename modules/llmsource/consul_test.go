@@ -1,7 +1,6 @@
 package llmsource
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -14,13 +13,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/discovery"
+	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/internal/consultest"
+	"github.com/llmedge/llmedge/keep"
 )
 
 // follow opens src as the app does and counts the instances it reports.
-func follow(t *testing.T, src *Consul, client discovery.ConsulConfig) (*discovery.Watcher, *atomic.Int32, func()) {
+func follow(t *testing.T, kept *keep.Store, src *Consul, client discovery.ConsulConfig) (*discovery.Watcher, *atomic.Int32, func()) {
 	t.Helper()
-	ds, release, err := src.Open(Env{Model: "qwen", Consul: client, Logger: zap.NewNop()})
+	ds, release, err := src.Open(Env{Model: "qwen", Consul: client, Logger: zap.NewNop(), Kept: kept})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,20 +34,21 @@ func follow(t *testing.T, src *Consul, client discovery.ConsulConfig) (*discover
 // doubles nor interrupts it); other settings get their own; the last
 // release stops it, and with it every goroutine it had.
 func TestConsulWatchersSharedAndReleased(t *testing.T) {
+	kept := keep.New() // what outlives a reload, as the app's
 	agent := consultest.Start(t)
 	agent.Register(t, consultest.Instance("llm-q", "q1", 9601, nil))
 	agent.CloseIdleConnections()
 	baseline := runtime.NumGoroutine()
 	client := agent.Config()
 
-	w1, oldCount, cleanupOld := follow(t, &Consul{Service: "llm-q"}, client)
-	WaitSynced(context.Background(), []Syncer{w1}, 10*time.Second, zap.NewNop())
+	w1, oldCount, cleanupOld := follow(t, kept, &Consul{Service: "llm-q"}, client)
+	fleet.WaitSynced([]fleet.Syncer{w1}, 10*time.Second, zap.NewNop())
 	if n := oldCount.Load(); n != 1 {
 		t.Fatalf("old config sees %d replicas, want 1", n)
 	}
 
 	// "Reload": same settings, the new config filled at once from the running watcher.
-	w2, newCount, cleanupNew := follow(t, &Consul{Service: "llm-q"}, client)
+	w2, newCount, cleanupNew := follow(t, kept, &Consul{Service: "llm-q"}, client)
 	if w2 != w1 {
 		t.Fatal("same settings started a second watcher")
 	}
@@ -64,7 +66,7 @@ func TestConsulWatchersSharedAndReleased(t *testing.T) {
 	}
 
 	// Changed settings: another watcher.
-	w3, _, cleanupChanged := follow(t, &Consul{Service: "llm-q", Tag: "gpu"}, client)
+	w3, _, cleanupChanged := follow(t, kept, &Consul{Service: "llm-q", Tag: "gpu"}, client)
 	if w3 == w1 {
 		t.Fatal("changed settings reused the old watcher")
 	}
@@ -95,6 +97,7 @@ func waitCond(t *testing.T, d time.Duration, what string, cond func() bool) {
 // A source's token replaces the `consul` option's token for its watcher
 // (and makes it a watcher of its own).
 func TestConsulSourceToken(t *testing.T) {
+	kept := keep.New() // what outlives a reload, as the app's
 	var mu sync.Mutex
 	tokens := map[string]bool{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -111,14 +114,14 @@ func TestConsulSourceToken(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("MODEL_TOKEN", "model-secret")
 	client := discovery.ConsulConfig{Address: strings.TrimPrefix(srv.URL, "http://"), Scheme: "http", Token: "global-secret"}
-	wa, _, ca := follow(t, &Consul{Service: "svc"}, client)
+	wa, _, ca := follow(t, kept, &Consul{Service: "svc"}, client)
 	defer ca()
-	wb, _, cb := follow(t, &Consul{Service: "svc", Token: "{env.MODEL_TOKEN}"}, client)
+	wb, _, cb := follow(t, kept, &Consul{Service: "svc", Token: "{env.MODEL_TOKEN}"}, client)
 	defer cb()
 	if wa == wb {
 		t.Fatal("different tokens share a watcher")
 	}
-	WaitSynced(context.Background(), []Syncer{wa, wb}, 5*time.Second, zap.NewNop())
+	fleet.WaitSynced([]fleet.Syncer{wa, wb}, 5*time.Second, zap.NewNop())
 	mu.Lock()
 	defer mu.Unlock()
 	if !tokens["global-secret"] || !tokens["model-secret"] || len(tokens) != 2 {

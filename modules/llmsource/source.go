@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/discovery"
+	"github.com/llmedge/llmedge/keep"
 )
 
 // Source is a guest module in llmedge.sources.
@@ -30,6 +31,9 @@ type Env struct {
 	// CONSUL_* environment applied.
 	Consul discovery.ConsulConfig
 	Logger *zap.Logger
+	// Kept holds what outlives a configuration (a watch the next
+	// configuration joins); nil keeps it to this one.
+	Kept *keep.Store
 }
 
 // ActiveChecked is implemented by sources whose replicas nobody else

@@ -1,4 +1,4 @@
-package llmapp
+package llmadmin
 
 import (
 	"bytes"
@@ -63,7 +63,7 @@ func apiKeyItem(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	info, err := app.apiKeys.Revoke(r.Context(), ref)
+	info, err := app.Credentials().APIKeys().Revoke(r.Context(), ref)
 	if err != nil {
 		return keyError(err)
 	}
@@ -98,11 +98,11 @@ func createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, info, err := app.apiKeys.Create(r.Context(), auth.NewAPIKey{User: req.User, Models: req.Models, Name: req.Name, TTL: ttl})
+	key, info, err := app.Credentials().APIKeys().Create(r.Context(), auth.NewAPIKey{User: req.User, Models: req.Models, Name: req.Name, TTL: ttl})
 	if err != nil {
 		return keyError(err)
 	}
-	app.logger.Info("created an API key", zap.String("id", info.ID), zap.String("name", info.Name), zap.String("user", info.User))
+	app.Logger().Info("created an API key", zap.String("id", info.ID), zap.String("name", info.Name), zap.String("user", info.User))
 	return writeAdminJSON(w, http.StatusCreated, CreateKeyResponse{Key: key, APIKeyInfo: info})
 }
 
@@ -111,7 +111,7 @@ func listAPIKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	infos, err := app.apiKeys.List(r.Context())
+	infos, err := app.Credentials().APIKeys().List(r.Context())
 	if err != nil {
 		return keyError(err)
 	}

@@ -1,4 +1,4 @@
-package llmapp
+package llmadmin
 
 import (
 	"bufio"

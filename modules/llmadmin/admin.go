@@ -1,4 +1,4 @@
-package llmapp
+package llmadmin
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmedge/llmedge/modules/llmapp"
 )
 
 func init() {
@@ -44,7 +46,7 @@ func rotateKeys(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	ring, err := app.RotateKeys(r.Context())
+	ring, err := app.Credentials().RotateKeys(r.Context())
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
 	}
@@ -53,12 +55,12 @@ func rotateKeys(w http.ResponseWriter, r *http.Request) error {
 }
 
 // runningApp is the llmedge app of the running configuration.
-func runningApp() (*App, error) {
+func runningApp() (*llmapp.App, error) {
 	v, err := caddy.ActiveContext().AppIfConfigured("llmedge")
 	if err != nil {
 		return nil, caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no llmedge app is running: %w", err)}
 	}
-	return v.(*App), nil
+	return v.(*llmapp.App), nil
 }
 
 var _ caddy.AdminRouter = AdminAPI{}

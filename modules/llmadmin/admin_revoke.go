@@ -1,4 +1,4 @@
-package llmapp
+package llmadmin
 
 import (
 	"encoding/base64"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/llmedge/llmedge/modules/llmapp"
 )
 
 func init() {
@@ -60,15 +62,15 @@ func adminRevoke(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no llmedge app is running: %w", err)}
 	}
-	app := v.(*App)
+	app := v.(*llmapp.App)
 	out := map[string]any{}
 	var shareErr error
 	if req.User != "" {
-		before, err := app.RevokeUser(r.Context(), req.User)
+		before, err := app.Tenancy().RevokeUser(r.Context(), req.User, "user")
 		out["user"], out["issued_before"], shareErr = req.User, before.UTC().Format(time.RFC3339), err
 	} else {
 		jti, exp := tokenID(req.Token)
-		expires, err := app.RevokeToken(r.Context(), jti, exp)
+		expires, err := app.Tenancy().RevokeToken(r.Context(), jti, exp)
 		out["jti"], out["until"], shareErr = jti, expires.UTC().Format(time.RFC3339), err
 	}
 	if shareErr != nil {

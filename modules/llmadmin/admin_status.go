@@ -1,10 +1,11 @@
-package llmapp
+package llmadmin
 
 import (
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/status"
 )
 
@@ -58,7 +59,7 @@ func activeSnapshot() *status.Snapshot {
 	if err != nil {
 		return nil
 	}
-	return v.(*App).StatusSnapshot()
+	return v.(*llmapp.App).StatusSnapshot()
 }
 
 var (

@@ -1,15 +1,32 @@
-package llmapp
+package fleet
 
 import (
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/scrape"
+)
+
+// Load configures reading a model's replicas' own load from their
+// engines' Prometheus endpoint.
+type Load struct {
+	// Interval between scrapes of a replica; Timeout bounds one.
+	Interval, Timeout time.Duration
+	// Path of the endpoint, e.g. /metrics.
+	Path string
+	// Dialect names the engine's metrics, overriding what each replica's
+	// protocol says; "" takes the protocol's.
+	Dialect string
+}
+
+// Defaults of Load.
+const (
+	DefaultLoadInterval = time.Second
+	DefaultLoadPath     = "/metrics"
 )
 
 // staleAfter is how many scrape intervals a replica's figures count for:
@@ -17,12 +34,12 @@ import (
 // count stands in for it.
 const staleAfter = 3
 
-// loadScraper reads a model's replicas' load from their engines' metrics
+// scraper reads a model's replicas' load from their engines' metrics
 // endpoints, off the request path, and keeps it on the replicas.
-type loadScraper struct {
+type scraper struct {
 	*scrape.Scraper
-	model   *builtModel
-	cfg     LoadMetricsConfig
+	model   *model
+	cfg     Load
 	logger  *zap.Logger
 	onError func(model string)
 
@@ -30,38 +47,32 @@ type loadScraper struct {
 	failed map[string]bool // replicas whose last scrape failed, for one log line per change
 }
 
-// newLoadScraper returns the model's scraper, or nil when it has none to
-// scrape (turned off, or no engine with metrics).
-func (mc *ModelConfig) newLoadScraper(b *builtModel, logger *zap.Logger, onError func(string)) *loadScraper {
-	cfg := LoadMetricsConfig{}
-	if mc.LoadMetrics != nil {
-		cfg = *mc.LoadMetrics
-	}
-	if cfg.Disabled {
-		return nil
-	}
+func newScraper(m *model, cfg Load, logger *zap.Logger, onError func(string)) *scraper {
 	if cfg.Interval <= 0 {
-		cfg.Interval = caddy.Duration(DefaultLoadInterval)
+		cfg.Interval = DefaultLoadInterval
 	}
 	if cfg.Path == "" {
 		cfg.Path = DefaultLoadPath
 	}
-	l := &loadScraper{model: b, cfg: cfg, logger: logger, onError: onError, failed: map[string]bool{}}
+	if onError == nil {
+		onError = func(string) {}
+	}
+	l := &scraper{model: m, cfg: cfg, logger: logger, onError: onError, failed: map[string]bool{}}
 	l.Scraper = &scrape.Scraper{
 		Targets:  l.targets,
 		Report:   l.report,
-		Interval: time.Duration(cfg.Interval),
-		Timeout:  time.Duration(cfg.Timeout),
-		Jitter:   time.Duration(cfg.Interval) / 4,
+		Interval: cfg.Interval,
+		Timeout:  cfg.Timeout,
+		Jitter:   cfg.Interval / 4,
 	}
 	if cfg.Timeout <= 0 {
-		l.Scraper.Timeout = time.Duration(cfg.Interval)
+		l.Scraper.Timeout = cfg.Interval
 	}
 	return l
 }
 
 // targets are the model's replicas whose engine has a metrics dialect.
-func (l *loadScraper) targets() []scrape.Target {
+func (l *scraper) targets() []scrape.Target {
 	var out []scrape.Target
 	for _, r := range l.model.Pool.Replicas() {
 		dialect := l.cfg.Dialect
@@ -78,7 +89,7 @@ func (l *loadScraper) targets() []scrape.Target {
 
 // report keeps a fresh figure on its replica, or drops the replica's
 // figure when the scrape failed, so its in-flight count stands in.
-func (l *loadScraper) report(t scrape.Target, load scrape.Load, err error) {
+func (l *scraper) report(t scrape.Target, load scrape.Load, err error) {
 	url := strings.TrimSuffix(t.URL, l.cfg.Path)
 	var rep *pool.Replica
 	for _, r := range l.model.Pool.Replicas() {
@@ -105,7 +116,7 @@ func (l *loadScraper) report(t scrape.Target, load scrape.Load, err error) {
 	}
 	rep.SetEngineLoad(pool.EngineLoad{
 		Running: float64(load.Running), Waiting: float64(load.Waiting), KVUsage: kv, Own: float64(rep.Outstanding()),
-		At: load.Time, Until: load.Time.Add(staleAfter * time.Duration(l.cfg.Interval)),
+		At: load.Time, Until: load.Time.Add(staleAfter * l.cfg.Interval),
 	})
 	if l.changed(url, false) {
 		l.logger.Info("replica load metrics readable again",
@@ -115,7 +126,7 @@ func (l *loadScraper) report(t scrape.Target, load scrape.Load, err error) {
 
 // changed records whether url's last scrape failed and reports whether
 // that differs from before (a first success is no change).
-func (l *loadScraper) changed(url string, failed bool) bool {
+func (l *scraper) changed(url string, failed bool) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	was, seen := l.failed[url]

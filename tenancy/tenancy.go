@@ -1,0 +1,309 @@
+// Package tenancy is what the gateway does about tenants: the limits that
+// admit or refuse their requests (and the answers and rate-limit headers
+// that go with them), and the revoked credentials, both shared by every
+// instance through Redis when one is configured (through Caddy's storage
+// for revocations otherwise).
+//
+// A Service holds the Redis client, the limiter and the revocation list in
+// a keep.Store, so that a configuration reload with the same settings
+// keeps the counters, the tickets in flight and the connection. Its
+// Admitter is the pipeline's admission stage.
+package tenancy
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+
+	"github.com/llmedge/llmedge/keep"
+	"github.com/llmedge/llmedge/limits"
+	"github.com/llmedge/llmedge/metrics"
+	"github.com/llmedge/llmedge/revocation"
+)
+
+// Redis says how to reach the Redis every instance shares; every value is
+// resolved (no placeholders).
+type Redis struct {
+	// URL is redis://[user:password@]host:port[/db] or rediss:// (TLS).
+	URL string
+	// Username and Password, when set, replace the URL's.
+	Username, Password string
+	// Timeout bounds every Redis call on the request path; 0 means
+	// limits.DefaultTimeout.
+	Timeout time.Duration
+	// Prefix starts every key and channel; "" means DefaultPrefix.
+	Prefix string
+	// CAFile verifies a rediss:// server with this CA instead of the
+	// system's.
+	CAFile string
+}
+
+// Defaults.
+const (
+	DefaultPrefix = "llmedge:"
+	// DefaultReplyReservation is the reply reserved against tpm for a
+	// request that sets no max_tokens, when the config says nothing.
+	DefaultReplyReservation = 1024
+	// DefaultRevocationRefresh is how often revocations are read from
+	// storage (without Redis), so they reach every instance within it.
+	DefaultRevocationRefresh = time.Second
+)
+
+// Config is a Service's configuration.
+type Config struct {
+	// Redis, when set, shares limits and revocations between instances.
+	Redis *Redis
+	// FailClosed refuses the requests limits apply to while Redis is
+	// unreachable; otherwise each instance enforces them alone.
+	FailClosed bool
+	// Limits says which limits apply to whom; nil admits everything (the
+	// pipeline then has no admission stage).
+	Limits *Limits
+	// Storage carries revocations between instances without Redis.
+	Storage revocation.Storage
+	// RevocationRefresh is how often Storage is read again.
+	RevocationRefresh time.Duration
+	// MaxTokenLifetime is the longest a token lives (TTL plus leeway):
+	// revocations older than that are forgotten.
+	MaxTokenLifetime time.Duration
+	// Kept holds what outlives a configuration.
+	Kept   *keep.Store
+	Logger *zap.Logger
+	// Registry receives the tenancy metrics.
+	Registry prometheus.Registerer
+}
+
+// Service is the tenants' limits and revocations of one configuration.
+type Service struct {
+	cfg      Config
+	key      string // of the shared state in Kept
+	state    *state
+	sync     *revocation.Sync
+	admitter *limitsAdmitter
+	metrics  *metrics.Tenancy
+	logger   *zap.Logger
+
+	closeOnce sync.Once
+}
+
+// state outlives configurations: the Redis client, the limiter (its
+// counters and its tickets in flight) are the same before and after a
+// reload with the same settings.
+type state struct {
+	client  *redis.Client // nil without Redis
+	limiter *limits.Limiter
+}
+
+func (s *state) Destruct() error {
+	s.limiter.Close()
+	if s.client != nil {
+		return s.client.Close()
+	}
+	return nil
+}
+
+// revokedKey is the process's list of revoked tokens in Kept: every
+// configuration checks it, and loads the shared one into it.
+const revokedKey = "tenancy.revoked"
+
+// New sets up Redis, the limiter, the admitter and the revocations, and
+// reads the revocations before the configuration serves.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Kept == nil {
+		cfg.Kept = keep.New()
+	}
+	s := &Service{cfg: cfg, logger: cfg.Logger}
+	opts, key, err := redisOptions(cfg.Redis, cfg.FailClosed)
+	if err != nil {
+		return nil, err
+	}
+	v, _, err := cfg.Kept.LoadOrNew(key, func() (any, error) { return s.newState(opts), nil })
+	if err != nil {
+		return nil, err
+	}
+	s.key, s.state = key, v.(*state)
+	if s.metrics, err = metrics.NewTenancy(cfg.Registry, s); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if err := s.loadRevocations(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	if cfg.Limits != nil {
+		s.admitter = newAdmitter(s, *cfg.Limits)
+	}
+	return s, nil
+}
+
+func (s *Service) newState(opts *redis.Options) *state {
+	st := &state{}
+	logger, failClosed := s.logger, s.cfg.FailClosed
+	lo := limits.Options{FailClosed: failClosed,
+		OnRedisState: func(up bool, err error) {
+			if up {
+				logger.Info("redis reachable again: limits are shared again")
+			} else {
+				logger.Error("redis unreachable: limits are enforced per instance until it answers",
+					zap.Bool("fail_closed", failClosed), zap.Error(err))
+			}
+		}}
+	if opts != nil {
+		st.client = redis.NewClient(opts)
+		lo.Redis, lo.Prefix, lo.Timeout = st.client, s.prefix(), s.timeout()
+	}
+	st.limiter = limits.New(lo)
+	st.limiter.Start()
+	return st
+}
+
+// redisOptions parses the Redis settings; nil options without Redis. key
+// identifies the settings (secrets hashed) for the shared state.
+func redisOptions(rc *Redis, failClosed bool) (*redis.Options, string, error) {
+	if rc == nil {
+		return nil, "tenancy.local", nil
+	}
+	opts, err := redis.ParseURL(rc.URL)
+	if err != nil {
+		// The URL may hold a password: name the problem, not the URL.
+		return nil, "", fmt.Errorf("redis: the URL does not parse (want redis://[user:password@]host:port[/db] or rediss://...)")
+	}
+	if rc.Username != "" {
+		opts.Username = rc.Username
+	}
+	if rc.Password != "" {
+		opts.Password = rc.Password
+	}
+	if rc.CAFile != "" {
+		if opts.TLSConfig == nil {
+			return nil, "", fmt.Errorf("redis: ca_file needs a rediss:// URL")
+		}
+		pem, err := os.ReadFile(rc.CAFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("redis: ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, "", fmt.Errorf("redis: ca_file %s holds no PEM certificate", rc.CAFile)
+		}
+		opts.TLSConfig.RootCAs = pool
+		opts.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	// Fail fast on the request path: one try, short deadlines; the limiter
+	// falls back (or refuses) and finds Redis again by itself.
+	to := timeoutOf(rc)
+	opts.MaxRetries = -1
+	opts.DialTimeout = max(time.Second, 4*to)
+	opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout = to, to, to
+	opts.ContextTimeoutEnabled = true
+	opts.MinIdleConns = 2
+	h := sha256.Sum256([]byte(opts.Network + "\x00" + opts.Addr + "\x00" + opts.Username + "\x00" + opts.Password +
+		"\x00" + strconv.Itoa(opts.DB) + "\x00" + prefixOf(rc) + "\x00" + to.String() + "\x00" + strconv.FormatBool(failClosed) +
+		"\x00" + fmt.Sprint(opts.TLSConfig != nil) + "\x00" + rc.CAFile))
+	return opts, "tenancy.redis." + hex.EncodeToString(h[:8]), nil
+}
+
+func prefixOf(rc *Redis) string {
+	if rc != nil && rc.Prefix != "" {
+		return rc.Prefix
+	}
+	return DefaultPrefix
+}
+
+func timeoutOf(rc *Redis) time.Duration {
+	if rc != nil && rc.Timeout > 0 {
+		return rc.Timeout
+	}
+	return limits.DefaultTimeout
+}
+
+func (s *Service) prefix() string         { return prefixOf(s.cfg.Redis) }
+func (s *Service) timeout() time.Duration { return timeoutOf(s.cfg.Redis) }
+
+// SetUsers gives the admitter the users' own limits, once the users are
+// loaded (the credentials are built after the tenancy, which they use for
+// revocations).
+func (s *Service) SetUsers(u UserLimits) {
+	if s.admitter != nil {
+		s.admitter.l.Users = u
+	}
+}
+
+// Admitter is the pipeline's admission stage; nil when no limit is
+// configured (the stage then costs a nil check).
+func (s *Service) Admitter() Admitter {
+	if s.admitter == nil {
+		return nil
+	}
+	return s.admitter
+}
+
+// Start begins sharing revocations with the other instances.
+func (s *Service) Start() { s.sync.Start() }
+
+// Stop ends the sharing and waits for it.
+func (s *Service) Stop() {
+	if s.sync != nil {
+		s.sync.Stop()
+	}
+}
+
+// Close lets go of the shared state (the last configuration using it
+// closes the Redis connection). The service stays usable by the requests
+// still in flight on the closed configuration: nothing is cleared.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		if s.state != nil {
+			_, _ = s.cfg.Kept.Delete(s.key)
+		}
+		if s.sync != nil {
+			_, _ = s.cfg.Kept.Delete(revokedKey)
+		}
+	})
+}
+
+// RedisHealth reports Redis for /readyz: configured false without Redis;
+// status "up", "degraded" (unreachable, limits per instance) or "down"
+// (unreachable, limits refuse), with a detail.
+func (s *Service) RedisHealth() (configured bool, status, detail string) {
+	if s.cfg.Redis == nil {
+		return false, "", ""
+	}
+	lim := s.state.limiter
+	switch {
+	case lim.RedisUp():
+		return true, "up", ""
+	case lim.FailClosed():
+		return true, "down", "unreachable: requests that have limits are refused until it answers (on_redis_failure closed)"
+	}
+	return true, "degraded", "unreachable: limits are enforced per instance until it answers (on_redis_failure open)"
+}
+
+// RedisState implements metrics.TenancySource.
+func (s *Service) RedisState() (bool, bool) {
+	st := s.state
+	if st == nil {
+		return false, false
+	}
+	return st.limiter.Shared(), st.limiter.RedisUp()
+}
+
+// RedisErrors implements metrics.TenancySource.
+func (s *Service) RedisErrors() map[string]uint64 { return s.state.limiter.Stats().RedisErrors }
+
+// FallbackDecisions implements metrics.TenancySource.
+func (s *Service) FallbackDecisions() uint64 { return s.state.limiter.Stats().Fallback }
