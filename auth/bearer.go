@@ -50,7 +50,7 @@ func Bearer(r *http.Request, v *Verifier, realm string) (*Principal, *api.Error)
 func BearerToken(r *http.Request, realm string) (string, *api.Error) {
 	values := r.Header.Values("Authorization")
 	if len(values) == 0 || (len(values) == 1 && strings.TrimSpace(values[0]) == "") {
-		return "", notAuthenticated(realm)
+		return "", NotAuthenticated(realm)
 	}
 	if len(values) > 1 {
 		return "", invalidToken(realm, "more than one Authorization header")
@@ -61,7 +61,7 @@ func BearerToken(r *http.Request, realm string) (string, *api.Error) {
 	}
 	scheme, token, _ := strings.Cut(strings.TrimSpace(h), " ")
 	if !strings.EqualFold(scheme, "Bearer") {
-		return "", notAuthenticated(realm)
+		return "", NotAuthenticated(realm)
 	}
 	token = strings.TrimSpace(token)
 	if token == "" {
@@ -83,8 +83,9 @@ func Forbidden(realm, scope string) *api.Error {
 			"error", "insufficient_scope", "scope", scope))
 }
 
-// notAuthenticated is the 401 for a request without Bearer credentials.
-func notAuthenticated(realm string) *api.Error {
+// NotAuthenticated is the 401 for a request without credentials an
+// authenticator knows: the challenge of its realm, no error.
+func NotAuthenticated(realm string) *api.Error {
 	return api.NewError(http.StatusUnauthorized, DetailNotAuthenticated).
 		WithHeader("WWW-Authenticate", challenge(realm))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/health"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/scrape"
 )
 
 // Spec is one model with its guests resolved.
@@ -63,6 +64,9 @@ type Options struct {
 	OnScrapeError func(model string)
 	// SyncTimeout bounds the wait for the sources' first answers.
 	SyncTimeout time.Duration
+	// Dialects name the engines' load metrics, by dialect name; nil means
+	// scrape.DefaultDialects().
+	Dialects map[string]scrape.Dialect
 }
 
 // Fleet is the models of one configuration, with what watches their
@@ -139,7 +143,7 @@ func (f *Fleet) build(s *Spec, o Options) (*model, error) {
 		})
 	}
 	if s.Load != nil {
-		m.scraper = newScraper(m, *s.Load, f.logger, o.OnScrapeError)
+		m.scraper = newScraper(m, *s.Load, o.Dialects, f.logger, o.OnScrapeError)
 	}
 	return m, nil
 }

@@ -47,7 +47,7 @@ type scraper struct {
 	failed map[string]bool // replicas whose last scrape failed, for one log line per change
 }
 
-func newScraper(m *model, cfg Load, logger *zap.Logger, onError func(string)) *scraper {
+func newScraper(m *model, cfg Load, dialects map[string]scrape.Dialect, logger *zap.Logger, onError func(string)) *scraper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultLoadInterval
 	}
@@ -61,6 +61,7 @@ func newScraper(m *model, cfg Load, logger *zap.Logger, onError func(string)) *s
 	l.Scraper = &scrape.Scraper{
 		Targets:  l.targets,
 		Report:   l.report,
+		Dialects: dialects,
 		Interval: cfg.Interval,
 		Timeout:  cfg.Timeout,
 		Jitter:   cfg.Interval / 4,

@@ -33,19 +33,14 @@ const (
 	StageRouted
 )
 
-// Authenticator turns a request's credential into a principal, or into the
-// 401 to answer.
-type Authenticator interface {
-	Authenticate(r *http.Request) (*auth.Principal, *api.Error)
-}
-
 // Pipeline is the one request path of the inference endpoints. Handlers
 // run it up to a stage with Through; a stage always runs every earlier
 // stage the request has not passed yet, so no order or subset of handlers
 // can route a request that was not authenticated and authorized for its
 // model.
 type Pipeline struct {
-	Auth Authenticator
+	// Auth checks the credential (a chain of them, or one).
+	Auth auth.Authenticator
 	// Realm names the protected space in WWW-Authenticate challenges.
 	Realm   string
 	Gateway *Gateway

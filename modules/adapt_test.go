@@ -75,7 +75,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"gateway openai bare", ":80 {\n\tllm_gateway {\n\t\topenai\n\t}\n}\n", "llm_gateway: openai: want on or off"},
 		{"openai args", ":80 {\n\tllm_openai /v1/* extra\n}\n", "wrong argument count"},
 		{"openai option", ":80 {\n\tllm_openai {\n\t\tmodels all\n\t}\n}\n", `unrecognized llm_openai option "models"`},
-		{"unknown policy", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tlb_policy fastest\n\t\t}\n\t}\n}\n:80\n", `unknown lb_policy "fastest" (want one of least_requests, p2c, prefix_cache, random, round_robin)`},
+		{"unknown policy", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tlb_policy fastest\n\t\t}\n\t}\n}\n:80\n", `unknown lb_policy "fastest" (want one of affinity, least_requests, p2c, prefix_cache, random, round_robin)`},
 		{"unknown protocol", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tprotocol grpc\n\t\t}\n\t}\n}\n:80\n", `unknown protocol "grpc" (want one of llamacpp, native, ollama, openai, sglang, tgi, vllm)`},
 		{"protocol options", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tprotocol vllm fast\n\t\t}\n\t}\n}\n:80\n", "protocol vllm takes no options"},
 		{"static and consul", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tstatic http://a:1\n\t\t\tconsul_service s\n\t\t}\n\t}\n}\n:80\n", "exclude each other"},

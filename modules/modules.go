@@ -6,8 +6,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	_ "github.com/llmedge/llmedge/modules/llmadmin"
+	_ "github.com/llmedge/llmedge/modules/llmadmitter"
 	_ "github.com/llmedge/llmedge/modules/llmapp"
+	_ "github.com/llmedge/llmedge/modules/llmauthenticator"
 	_ "github.com/llmedge/llmedge/modules/llmconsul"
+	_ "github.com/llmedge/llmedge/modules/llmdialect"
 	_ "github.com/llmedge/llmedge/modules/llmdoor"
 	_ "github.com/llmedge/llmedge/modules/llmhandlers"
 	_ "github.com/llmedge/llmedge/modules/llmpolicy"

@@ -53,3 +53,38 @@ type Settlement struct {
 	// reported no usage (the client left mid-stream, the replica died).
 	Relayed int
 }
+
+// Admitters asks each admitter in order; the first refusal stands (the
+// tickets already taken are settled as unserved), and the tickets of an
+// admitted request are settled together.
+type Admitters []Admitter
+
+// Admit implements Admitter.
+func (as Admitters) Admit(ctx context.Context, a *Admission, h http.Header) (Ticket, *api.Error) {
+	var ts tickets
+	for _, ad := range as {
+		t, err := ad.Admit(ctx, a, h)
+		if err != nil {
+			ts.Settle(Settlement{Status: err.Status})
+			return nil, err
+		}
+		if t != nil {
+			ts = append(ts, t)
+		}
+	}
+	switch len(ts) {
+	case 0:
+		return nil, nil
+	case 1:
+		return ts[0], nil
+	}
+	return ts, nil
+}
+
+type tickets []Ticket
+
+func (ts tickets) Settle(s Settlement) {
+	for _, t := range ts {
+		t.Settle(s)
+	}
+}

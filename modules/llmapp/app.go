@@ -10,6 +10,7 @@ package llmapp
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -104,6 +105,12 @@ type App struct {
 	// RevocationRefresh is how often revocations are read from Caddy's
 	// storage when there is no Redis. Default: 1s.
 	RevocationRefresh caddy.Duration `json:"revocation_refresh,omitempty"`
+	// AuthenticatorsRaw check a request's credential, asked in order
+	// (modules of llmedge.authenticators). Default: bearer.
+	AuthenticatorsRaw []json.RawMessage `json:"authenticators,omitempty" caddy:"namespace=llmedge.authenticators inline_key=authenticator"`
+	// AdmittersRaw admit or refuse requests after their scope is checked,
+	// asked in order (modules of llmedge.admitters). Default: limits.
+	AdmittersRaw []json.RawMessage `json:"admitters,omitempty" caddy:"namespace=llmedge.admitters inline_key=admitter"`
 
 	// The services this configuration is made of, built by Provision.
 	creds   *auth.Service
@@ -176,11 +183,19 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		return err
 	}
 	a.validator = &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
+	authn, err := a.authenticators(ctx)
+	if err != nil {
+		return err
+	}
+	admit, err := a.admitters(ctx)
+	if err != nil {
+		return err
+	}
 	a.pipeline = &gateway.Pipeline{
-		Auth:           a.creds.Authenticator(),
+		Auth:           authn,
 		Realm:          Realm,
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
-		Admitter:       a.tenants.Admitter(),
+		Admitter:       admit,
 		Gateway: &gateway.Gateway{
 			Models:       a.fleet.Models(),
 			Client:       a.client,

@@ -3,6 +3,7 @@ package llmapp
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmprotocol"
+	"github.com/llmedge/llmedge/pool"
 )
 
 // parseModel parses a `model` block as the Caddyfile adapter does, and
@@ -122,7 +124,7 @@ func TestModelBuildErrors(t *testing.T) {
 		{"unknown protocol", ModelConfig{Name: "m", ProtocolRaw: json.RawMessage(`{"protocol":"grpc"}`)},
 			`unknown protocol "grpc" (want one of llamacpp, native, ollama, openai, sglang, tgi, vllm)`},
 		{"unknown policy", ModelConfig{Name: "m", PolicyRaw: json.RawMessage(`{"policy":"fastest"}`)},
-			`unknown lb_policy "fastest" (want one of least_requests, p2c, prefix_cache, random, round_robin)`},
+			`unknown lb_policy "fastest" (want one of affinity, least_requests, p2c, prefix_cache, random, round_robin)`},
 		{"unknown source", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"dns"}`)},
 			`unknown source "dns" (want one of consul, static)`},
 		{"static prefix", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"static","replicas":["mystery+http://a:1"]}`)},
@@ -139,5 +141,55 @@ func TestModelBuildErrors(t *testing.T) {
 				t.Errorf("err = %v, want ~%q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A model's affinity line is the affinity policy around its lb_policy:
+// sessions stick to a replica, and the route header names both.
+func TestModelAffinityWrapsThePolicy(t *testing.T) {
+	for _, tc := range []struct {
+		block, label string
+		inner        func(pool.Policy) bool
+	}{
+		{`model qwen {
+			static http://a:1 http://b:1 http://c:1 http://d:1
+			affinity header X-Session {
+				load_factor 1.5
+			}
+			lb_policy p2c
+		}`, "p2c+affinity", func(p pool.Policy) bool { _, ok := p.(*llmpolicy.P2C); return ok }},
+		{`model qwen {
+			static http://a:1 http://b:1 http://c:1 http://d:1
+			affinity header X-Session
+		}`, "prefix_cache+affinity", func(p pool.Policy) bool { _, ok := p.(*llmpolicy.PrefixCache); return ok }},
+		{`model qwen {
+			static http://a:1 http://b:1 http://c:1 http://d:1
+			lb_policy affinity header X-Session {
+				inner round_robin
+			}
+		}`, "round_robin+affinity", func(p pool.Policy) bool { _, ok := p.(*llmpolicy.RoundRobin); return ok }},
+	} {
+		m, _, err := build(t, parseModel(t, tc.block))
+		if err != nil {
+			t.Fatal(err)
+		}
+		aff, ok := m.Pool.Policy().(*llmpolicy.Affinity)
+		if !ok || !tc.inner(aff.Inner) || m.Policy != tc.label {
+			t.Fatalf("policy %T labelled %q, want %q", m.Pool.Policy(), m.Policy, tc.label)
+		}
+		seen := map[string]bool{}
+		for _, session := range []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8"} {
+			req := &pool.Request{Model: "qwen", Header: http.Header{"X-Session": {session}}}
+			first := m.Pool.Policy().Select(req, m.Pool.Replicas()).Replica
+			for range 5 {
+				if got := m.Pool.Policy().Select(req, m.Pool.Replicas()).Replica; got != first {
+					t.Fatalf("%s: session %s moved from %s to %s", tc.label, session, first.URL, got.URL)
+				}
+			}
+			seen[first.URL] = true
+		}
+		if len(seen) < 2 {
+			t.Errorf("%s: 8 sessions all on %v", tc.label, seen)
+		}
 	}
 }

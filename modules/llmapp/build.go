@@ -11,11 +11,12 @@ import (
 	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/modules/llmdialect"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmsource"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/protocols"
-	"github.com/llmedge/llmedge/routing"
+	"github.com/llmedge/llmedge/scrape"
 )
 
 // Defaults of the guest modules a model block may name.
@@ -37,12 +38,18 @@ type modelDeps struct {
 	repl   *caddy.Replacer
 	logger *zap.Logger
 	consul discovery.ConsulConfig
+	// dialects are the engines' load metrics (guest modules), by name.
+	dialects map[string]scrape.Dialect
 }
 
 // buildFleet resolves every model's guest modules and hands the models to
 // the fleet, which runs their replicas.
 func (a *App) buildFleet(ctx caddy.Context, repl *caddy.Replacer) (*fleet.Fleet, error) {
-	d := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, consul: a.Consul.resolved()}
+	dialects, err := llmdialect.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, consul: a.Consul.resolved(), dialects: dialects}
 	specs := make([]fleet.Spec, 0, len(a.Models))
 	closeAll := func() {
 		for _, s := range specs {
@@ -59,7 +66,7 @@ func (a *App) buildFleet(ctx caddy.Context, repl *caddy.Replacer) (*fleet.Fleet,
 		}
 		specs = append(specs, s)
 	}
-	return fleet.New(specs, fleet.Options{Client: a.client, Logger: a.logger,
+	return fleet.New(specs, fleet.Options{Client: a.client, Logger: a.logger, Dialects: dialects,
 		OnScrapeError: a.metrics.ScrapeError, SyncTimeout: a.Consul.syncTimeout()})
 }
 
@@ -116,6 +123,11 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 		MaxConcurrency: mc.MaxConcurrency,
 		Load:           mc.load(),
 	}
+	if l := s.Load; l != nil && l.Dialect != "" {
+		if _, ok := d.dialects[l.Dialect]; !ok {
+			return fleet.Spec{}, fmt.Errorf("load_metrics: unknown dialect %q (want one of %s)", l.Dialect, llmdialect.Names(d.dialects))
+		}
+	}
 	if err := mc.source(d, &s); err != nil {
 		return fleet.Spec{}, err
 	}
@@ -153,30 +165,25 @@ func (mc *ModelConfig) policy(ctx caddy.Context) (pool.Policy, error) {
 			return nil, err
 		}
 	}
-	if a := mc.Affinity; a != nil {
-		key := routing.ByUser
-		switch a.By {
-		case "header":
-			key = routing.ByHeader(a.Name)
-		case "cookie":
-			key = routing.ByCookie(a.Name)
-		}
-		policy = &routing.Affinity{Key: key, Inner: policy, LoadFactor: a.LoadFactor}
-	}
 	return policy, nil
 }
 
-// policyName is the name of the model's policy module, with its session
-// affinity when there is one.
+// policyName is the name of the model's policy module; a wrapper (session
+// affinity) is named after the policy it wraps.
 func policyName(mc *ModelConfig) string {
+	return rawPolicyName(mc.PolicyRaw, DefaultPolicy)
+}
+
+func rawPolicyName(raw json.RawMessage, def string) string {
 	var head struct {
-		Policy string `json:"policy"`
+		Policy string          `json:"policy"`
+		Inner  json.RawMessage `json:"inner"`
 	}
-	if err := json.Unmarshal(mc.PolicyRaw, &head); err != nil || head.Policy == "" {
-		head.Policy = DefaultPolicy // none configured
+	if err := json.Unmarshal(raw, &head); err != nil || head.Policy == "" {
+		return def // none configured
 	}
-	if mc.Affinity != nil {
-		return head.Policy + "+affinity"
+	if head.Policy == "affinity" {
+		return rawPolicyName(head.Inner, llmpolicy.DefaultInner) + "+affinity"
 	}
 	return head.Policy
 }

@@ -1,6 +1,7 @@
 package llmapp
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/limits"
+	"github.com/llmedge/llmedge/modules/llmadmitter"
+	"github.com/llmedge/llmedge/modules/llmauthenticator"
 )
 
 func init() {
@@ -60,6 +63,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			prefix   <prefix>               # keys and channels; default llmedge:
 //			ca_file  <path>                 # rediss:// with a private CA
 //		}]
+//		authenticator     <name> [{ ... }]     # repeatable, asked in order; default bearer
+//		admitter          <name> [{ ... }]     # repeatable, asked in order; default limits
 //		on_redis_failure  open|closed
 //		revocation_refresh <duration>
 //		limits {                            # every user's default
@@ -155,6 +160,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				u.Limits = &l
 			}
 			a.Users = append(a.Users, u)
+		case "authenticator":
+			var raw json.RawMessage
+			if raw, err = guestModule(d, "authenticator", llmauthenticator.Namespace, "authenticator"); err == nil {
+				a.AuthenticatorsRaw = append(a.AuthenticatorsRaw, raw)
+			}
+		case "admitter":
+			var raw json.RawMessage
+			if raw, err = guestModule(d, "admitter", llmadmitter.Namespace, "admitter"); err == nil {
+				a.AdmittersRaw = append(a.AdmittersRaw, raw)
+			}
 		case "redis":
 			if a.Redis != nil {
 				return d.Err("redis: given twice")

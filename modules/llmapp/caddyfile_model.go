@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmedge/llmedge/limits"
+	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmsource"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/scrape"
@@ -29,6 +30,7 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	// The static and consul_* lines are shorthands for a source module.
 	var static *llmsource.Static
 	var consul *llmsource.Consul
+	var affinity *llmpolicy.Affinity
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
 		switch opt := d.Val(); opt {
@@ -60,8 +62,10 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "lb_policy":
 			m.PolicyRaw, err = guestModule(d, "lb_policy", policyNamespace, "policy")
 		case "affinity":
-			m.Affinity = new(AffinityConfig)
-			err = m.Affinity.unmarshalCaddyfile(d)
+			// The affinity policy around the model's lb_policy, wrapped
+			// once the whole block is read.
+			affinity = new(llmpolicy.Affinity)
+			err = affinity.UnmarshalCaddyfile(d.NewFromNextSegment())
 		case "load_metrics":
 			m.LoadMetrics = new(LoadMetricsConfig)
 			err = m.LoadMetrics.unmarshalCaddyfile(d)
@@ -125,6 +129,10 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
+	if affinity != nil {
+		affinity.InnerRaw = m.PolicyRaw // nil: the affinity's default
+		m.PolicyRaw = caddyconfig.JSONModuleObject(affinity, "policy", "affinity", nil)
+	}
 	return m.setSource(d, static, consul)
 }
 
@@ -174,36 +182,6 @@ func guestModule(d *caddyfile.Dispenser, option, namespace, inlineKey string) (j
 		return nil, err
 	}
 	return caddyconfig.JSONModuleObject(mod, inlineKey, name, nil), nil
-}
-
-// unmarshalCaddyfile parses `affinity user|header <name>|cookie <name> [{ load_factor <x> }]`.
-func (a *AffinityConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	args := d.RemainingArgs()
-	switch {
-	case len(args) == 1 && args[0] == "user":
-		a.By = "user"
-	case len(args) == 2 && (args[0] == "header" || args[0] == "cookie"):
-		a.By, a.Name = args[0], args[1]
-	default:
-		return d.Errf("affinity: want user, header <name> or cookie <name>")
-	}
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		switch d.Val() {
-		case "load_factor":
-			var v string
-			if err := oneString(d, &v); err != nil {
-				return err
-			}
-			f, err := strconv.ParseFloat(v, 64)
-			if err != nil || f < 1 {
-				return d.Errf("affinity load_factor: want a number ≥ 1, got %q", v)
-			}
-			a.LoadFactor = f
-		default:
-			return d.Errf("unrecognized affinity option %q", d.Val())
-		}
-	}
-	return nil
 }
 
 // unmarshalCaddyfile parses `load_metrics off | { interval <d>; timeout <d>; path <path>; dialect <name> }`.

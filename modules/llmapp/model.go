@@ -25,9 +25,6 @@ type ModelConfig struct {
 	// PolicyRaw chooses a replica per request: a module of namespace
 	// llmedge.policies. Default: prefix_cache.
 	PolicyRaw json.RawMessage `json:"lb_policy,omitempty" caddy:"namespace=llmedge.policies inline_key=policy"`
-	// Affinity keeps a session on one replica (consistent hashing with
-	// bounded loads); requests without a session key go to the policy.
-	Affinity *AffinityConfig `json:"affinity,omitempty"`
 	// LoadMetrics configures reading the replicas' own load from their
 	// engines' Prometheus endpoint. Default: on for engines that have one.
 	LoadMetrics *LoadMetricsConfig `json:"load_metrics,omitempty"`
@@ -123,7 +120,7 @@ func (mc *ModelConfig) validate() error {
 			return fmt.Errorf("model %q: limits: %w", mc.Name, err)
 		}
 	}
-	for _, err := range []error{mc.Queue.validate(), mc.Affinity.validate(), mc.LoadMetrics.validate()} {
+	for _, err := range []error{mc.Queue.validate(), mc.LoadMetrics.validate()} {
 		if err != nil {
 			return fmt.Errorf("model %q: %w", mc.Name, err)
 		}
@@ -141,32 +138,6 @@ func (mc *ModelConfig) apiKey(repl *caddy.Replacer) (string, error) {
 		return "", fmt.Errorf("api_key_env: environment variable %s is not set", mc.APIKeyEnv)
 	}
 	return key, nil
-}
-
-// AffinityConfig says what keys a session.
-type AffinityConfig struct {
-	// By is "user" (the credential's subject), "header" or "cookie".
-	By string `json:"by"`
-	// Name is the header or cookie name.
-	Name string `json:"name,omitempty"`
-	// LoadFactor bounds a session replica's load relative to the mean
-	// (default 1.25).
-	LoadFactor float64 `json:"load_factor,omitempty"`
-}
-
-func (a *AffinityConfig) validate() error {
-	switch {
-	case a == nil:
-	case a.By == "user" && a.Name != "":
-		return fmt.Errorf("affinity user takes no name")
-	case (a.By == "header" || a.By == "cookie") && a.Name == "":
-		return fmt.Errorf("affinity %s: want the %s's name", a.By, a.By)
-	case a.By != "user" && a.By != "header" && a.By != "cookie":
-		return fmt.Errorf("affinity: want user, header <name> or cookie <name>, got %q", a.By)
-	case a.LoadFactor != 0 && a.LoadFactor < 1:
-		return fmt.Errorf("affinity load_factor must be at least 1, got %v", a.LoadFactor)
-	}
-	return nil
 }
 
 // LoadMetricsConfig configures the scrape of the replicas' metrics.
