@@ -1,25 +1,4 @@
-// Package leastkv is an example of a balancing policy added to llmedge by a
-// third party, with no change to llmedge: a Caddy guest module in the
-// llmedge.policies namespace, built in with xcaddy.
-//
-//	xcaddy build v2.11.9 --with github.com/llmedge/llmedge --with example.com/leastkv=./examples/policy-module
-//
-// and chosen per model:
-//
-//	model qwen {
-//		static http://10.0.0.5:8000 http://10.0.0.6:8000
-//		protocol vllm
-//		lb_policy least_kv {
-//			headroom 0.1
-//		}
-//	}
-//
-// It sends each request to the replica whose engine reports the most free
-// KV cache (its own /metrics, read by llmedge off the request path), and,
-// among replicas within Headroom of the best, to the least loaded; a
-// replica whose figure is unknown or stale counts as fully used, so known
-// figures win and the gateway's in-flight count breaks the ties.
-package leastkv
+package guests
 
 import (
 	"fmt"
@@ -28,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -35,7 +15,19 @@ func init() {
 	caddy.RegisterModule(LeastKV{})
 }
 
-// LeastKV picks the replica with the most free KV cache.
+// LeastKV (llmedge.policies.least_kv) picks the replica whose engine
+// reports the most free KV cache (its own /metrics, read by llmedge off the
+// request path), and, among replicas within Headroom of the best, the least
+// loaded; a replica whose figure is unknown or stale counts as fully used,
+// so known figures win and the gateway's in-flight count breaks the ties.
+//
+//	model qwen {
+//		static http://10.0.0.5:8000 http://10.0.0.6:8000
+//		protocol vllm
+//		lb_policy least_kv {
+//			headroom 0.1
+//		}
+//	}
 type LeastKV struct {
 	// Headroom is the KV usage (0..1) within which replicas count as
 	// equally free; the least loaded of them wins. Default 0.05.
@@ -103,7 +95,7 @@ func (p *LeastKV) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards.
 var (
-	_ pool.Policy           = (*LeastKV)(nil)
+	_ llmpolicy.Policy      = (*LeastKV)(nil)
 	_ caddy.Validator       = (*LeastKV)(nil)
 	_ caddyfile.Unmarshaler = (*LeastKV)(nil)
 )
