@@ -321,11 +321,10 @@ func TestXcaddyBuildWithGuestModules(t *testing.T) {
 		}
 	})
 
-	// Last, as it loads a new configuration. The Caddyfile's load_metrics
-	// accepts only the built-in dialect names, so a model names a guest
-	// dialect in the JSON configuration, which checks every registered
-	// one: here the running configuration, as the admin API returns it,
-	// with aphro's dialect changed and loaded back.
+	// Last, as it loads a new configuration: the running configuration,
+	// as the admin API returns it, with aphro's dialect changed from the
+	// built-in vllm to the guest aphrodite and loaded back, so the same
+	// replica is read both ways and the other guests survive a reload.
 	t.Run("dialect aphrodite", func(t *testing.T) {
 		// Read as vLLM's, the stub's figures are unusable: no engine load.
 		waitFor(t, 10*time.Second, func() bool { return aphro.scrapes.Load() >= 2 })

@@ -13,9 +13,11 @@ import (
 
 	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/modules/llmdialect"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmprotocol"
 	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/scrape"
 )
 
 // parseModel parses a `model` block as the Caddyfile adapter does, and
@@ -43,7 +45,11 @@ func testDeps(t *testing.T) *modelDeps {
 	t.Helper()
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	t.Cleanup(cancel)
-	return &modelDeps{ctx: ctx, repl: caddy.NewReplacer(), logger: zap.NewNop()}
+	dialects, err := llmdialect.All(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &modelDeps{ctx: ctx, repl: caddy.NewReplacer(), logger: zap.NewNop(), dialects: dialects}
 }
 
 // build resolves mc's guests and runs the model alone in a fleet, closed
@@ -191,5 +197,35 @@ func TestModelAffinityWrapsThePolicy(t *testing.T) {
 		if len(seen) < 2 {
 			t.Errorf("%s: 8 sessions all on %v", tc.label, seen)
 		}
+	}
+}
+
+// testDialect is a third party's dialect, as a guest module registers one.
+type testDialect struct{}
+
+func (testDialect) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "llmedge.dialects.test_engine", New: func() caddy.Module { return new(testDialect) }}
+}
+
+func (testDialect) Dialect() scrape.Dialect {
+	return scrape.Dialect{Running: []string{"test:running"}, Waiting: []string{"test:waiting"}}
+}
+
+// A model's load_metrics may name any registered dialect, a guest's too;
+// an unknown name is refused with the known ones.
+func TestLoadMetricsDialects(t *testing.T) {
+	caddy.RegisterModule(testDialect{})
+	mc := parseModel(t, "model m {\n\tstatic http://a:1\n\tload_metrics {\n\t\tdialect test_engine\n\t}\n}")
+	if mc.LoadMetrics.Dialect != "test_engine" {
+		t.Fatalf("dialect %q", mc.LoadMetrics.Dialect)
+	}
+	if _, _, err := build(t, mc); err != nil {
+		t.Fatalf("a guest dialect: %v", err)
+	}
+	d := caddyfile.NewTestDispenser("model m {\n\tload_metrics {\n\t\tdialect nope\n\t}\n}")
+	d.Next()
+	err := new(ModelConfig).unmarshalCaddyfile(d)
+	if err == nil || !strings.Contains(err.Error(), "test_engine") || !strings.Contains(err.Error(), "vllm") {
+		t.Fatalf("unknown dialect: %v", err)
 	}
 }

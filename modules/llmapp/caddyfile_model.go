@@ -10,10 +10,10 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/llmedge/llmedge/limits"
+	"github.com/llmedge/llmedge/modules/llmdialect"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmsource"
 	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/scrape"
 )
 
 // This file parses a `model <name> { ... }` block of the llmedge global
@@ -206,8 +206,9 @@ func (l *LoadMetricsConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "dialect":
 			if err = oneString(d, &l.Dialect); err == nil {
-				if _, ok := scrape.DefaultDialects()[l.Dialect]; !ok {
-					err = d.Errf("load_metrics dialect: want one of vllm, sglang, tgi, llamacpp, auto, got %q", l.Dialect)
+				// Any registered dialect module, a third party's too.
+				if _, gerr := caddy.GetModule(llmdialect.Namespace + "." + l.Dialect); gerr != nil {
+					err = d.Errf("load_metrics dialect: want one of %s, got %q", knownModules(llmdialect.Namespace), l.Dialect)
 				}
 			}
 		default:
