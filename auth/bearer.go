@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -40,7 +42,7 @@ func Bearer(r *http.Request, v *Verifier, realm string) (*Principal, *api.Error)
 	}
 	p, err := v.Verify(token)
 	if err != nil {
-		return nil, invalidToken(realm, describeTokenError(err))
+		return nil, invalidToken(realm, DescribeTokenError(err))
 	}
 	return p, nil
 }
@@ -90,6 +92,10 @@ func NotAuthenticated(realm string) *api.Error {
 		WithHeader("WWW-Authenticate", challenge(realm))
 }
 
+// InvalidToken is the 401 for a bad credential: Bearer error
+// "invalid_token" with desc, which must be a fixed text (never the token).
+func InvalidToken(realm, desc string) *api.Error { return invalidToken(realm, desc) }
+
 // invalidToken is the 401 for a bad token; desc must be a fixed text.
 func invalidToken(realm, desc string) *api.Error {
 	return api.NewError(http.StatusUnauthorized, DetailInvalidToken).
@@ -97,9 +103,9 @@ func invalidToken(realm, desc string) *api.Error {
 			"error", "invalid_token", "error_description", desc))
 }
 
-// describeTokenError maps a Verify error to a fixed error_description, so
+// DescribeTokenError maps a Verify error to a fixed error_description, so
 // nothing of the token itself is echoed.
-func describeTokenError(err error) string {
+func DescribeTokenError(err error) string {
 	switch {
 	case errors.Is(err, ErrRevoked):
 		return "the access token was revoked"
@@ -186,6 +192,12 @@ type BearerAuth struct {
 	// APIKeys, when set, are accepted as Bearer credentials too; a key's
 	// principal has its models as scopes.
 	APIKeys *APIKeys
+	// Foreign, when set, reports whether another authenticator of the
+	// chain trusts the issuer iss. A JWT whose (unverified) iss it
+	// claims, and that is not one of ours, is passed on: Authenticate
+	// answers NotAuthenticated, so the chain asks the next. Every other
+	// token is verified here, and a bad one is refused at once.
+	Foreign func(iss string) bool
 }
 
 // Authenticate returns the credential's principal, or the 401 to answer.
@@ -209,9 +221,38 @@ func (b *BearerAuth) Authenticate(r *http.Request) (*Principal, *api.Error) {
 		// A client mixing up its tokens deserves a clear answer.
 		return nil, invalidToken(b.Realm, "a refresh token is not an access token")
 	}
+	if b.Foreign != nil && !b.Verifier.Cached(token) {
+		if iss, ok := PeekIssuer(token); ok && iss != b.Verifier.Issuer && b.Foreign(iss) {
+			return nil, NotAuthenticated(b.Realm)
+		}
+	}
 	p, err := b.Verifier.Verify(token)
 	if err != nil {
-		return nil, invalidToken(b.Realm, describeTokenError(err))
+		return nil, invalidToken(b.Realm, DescribeTokenError(err))
 	}
 	return p, nil
+}
+
+// PeekIssuer reads a compact JWS's iss claim without verifying anything,
+// to tell which verifier a token is for.
+func PeekIssuer(token string) (string, bool) {
+	_, rest, ok := strings.Cut(token, ".")
+	if !ok {
+		return "", false
+	}
+	payload, _, ok := strings.Cut(rest, ".")
+	if !ok || len(payload) > MaxTokenBytes {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return "", false
+	}
+	var c struct {
+		Iss string `json:"iss"`
+	}
+	if json.Unmarshal(b, &c) != nil || c.Iss == "" {
+		return "", false
+	}
+	return c.Iss, true
 }
