@@ -64,6 +64,10 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			ca_file  <path>                 # rediss:// with a private CA
 //		}]
 //		authenticator     <name> [{ ... }]     # repeatable, asked in order; default bearer
+//		trust <issuer URL> {                # a trusted OpenID provider (docs/identity.md)
+//			audience <aud>...; grant <claim> <value> -> <model>...; tier <claim> <value> -> <tier>; ...
+//		}
+//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off }   # limits of mapped identities
 //		admitter          <name> [{ ... }]     # repeatable, asked in order; default limits
 //		on_redis_failure  open|closed
 //		revocation_refresh <duration>
@@ -160,6 +164,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				u.Limits = &l
 			}
 			a.Users = append(a.Users, u)
+		case "trust":
+			var t llmauthenticator.Trust
+			if t, err = llmauthenticator.ParseTrust(d); err == nil {
+				a.Trusts = append(a.Trusts, t)
+			}
+		case "tier":
+			args := d.RemainingArgs()
+			if len(args) != 1 {
+				return d.Errf("tier: want tier <name> { rpm <n>; tpm <n>; concurrency <n> }")
+			}
+			if a.Tiers[args[0]] != nil {
+				return d.Errf("tier %s: defined twice", args[0])
+			}
+			var l limits.Limit
+			if l, err = parseLimitsBlock(d, "tier "+args[0]); err == nil {
+				if a.Tiers == nil {
+					a.Tiers = map[string]*TierConfig{}
+				}
+				a.Tiers[args[0]] = &TierConfig{Limit: l}
+			}
 		case "authenticator":
 			var raw json.RawMessage
 			if raw, err = guestModule(d, "authenticator", llmauthenticator.Namespace, "authenticator"); err == nil {
@@ -291,6 +315,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// parseLimitsBlock parses the block of a tier: parseLimits after the
+// line's arguments were read.
+func parseLimitsBlock(d *caddyfile.Dispenser, what string) (limits.Limit, error) {
+	return parseLimits(d, what, nil)
 }
 
 // parseLimits parses `limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off }`
