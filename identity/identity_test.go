@@ -259,12 +259,12 @@ func TestTypeAndParty(t *testing.T) {
 func TestClaimMapping(t *testing.T) {
 	claims := Claims{
 		"sub": "u-1", "email": "a@x.org", "preferred_username": "alice",
-		"groups":          []any{"ml-team", "ops"},
-		"roles":           []any{"Reader"},
-		"scope":           "openid llm.qwen profile",
-		"scp":             []any{"llm.gemma"},
-		"realm_access":    map[string]any{"roles": []any{"llm-admin"}},
-		"resource_access": map[string]any{"llmedge": map[string]any{"roles": []any{"gold"}}},
+		"groups":                    []any{"ml-team", "ops"},
+		"roles":                     []any{"Reader"},
+		"scope":                     "openid llm.qwen profile",
+		"scp":                       []any{"llm.gemma"},
+		"realm_access":              map[string]any{"roles": []any{"llm-admin"}},
+		"resource_access":           map[string]any{"llmedge": map[string]any{"roles": []any{"gold"}}},
 		"https://example.com/teams": []any{"research"},
 	}
 	all := []string{"qwen", "gemma", "llama"}
