@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/llmedge/llmedge/api"
@@ -172,16 +173,22 @@ func isB64Token(s string) bool {
 		return false
 	}
 	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
-		default:
+		if !b64TokenChars[body[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// b64TokenChars are the characters of a b64token before its padding; a
+// table, as every request's credential is scanned.
+var b64TokenChars = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/'
+	}
+	return t
+}()
 
 // BearerAuth authenticates requests by their Bearer credential: an access
 // token (a JWT), or, when APIKeys is set, an API key ("llme_…"). The
@@ -193,11 +200,24 @@ type BearerAuth struct {
 	// principal has its models as scopes.
 	APIKeys *APIKeys
 	// Foreign, when set, reports whether another authenticator of the
-	// chain trusts the issuer iss. A JWT whose (unverified) iss it
-	// claims, and that is not one of ours, is passed on: Authenticate
-	// answers NotAuthenticated, so the chain asks the next. Every other
-	// token is verified here, and a bad one is refused at once.
-	Foreign func(iss string) bool
+	// chain claims the token: one it verified before, or a JWT whose
+	// (unverified) iss is an issuer it trusts (never ours). Such a token
+	// is passed on: Authenticate answers NotAuthenticated, so the chain
+	// asks the next. Every other token is verified here, and a bad one is
+	// refused at once.
+	Foreign func(token string) bool
+
+	passOnce sync.Once
+	passErr  api.Error
+}
+
+// passOn is NotAuthenticated for a token another authenticator claims,
+// built once: every request with such a token passes through here, and
+// the next authenticator decides. Its Headers are shared: read only.
+func (b *BearerAuth) passOn() *api.Error {
+	b.passOnce.Do(func() { b.passErr = *NotAuthenticated(b.Realm) })
+	e := b.passErr
+	return &e
 }
 
 // Authenticate returns the credential's principal, or the 401 to answer.
@@ -221,10 +241,8 @@ func (b *BearerAuth) Authenticate(r *http.Request) (*Principal, *api.Error) {
 		// A client mixing up its tokens deserves a clear answer.
 		return nil, invalidToken(b.Realm, "a refresh token is not an access token")
 	}
-	if b.Foreign != nil && !b.Verifier.Cached(token) {
-		if iss, ok := PeekIssuer(token); ok && iss != b.Verifier.Issuer && b.Foreign(iss) {
-			return nil, NotAuthenticated(b.Realm)
-		}
+	if b.Foreign != nil && !b.Verifier.Cached(token) && b.Foreign(token) {
+		return nil, b.passOn()
 	}
 	p, err := b.Verifier.Verify(token)
 	if err != nil {

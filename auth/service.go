@@ -236,10 +236,10 @@ func (s *Service) Revoked(p *Principal) bool {
 }
 
 // TrustOutside wires the authenticators of outside identities in: the
-// Bearer check passes on the tokens of the issuers foreign trusts (see
+// Bearer check passes on the tokens foreign claims (see
 // BearerAuth.Foreign), and the token endpoint exchanges the tokens the
 // verifiers know (RFC 8693). Call it before serving.
-func (s *Service) TrustOutside(foreign func(iss string) bool, exchange []SubjectTokenVerifier) {
+func (s *Service) TrustOutside(foreign func(token string) bool, exchange []SubjectTokenVerifier) {
 	s.bearer.Foreign = foreign
 	s.token.Exchange = exchange
 }

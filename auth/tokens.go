@@ -246,16 +246,25 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 }
 
 // isCompactJWS reports whether s has only base64url characters and dots.
-func isCompactJWS(s string) bool {
+func isCompactJWS(s string) bool { return IsCompactJWS(s) }
+
+// IsCompactJWS reports whether s has only base64url characters and dots,
+// so that one token has one spelling (Go's base64 decoders skip \r and \n).
+func IsCompactJWS(s string) bool {
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
-		default:
+		if !jwsChars[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+var jwsChars = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
+	}
+	return t
+}()
 
 func nowFunc(f func() time.Time) func() time.Time {
 	if f == nil {

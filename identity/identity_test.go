@@ -505,3 +505,83 @@ func TestParseJWKSSkipsUnusableKeys(t *testing.T) {
 		t.Fatal("an empty set is an error (the last good one is kept)")
 	}
 }
+
+// BenchmarkVerify measures an identity provider's token once its key is
+// cached, beside auth's BenchmarkVerify (llmedge's own EdDSA tokens):
+// "signature" checks the signature and decodes the claims every time,
+// "cached" is a token seen before.
+func BenchmarkVerify(b *testing.B) {
+	for _, alg := range []string{"RS256", "ES256", "EdDSA"} {
+		k := newTestKey(b, alg)
+		idp := newTestIdP(b, k)
+		for _, tc := range []struct {
+			name  string
+			cache int
+		}{{"signature", -1}, {"cached", 0}} {
+			p, err := New(Config{Issuers: []Issuer{{Issuer: idp.srv.URL, Audience: []string{"llmedge"},
+				Mapping: Mapping{UserClaim: "preferred_username", Grants: []Rule{{Claim: "groups", Value: "ml-team", Models: []string{"qwen"}}}}}},
+				Models: []string{"qwen"}, CacheSize: tc.cache})
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Start(context.Background())
+			tok := sign(b, k, claimsFor(idp.srv.URL, nil), nil)
+			b.Run(alg+"/"+tc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := p.Verify(tok); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			p.Stop()
+		}
+	}
+}
+
+// BenchmarkChain measures the request's whole credential check, as the
+// pipeline runs it: llmedge's token through bearer alone, and an identity
+// provider's token through bearer (which passes it on) then the oidc
+// authenticator; both seen before (their keys and the token cached).
+func BenchmarkChain(b *testing.B) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	ring := auth.NewKeyRing(priv)
+	v := &auth.Verifier{Keys: ring, Issuer: "llmedge", Audience: "llmedge", Cache: auth.NewTokenCache(1000)}
+	local, _, err := (&auth.Issuer{Keys: ring, Issuer: "llmedge", Audience: "llmedge"}).Issue("alice", []string{"model:qwen"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := newTestKey(b, "RS256")
+	idp := newTestIdP(b, k)
+	p, err := New(Config{Issuers: []Issuer{{Issuer: idp.srv.URL, Audience: []string{"llmedge"},
+		Mapping: Mapping{Grants: []Rule{{Claim: "groups", Value: "ml-team", Models: []string{"qwen"}}}}}}, Models: []string{"qwen"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Start(context.Background())
+	defer p.Stop()
+	foreign := sign(b, k, claimsFor(idp.srv.URL, nil), nil)
+	for _, tc := range []struct {
+		name  string
+		authn auth.Authenticator
+		token string
+	}{
+		{"llmedge_token", &auth.BearerAuth{Verifier: v, Realm: "llmedge"}, local},
+		{"llmedge_token_trusting_an_idp", auth.Chain{&auth.BearerAuth{Verifier: v, Realm: "llmedge", Foreign: p.Claims}, p}, local},
+		{"idp_token", auth.Chain{&auth.BearerAuth{Verifier: v, Realm: "llmedge", Foreign: p.Claims}, p}, foreign},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		r.Header.Set("Authorization", "Bearer "+tc.token)
+		if _, err := tc.authn.Authenticate(r); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.authn.Authenticate(r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

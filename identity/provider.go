@@ -91,7 +91,8 @@ type Config struct {
 	Revoked func(p *auth.Principal) bool
 	// Realm names the protected space in WWW-Authenticate challenges.
 	Realm string
-	// CacheSize bounds the verified tokens remembered (10000 when 0).
+	// CacheSize bounds the verified tokens remembered (10000 when 0; none
+	// when negative).
 	CacheSize int
 	Now       func() time.Time // time.Now when nil
 	Logger    *zap.Logger
@@ -312,20 +313,18 @@ func (p *Provider) Verify(token string) (*auth.Principal, error) {
 }
 
 func (p *Provider) verify(token string) (*auth.Principal, error) {
+	// The cache holds verified tokens only: a hit needs no other check.
+	if e, ok := p.cache.get(token, p.now()); ok && e.valid() {
+		if p.cfg.Revoked != nil && p.cfg.Revoked(e.principal) {
+			return nil, auth.ErrRevoked
+		}
+		return e.principal, nil
+	}
 	if len(token) > auth.MaxTokenBytes {
 		return nil, fmt.Errorf("%w: token longer than %d bytes", jwt.ErrTokenMalformed, auth.MaxTokenBytes)
 	}
-	if !isCompactJWS(token) {
+	if !auth.IsCompactJWS(token) {
 		return nil, fmt.Errorf("%w: character outside base64url", jwt.ErrTokenMalformed)
-	}
-	now := p.now()
-	if e, ok := p.cache.get(token, now); ok {
-		if e.valid() {
-			if p.cfg.Revoked != nil && p.cfg.Revoked(e.principal) {
-				return nil, auth.ErrRevoked
-			}
-			return e.principal, nil
-		}
 	}
 	iss, ok := auth.PeekIssuer(token)
 	if !ok {
@@ -444,18 +443,6 @@ func (t *trust) checkType(v any) error {
 	return nil
 }
 
-// isCompactJWS reports whether s has only base64url characters and dots.
-func isCompactJWS(s string) bool {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 // Authenticate implements auth.Authenticator: a Bearer JWT whose iss is a
 // trusted issuer is verified (a principal, or 401 invalid_token); any
 // other request gets auth.NotAuthenticated, so the next authenticator is
@@ -470,7 +457,7 @@ func (p *Provider) Authenticate(r *http.Request) (*auth.Principal, *api.Error) {
 		// (bearer answers it the same way).
 		return nil, auth.NotAuthenticated(p.cfg.Realm)
 	}
-	if iss, ok := auth.PeekIssuer(token); !ok || !p.Trusts(iss) {
+	if !p.Claims(token) {
 		return nil, auth.NotAuthenticated(p.cfg.Realm)
 	}
 	principal, err := p.verify(token)
@@ -478,6 +465,17 @@ func (p *Provider) Authenticate(r *http.Request) (*auth.Principal, *api.Error) {
 		return nil, auth.InvalidToken(p.cfg.Realm, Describe(err))
 	}
 	return principal, nil
+}
+
+// Claims reports whether token is for this provider to verify: a token
+// it verified before, or a JWT whose (unverified) iss is a trusted
+// issuer. Bearer asks it (auth.BearerAuth.Foreign) to pass such tokens on.
+func (p *Provider) Claims(token string) bool {
+	if _, ok := p.cache.get(token, p.now()); ok {
+		return true
+	}
+	iss, ok := auth.PeekIssuer(token)
+	return ok && p.Trusts(iss)
 }
 
 // VerifySubjectToken implements auth.SubjectTokenVerifier, for the token

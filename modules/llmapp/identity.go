@@ -50,12 +50,12 @@ func (a *App) tierLimits() map[string]limits.Limit {
 // endpoint exchanges them; their key caches are reported.
 func (a *App) trustOutside(authns []auth.Authenticator, mods []any) {
 	var exchange []auth.SubjectTokenVerifier
-	var trusting []interface{ Trusts(string) bool }
+	var trusting []interface{ Claims(token string) bool }
 	for _, au := range authns {
 		if x, ok := au.(auth.SubjectTokenVerifier); ok {
 			exchange = append(exchange, x)
 		}
-		if t, ok := au.(interface{ Trusts(string) bool }); ok {
+		if t, ok := au.(interface{ Claims(token string) bool }); ok {
 			trusting = append(trusting, t)
 		}
 	}
@@ -69,9 +69,9 @@ func (a *App) trustOutside(authns []auth.Authenticator, mods []any) {
 	}
 	var foreign func(string) bool
 	if len(trusting) > 0 {
-		foreign = func(iss string) bool {
+		foreign = func(token string) bool {
 			for _, t := range trusting {
-				if t.Trusts(iss) {
+				if t.Claims(token) {
 					return true
 				}
 			}
