@@ -666,3 +666,46 @@ func issueClientCert(t *testing.T, cn string, ca *x509.Certificate, caKey crypto
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// TestIdentityReload: a reload that trusts the provider alike keeps its
+// key cache (no fetch, no second loop); one that changes how keys are
+// fetched starts a new cache and stops the old one's loop. No goroutine
+// is left behind.
+func TestIdentityReload(t *testing.T) {
+	idp := startIdP(t, identityClients)
+	sim := startSim(t)
+	g := identityGateway(t, idp, sim, freePort(t))
+	alice := idp.Token(t, "alice-svc", "alice-secret")
+	if resp := g.Infer(t, alice, withModel("qwen")); resp.StatusCode != 200 {
+		t.Fatalf("before: %s", resp.Status)
+	}
+	before := g.Goroutines(t)
+	discovery := idp.Stats(t)["discovery"]
+	for range 3 {
+		g.Reload(t, func(s string) string { return s })
+	}
+	if n := idp.Stats(t)["discovery"]; n != discovery {
+		t.Fatalf("a reload that trusts alike discovered again (%d -> %d)", discovery, n)
+	}
+	if resp := g.Infer(t, alice, withModel("qwen")); resp.StatusCode != 200 {
+		t.Fatalf("after reloads: %s", resp.Status)
+	}
+	g.Reload(t, func(s string) string { return strings.Replace(s, "refresh 2s", "refresh 3s", 1) })
+	if n := idp.Stats(t)["discovery"]; n != discovery+1 {
+		t.Fatalf("a reload with another refresh did not start a new cache (%d -> %d)", discovery, n)
+	}
+	if resp := g.Infer(t, alice, withModel("qwen")); resp.StatusCode != 200 {
+		t.Fatalf("after the new cache: %s", resp.Status)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		after := g.Goroutines(t)
+		if after <= before+5 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines %d before the reloads, %d after", before, after)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}

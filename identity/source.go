@@ -198,7 +198,12 @@ func (s *source) fetch(gated bool) bool {
 			s.failingFrom = now
 		}
 		s.lastErr = err.Error()
-		if s.ctx.Err() == nil {
+		switch {
+		case s.ctx.Err() != nil:
+		case s.keyCount == 0:
+			s.cfg.logger.Warn("identity provider keys could not be fetched; its tokens are refused until they are",
+				zap.String("issuer", s.cfg.issuer), zap.Error(err))
+		default:
 			s.cfg.logger.Warn("identity provider keys could not be refreshed; the last ones fetched stay in use",
 				zap.String("issuer", s.cfg.issuer), zap.Int("keys", s.keyCount), zap.Error(err))
 		}
