@@ -215,6 +215,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Logger:       a.logger,
 			Metrics:      a.metrics,
 			Status:       observability(),
+			Shares:       a.tierShares(),
 		},
 	}
 	if configured, _, _ := a.tenants.RedisHealth(); configured {

@@ -67,7 +67,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		trust <issuer URL> {                # a trusted OpenID provider (docs/identity.md)
 //			audience <aud>...; grant <claim> <value> -> <model>...; tier <claim> <value> -> <tier>; ...
 //		}
-//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off }   # limits of mapped identities
+//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off; weight <x> }   # limits of mapped identities
 //		admitter          <name> [{ ... }]     # repeatable, asked in order; default limits
 //		on_redis_failure  open|closed
 //		revocation_refresh <duration>
@@ -177,12 +177,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if a.Tiers[args[0]] != nil {
 				return d.Errf("tier %s: defined twice", args[0])
 			}
-			var l limits.Limit
-			if l, err = parseLimitsBlock(d, "tier "+args[0]); err == nil {
+			tc := &TierConfig{}
+			if tc.Limit, err = parseLimits(d, "tier "+args[0], func(opt string) (bool, error) {
+				if opt != "weight" {
+					return false, nil
+				}
+				var v string
+				if err := oneString(d, &v); err != nil {
+					return true, err
+				}
+				w, perr := strconv.ParseFloat(v, 64)
+				if perr != nil || !(w > 0 && w <= 1000) {
+					return true, d.Errf("tier %s: weight: want a number above 0, up to 1000, got %q", args[0], v)
+				}
+				tc.Weight = w
+				return true, nil
+			}); err == nil {
 				if a.Tiers == nil {
 					a.Tiers = map[string]*TierConfig{}
 				}
-				a.Tiers[args[0]] = &TierConfig{Limit: l}
+				a.Tiers[args[0]] = tc
 			}
 		case "authenticator":
 			var raw json.RawMessage
@@ -315,12 +329,6 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
-}
-
-// parseLimitsBlock parses the block of a tier: parseLimits after the
-// line's arguments were read.
-func parseLimitsBlock(d *caddyfile.Dispenser, what string) (limits.Limit, error) {
-	return parseLimits(d, what, nil)
 }
 
 // parseLimits parses `limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off }`

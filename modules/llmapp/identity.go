@@ -17,6 +17,10 @@ import (
 // identity providers' users (and client certificates) mapped to it.
 type TierConfig struct {
 	limits.Limit
+	// Weight is the tier's users' share in a model's fair wait queue:
+	// while users wait, one of weight 2 is served about twice the tokens
+	// of one of weight 1. Default 1.
+	Weight float64 `json:"weight,omitempty"`
 }
 
 // identityStatus is an authenticator that reports trusted issuers' keys.
@@ -41,6 +45,21 @@ func (a *App) tierLimits() map[string]limits.Limit {
 	out := make(map[string]limits.Limit, len(a.Tiers))
 	for name, t := range a.Tiers {
 		out[name] = t.Limit
+	}
+	return out
+}
+
+// tierShares are the tiers' weights in the fair wait queue; nil when
+// every tier has the default.
+func (a *App) tierShares() map[string]float64 {
+	var out map[string]float64
+	for name, t := range a.Tiers {
+		if t.Weight > 0 && t.Weight != 1 {
+			if out == nil {
+				out = map[string]float64{}
+			}
+			out[name] = t.Weight
+		}
 	}
 	return out
 }

@@ -37,6 +37,7 @@ func TestCaddyfileTrustAndTiers(t *testing.T) {
 			rpm 100
 			tpm 100000
 			concurrency 4
+			weight 2.5
 		}
 		tier free {
 			rpm 5
@@ -57,7 +58,7 @@ func TestCaddyfileTrustAndTiers(t *testing.T) {
 		`"user_claim":"preferred_username"`, `"user_prefix":"kc:"`, `"models":["gemma"]`,
 		`{"claim":"groups","value":"ml-team","models":["qwen","gemma"]}`, `{"claim":"realm_access.roles","value":"llm-admin","models":["*"]}`,
 		`"tiers":[{"claim":"groups","value":"ml-team","tier":"gold"}]`, `"default_tier":"free"`,
-		`"gold":{"rpm":100,"tpm":100000,"concurrency":4}`, `"free":{"rpm":5}`,
+		`"gold":{"rpm":100,"tpm":100000,"concurrency":4,"weight":2.5}`, `"free":{"rpm":5}`,
 		`"authenticator":"mtls"`, `"user":"dns"`, `{"models":["qwen"],"name":"build.example.com"}`, `{"name":"*","tier":"free"}`,
 	} {
 		if !strings.Contains(string(b), want) {
@@ -75,7 +76,8 @@ func TestCaddyfileTrustErrors(t *testing.T) {
 		{"llmedge {\n trust https://i.example {\n audience a\n refresh 0s\n }\n}", "want a positive duration"},
 		{"llmedge {\n trust https://i.example {\n audience a\n colour blue\n }\n}", `unrecognized option "colour"`},
 		{"llmedge {\n tier gold {\n rpm 1\n }\n tier gold {\n rpm 2\n }\n}", "defined twice"},
-		{"llmedge {\n tier gold {\n weight 2\n }\n}", `unrecognized option "weight"`},
+		{"llmedge {\n tier gold {\n weight 0\n }\n}", `weight: want a number above 0`},
+		{"llmedge {\n tier gold {\n burst 2\n }\n}", `unrecognized option "burst"`},
 	} {
 		_, err := parseApp(t, tc.block)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
