@@ -328,4 +328,3 @@ func (c *client) RestrictAdditionalIdTokenScopes() func([]string) []string {
 func (c *client) RestrictAdditionalAccessTokenScopes() func([]string) []string {
 	return func(s []string) []string { return s }
 }
-
