@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -479,6 +480,11 @@ func TestIdentityProvider(t *testing.T) {
 			t.Fatal(err)
 		}
 		var snap struct {
+			Tenants struct {
+				TopTokens []struct {
+					User string `json:"user"`
+				} `json:"top_tokens"`
+			} `json:"tenants"`
 			IdentityProviders []struct {
 				Issuer string `json:"issuer"`
 				Stale  bool   `json:"stale"`
@@ -490,6 +496,13 @@ func TestIdentityProvider(t *testing.T) {
 		if len(snap.IdentityProviders) != 1 || !snap.IdentityProviders[0].Stale || snap.IdentityProviders[0].Keys != 1 ||
 			!strings.Contains(snap.IdentityProviders[0].Line, "unreachable since") {
 			t.Fatalf("status page: %+v", snap.IdentityProviders)
+		}
+		var users []string
+		for _, u := range snap.Tenants.TopTokens {
+			users = append(users, u.User)
+		}
+		if !slices.Contains(users, "idp:alice") || !slices.Contains(users, "idp:bob") {
+			t.Fatalf("the status page's top users %v lack the provider's users", users)
 		}
 		metrics, err := http.Get(g.Admin + "/metrics")
 		if err != nil {
