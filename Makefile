@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1 -timeout 40m
 
-.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama sdk clean bench
+.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama oidcprovider sdk clean bench
 
 all: build
 
@@ -18,7 +18,7 @@ run-real: build ollama ## the same demo with real engines: Ollama with tiny rand
 	$(GO) build -o $(BIN)/tinymodel ./cmd/tinymodel
 	./scripts/run-real.sh
 
-test: vet consul ollama sdk ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
+test: vet consul ollama oidcprovider sdk ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 50000x
 
@@ -49,6 +49,13 @@ e2e/sdk/node/node_modules/.package-lock.json: e2e/sdk/node/package-lock.json
 # pin changes), into the git-ignored bin/. The committed go.sum verifies it.
 $(BIN)/consul: tools/consul/go.mod tools/consul/go.sum
 	cd tools/consul && $(GO) build -o ../../$(BIN)/consul github.com/hashicorp/consul
+
+oidcprovider: $(BIN)/oidcprovider ## the OpenID provider the identity tests trust (zitadel/oidc's op package, pinned in tools/oidcprovider), built once
+
+# Seconds with a warm module cache: built only when missing or when the
+# tool or its pin changes, into the git-ignored bin/.
+$(BIN)/oidcprovider: tools/oidcprovider/go.mod tools/oidcprovider/go.sum tools/oidcprovider/main.go
+	cd tools/oidcprovider && $(GO) build -o ../../$(BIN)/oidcprovider .
 
 ollama: $(BIN)/ollama ## a real inference engine for the tests (Ollama, pinned in tools/ollama), built once
 

@@ -1,9 +1,12 @@
 package auth
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/llmedge/llmedge/api"
@@ -40,7 +43,7 @@ func Bearer(r *http.Request, v *Verifier, realm string) (*Principal, *api.Error)
 	}
 	p, err := v.Verify(token)
 	if err != nil {
-		return nil, invalidToken(realm, describeTokenError(err))
+		return nil, invalidToken(realm, DescribeTokenError(err))
 	}
 	return p, nil
 }
@@ -90,6 +93,10 @@ func NotAuthenticated(realm string) *api.Error {
 		WithHeader("WWW-Authenticate", challenge(realm))
 }
 
+// InvalidToken is the 401 for a bad credential: Bearer error
+// "invalid_token" with desc, which must be a fixed text (never the token).
+func InvalidToken(realm, desc string) *api.Error { return invalidToken(realm, desc) }
+
 // invalidToken is the 401 for a bad token; desc must be a fixed text.
 func invalidToken(realm, desc string) *api.Error {
 	return api.NewError(http.StatusUnauthorized, DetailInvalidToken).
@@ -97,9 +104,9 @@ func invalidToken(realm, desc string) *api.Error {
 			"error", "invalid_token", "error_description", desc))
 }
 
-// describeTokenError maps a Verify error to a fixed error_description, so
+// DescribeTokenError maps a Verify error to a fixed error_description, so
 // nothing of the token itself is echoed.
-func describeTokenError(err error) string {
+func DescribeTokenError(err error) string {
 	switch {
 	case errors.Is(err, ErrRevoked):
 		return "the access token was revoked"
@@ -166,16 +173,22 @@ func isB64Token(s string) bool {
 		return false
 	}
 	for i := 0; i < len(body); i++ {
-		c := body[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
-		default:
+		if !b64TokenChars[body[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// b64TokenChars are the characters of a b64token before its padding; a
+// table, as every request's credential is scanned.
+var b64TokenChars = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '+' || c == '/'
+	}
+	return t
+}()
 
 // BearerAuth authenticates requests by their Bearer credential: an access
 // token (a JWT), or, when APIKeys is set, an API key ("llme_…"). The
@@ -186,6 +199,25 @@ type BearerAuth struct {
 	// APIKeys, when set, are accepted as Bearer credentials too; a key's
 	// principal has its models as scopes.
 	APIKeys *APIKeys
+	// Foreign, when set, reports whether another authenticator of the
+	// chain claims the token: one it verified before, or a JWT whose
+	// (unverified) iss is an issuer it trusts (never ours). Such a token
+	// is passed on: Authenticate answers NotAuthenticated, so the chain
+	// asks the next. Every other token is verified here, and a bad one is
+	// refused at once.
+	Foreign func(token string) bool
+
+	passOnce sync.Once
+	passErr  api.Error
+}
+
+// passOn is NotAuthenticated for a token another authenticator claims,
+// built once: every request with such a token passes through here, and
+// the next authenticator decides. Its Headers are shared: read only.
+func (b *BearerAuth) passOn() *api.Error {
+	b.passOnce.Do(func() { b.passErr = *NotAuthenticated(b.Realm) })
+	e := b.passErr
+	return &e
 }
 
 // Authenticate returns the credential's principal, or the 401 to answer.
@@ -209,9 +241,36 @@ func (b *BearerAuth) Authenticate(r *http.Request) (*Principal, *api.Error) {
 		// A client mixing up its tokens deserves a clear answer.
 		return nil, invalidToken(b.Realm, "a refresh token is not an access token")
 	}
+	if b.Foreign != nil && !b.Verifier.Cached(token) && b.Foreign(token) {
+		return nil, b.passOn()
+	}
 	p, err := b.Verifier.Verify(token)
 	if err != nil {
-		return nil, invalidToken(b.Realm, describeTokenError(err))
+		return nil, invalidToken(b.Realm, DescribeTokenError(err))
 	}
 	return p, nil
+}
+
+// PeekIssuer reads a compact JWS's iss claim without verifying anything,
+// to tell which verifier a token is for.
+func PeekIssuer(token string) (string, bool) {
+	_, rest, ok := strings.Cut(token, ".")
+	if !ok {
+		return "", false
+	}
+	payload, _, ok := strings.Cut(rest, ".")
+	if !ok || len(payload) > MaxTokenBytes {
+		return "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return "", false
+	}
+	var c struct {
+		Iss string `json:"iss"`
+	}
+	if json.Unmarshal(b, &c) != nil || c.Iss == "" {
+		return "", false
+	}
+	return c.Iss, true
 }

@@ -79,6 +79,12 @@ type RefreshGrant struct {
 	// tokens issued before some time reaches its refresh tokens too.
 	Created time.Time
 	Expires time.Time
+	// Tier and Provider are an exchanged login's (an identity provider's
+	// user): its tokens carry them, and its user is not a local one.
+	Tier, Provider string
+	// TTL, when positive and shorter than the store's, is the family's
+	// lifetime (Issue only).
+	TTL time.Duration
 }
 
 // refreshFamily is the stored record of a family:
@@ -92,6 +98,8 @@ type refreshFamily struct {
 	User      string     `json:"user"`
 	Scopes    []string   `json:"scopes"`
 	ClientID  string     `json:"client_id,omitempty"`
+	Tier      string     `json:"tier,omitempty"`
+	Provider  string     `json:"provider,omitempty"`
 	Created   time.Time  `json:"created"`
 	Expires   time.Time  `json:"expires"`
 	Current   string     `json:"current"`
@@ -146,8 +154,12 @@ func (s *RefreshTokens) Issue(ctx context.Context, g RefreshGrant) (string, time
 	family := hex.EncodeToString(id[:])
 	token := newRefreshToken(family)
 	now := nowFunc(s.Now)().UTC().Truncate(time.Second)
+	ttl := s.ttl()
+	if g.TTL > 0 && g.TTL < ttl {
+		ttl = g.TTL
+	}
 	f := &refreshFamily{Version: refreshFileVersion, ID: family, User: g.User, Scopes: slices.Clone(g.Scopes),
-		ClientID: g.ClientID, Created: now, Expires: now.Add(s.ttl()), Current: hashHex(token)}
+		ClientID: g.ClientID, Tier: g.Tier, Provider: g.Provider, Created: now, Expires: now.Add(ttl), Current: hashHex(token)}
 	if err := s.store(ctx, f); err != nil {
 		return "", time.Time{}, err
 	}
@@ -335,7 +347,7 @@ func (f *refreshFamily) match(h []byte) refreshMatch {
 
 func (f *refreshFamily) grant() *RefreshGrant {
 	return &RefreshGrant{FamilyID: f.ID, User: f.User, Scopes: slices.Clone(f.Scopes), ClientID: f.ClientID,
-		Created: f.Created, Expires: f.Expires}
+		Created: f.Created, Expires: f.Expires, Tier: f.Tier, Provider: f.Provider}
 }
 
 // eqHex compares a stored hex hash, whole or its first half, with a hash

@@ -47,7 +47,7 @@ func TestVerifierRevocation(t *testing.T) {
 	if _, err := v.Verify(tok); !errors.Is(err, ErrRevoked) {
 		t.Fatalf("a revoked cached token: %v", err)
 	}
-	if d := describeTokenError(ErrRevoked); d != "the access token was revoked" {
+	if d := DescribeTokenError(ErrRevoked); d != "the access token was revoked" {
 		t.Errorf("description %q", d)
 	}
 	// A fresh (uncached) token of a revoked user.

@@ -221,10 +221,27 @@ func (s *Service) allUsers(fileUsers []User) []User {
 // tokenRevoked is the verifier's Revoked hook: a revoked token, a token
 // of a user revoked since, a disabled or removed user.
 func (s *Service) tokenRevoked(p *Principal) bool {
-	if s.cfg.Revocations != nil && s.cfg.Revocations.Revoked(p.Subject, p.TokenID, p.IssuedAt) {
+	if s.Revoked(p) {
 		return true
 	}
-	return !s.users.Usable(p.Subject)
+	// An identity provider's user (an exchanged token) is not a local one.
+	return p.Provider == "" && !s.users.Usable(p.Subject)
+}
+
+// Revoked reports whether the revocations refuse p's token: the token
+// itself, or every token of its subject issued before (`llmedge revoke`).
+// It serves the outside identities' verifiers too.
+func (s *Service) Revoked(p *Principal) bool {
+	return s.cfg.Revocations != nil && s.cfg.Revocations.Revoked(p.Subject, p.TokenID, p.IssuedAt)
+}
+
+// TrustOutside wires the authenticators of outside identities in: the
+// Bearer check passes on the tokens foreign claims (see
+// BearerAuth.Foreign), and the token endpoint exchanges the tokens the
+// verifiers know (RFC 8693). Call it before serving.
+func (s *Service) TrustOutside(foreign func(token string) bool, exchange []SubjectTokenVerifier) {
+	s.bearer.Foreign = foreign
+	s.token.Exchange = exchange
 }
 
 // Authenticator checks Bearer credentials: llmedge's access tokens and

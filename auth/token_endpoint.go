@@ -60,6 +60,8 @@ type TokenResponse struct {
 	Scope       string `json:"scope"`
 	// RefreshToken is set when refresh tokens are on (RFC 6749 §5.1).
 	RefreshToken string `json:"refresh_token,omitempty"`
+	// IssuedTokenType answers a token exchange (RFC 8693 §2.2.1).
+	IssuedTokenType string `json:"issued_token_type,omitempty"`
 }
 
 // TokenEndpoint serves POST /auth/token, the OAuth 2.0 password grant in
@@ -125,6 +127,9 @@ type TokenEndpoint struct {
 	// loginAt were revoked since (`llmedge revoke --user`): a refresh
 	// token of that login is refused too.
 	UserRevoked func(user string, loginAt time.Time) bool
+	// Exchange, when set, serves the token exchange grant (RFC 8693):
+	// each verifier is asked in turn whether it knows the subject token.
+	Exchange []SubjectTokenVerifier
 }
 
 // ServeHTTP implements http.Handler.
@@ -158,29 +163,21 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 	if apiErr != nil {
 		return nil, apiErr
 	}
+	if form.Get("grant_type") == GrantTypeTokenExchange && len(form["grant_type"]) == 1 {
+		return e.serveExchange(r, form)
+	}
 	f, apiErr := validateForm(form, e.Refresh != nil)
 	if apiErr != nil {
 		return nil, apiErr
 	}
 
 	addr := e.clientAddr(r)
-	if wait := max(e.UserLimiter.Blocked(f.username), e.AddrLimiter.Blocked(addr)); wait > 0 {
-		secs := int64(math.Ceil(wait.Seconds()))
-		return nil, api.NewError(http.StatusTooManyRequests, DetailTooManyFails).
-			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
+	if apiErr := e.blocked(f.username, addr); apiErr != nil {
+		return nil, apiErr
 	}
-	clientID := "" // the authenticated client, when clients are checked
-	if e.Clients.Required() {
-		id, secret, ok := r.BasicAuth()
-		if !ok || id == "" {
-			id, secret = f.clientID, f.clientSecret
-		}
-		if !e.Clients.Check(id, secret) {
-			e.AddrLimiter.Fail(addr)
-			return nil, oauthError(http.StatusUnauthorized, "invalid_client", DetailBadClient).
-				WithHeader("WWW-Authenticate", basicChallenge(e.Realm))
-		}
-		clientID = id
+	clientID, apiErr := e.client(r, f.clientID, f.clientSecret, addr)
+	if apiErr != nil {
+		return nil, apiErr
 	}
 	if f.grantType == "refresh_token" {
 		return e.refresh(r.Context(), f, clientID, addr)
@@ -214,21 +211,82 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 	return resp, nil
 }
 
+// serveExchange serves the token exchange grant (RFC 8693).
+func (e *TokenEndpoint) serveExchange(r *http.Request, form url.Values) (*TokenResponse, *api.Error) {
+	if len(e.Exchange) == 0 {
+		return nil, oauthError(http.StatusBadRequest, "unsupported_grant_type", detailExchangeOff)
+	}
+	for _, k := range []string{"scope", "client_id", "client_secret"} {
+		if len(form[k]) > 1 {
+			return nil, oauthError(http.StatusBadRequest, "invalid_request", "Parameter "+k+" was given more than once")
+		}
+	}
+	xf, apiErr := validateExchange(form)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	addr := e.clientAddr(r)
+	if apiErr := e.blocked("", addr); apiErr != nil {
+		return nil, apiErr
+	}
+	clientID, apiErr := e.client(r, form.Get("client_id"), form.Get("client_secret"), addr)
+	if apiErr != nil {
+		return nil, apiErr
+	}
+	return e.exchange(r.Context(), xf, clientID, addr)
+}
+
+// blocked is the 429 while a limiter blocks the username (when given) or
+// the address.
+func (e *TokenEndpoint) blocked(username, addr string) *api.Error {
+	wait := e.AddrLimiter.Blocked(addr)
+	if username != "" {
+		wait = max(wait, e.UserLimiter.Blocked(username))
+	}
+	if wait > 0 {
+		secs := int64(math.Ceil(wait.Seconds()))
+		return api.NewError(http.StatusTooManyRequests, DetailTooManyFails).
+			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	return nil
+}
+
+// client authenticates the client when clients are checked (HTTP Basic,
+// or the form's fields) and returns its id; "" when they are not.
+func (e *TokenEndpoint) client(r *http.Request, formID, formSecret, addr string) (string, *api.Error) {
+	if !e.Clients.Required() {
+		return "", nil
+	}
+	id, secret, ok := r.BasicAuth()
+	if !ok || id == "" {
+		id, secret = formID, formSecret
+	}
+	if !e.Clients.Check(id, secret) {
+		e.AddrLimiter.Fail(addr)
+		return "", oauthError(http.StatusUnauthorized, "invalid_client", DetailBadClient).
+			WithHeader("WWW-Authenticate", basicChallenge(e.Realm))
+	}
+	return id, nil
+}
+
 // issue signs an access token for subject with scopes.
 func (e *TokenEndpoint) issue(subject string, scopes []string) (*TokenResponse, *api.Error) {
-	token, _, err := e.Issuer.Issue(subject, scopes)
+	return e.issueFor(&Principal{Subject: subject, Scopes: scopes}, 0)
+}
+
+// issueFor signs an access token for p (its subject, scopes, tier and
+// provider), living ttl when shorter than the issuer's TTL.
+func (e *TokenEndpoint) issueFor(p *Principal, ttl time.Duration) (*TokenResponse, *api.Error) {
+	token, exp, err := e.Issuer.IssueFor(p, ttl)
 	if err != nil {
 		return nil, api.NewError(http.StatusInternalServerError, "Internal Server Error")
 	}
-	ttl := e.Issuer.TTL
-	if ttl <= 0 {
-		ttl = DefaultTTL
-	}
+	now := nowFunc(e.Issuer.Now)().Truncate(time.Second)
 	return &TokenResponse{
 		AccessToken: token,
 		TokenType:   "bearer",
-		ExpiresIn:   int64(ttl / time.Second),
-		Scope:       strings.Join(scopes, " "),
+		ExpiresIn:   int64(exp.Sub(now) / time.Second),
+		Scope:       strings.Join(p.Scopes, " "),
 	}, nil
 }
 
@@ -241,6 +299,19 @@ func (e *TokenEndpoint) refresh(ctx context.Context, f *tokenForm, clientID, add
 	check := func(g *RefreshGrant) error {
 		if g.ClientID != clientID {
 			return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshClient)
+		}
+		if g.Provider != "" {
+			// An exchanged login: its user is the identity provider's,
+			// not a local one; revocations still apply.
+			if e.UserRevoked != nil && e.UserRevoked(g.User, g.Created) {
+				return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshRevoked)
+			}
+			var apiErr *api.Error
+			if granted, apiErr = narrowScopes(slices.Clone(g.Scopes), f.scope,
+				"Requested scope exceeds the scope of the login: "); apiErr != nil {
+				return apiErr
+			}
+			return nil
 		}
 		user, ok := e.Users.Active(g.User)
 		if !ok {
@@ -285,7 +356,7 @@ func (e *TokenEndpoint) refresh(ctx context.Context, f *tokenForm, clientID, add
 		}
 		return nil, apiErr
 	}
-	resp, apiErr := e.issue(g.User, granted)
+	resp, apiErr := e.issueFor(&Principal{Subject: g.User, Scopes: granted, Tier: g.Tier, Provider: g.Provider}, 0)
 	if apiErr != nil {
 		return nil, apiErr
 	}

@@ -40,6 +40,10 @@ type claims struct {
 	jwt.RegisteredClaims
 	// Scope is the space-separated list of granted scopes (RFC 8693 §4.2).
 	Scope string `json:"scope,omitempty"`
+	// Tier and Provider carry an outside identity's limits tier and
+	// issuer into the llmedge token a token exchange issues.
+	Tier     string `json:"llmedge_tier,omitempty"`
+	Provider string `json:"llmedge_idp,omitempty"`
 }
 
 // Issuer signs access tokens with the ring's active key.
@@ -56,6 +60,14 @@ type Issuer struct {
 // aud, sub, scope (space-separated), iat, nbf, exp and a random jti.
 // Times are whole seconds, so exp - iat is exactly the TTL.
 func (i *Issuer) Issue(subject string, scopes []string) (token string, expiresAt time.Time, err error) {
+	return i.IssueFor(&Principal{Subject: subject, Scopes: scopes}, 0)
+}
+
+// IssueFor is Issue for principal's subject and scopes, carrying its tier
+// and provider (an outside identity's, after a token exchange); ttl, when
+// positive and shorter than the issuer's, bounds the token's life.
+func (i *Issuer) IssueFor(principal *Principal, ttl time.Duration) (token string, expiresAt time.Time, err error) {
+	subject, scopes := principal.Subject, principal.Scopes
 	switch {
 	case i.Keys == nil:
 		return "", time.Time{}, errors.New("auth: issuer has no keys")
@@ -64,9 +76,12 @@ func (i *Issuer) Issue(subject string, scopes []string) (token string, expiresAt
 	case subject == "":
 		return "", time.Time{}, ErrNoSubject
 	}
-	ttl := i.TTL
-	if ttl <= 0 {
-		ttl = DefaultTTL
+	longest := i.TTL
+	if longest <= 0 {
+		longest = DefaultTTL
+	}
+	if ttl <= 0 || ttl > longest {
+		ttl = longest
 	}
 	now := nowFunc(i.Now)().Truncate(time.Second)
 	exp := now.Add(ttl).Truncate(time.Second)
@@ -80,7 +95,9 @@ func (i *Issuer) Issue(subject string, scopes []string) (token string, expiresAt
 			IssuedAt:  jwt.NewNumericDate(now),
 			ID:        rand.Text(),
 		},
-		Scope: strings.Join(scopes, " "),
+		Scope:    strings.Join(scopes, " "),
+		Tier:     principal.Tier,
+		Provider: principal.Provider,
 	}
 	key := i.Keys.set.Load().active
 	t := jwt.NewWithClaims(key.method(), c)
@@ -104,6 +121,14 @@ type Principal struct {
 	// revocation.
 	IssuedAt time.Time
 	TokenID  string
+	// Tier names the limits tier that applies to the principal instead of
+	// a local user's own limits ("" for none): set for users of an
+	// identity provider, or of a client certificate, by their mapping.
+	Tier string
+	// Provider is the issuer of an outside identity (an identity
+	// provider's URL, "mtls" for a client certificate), "" for llmedge's
+	// own users: such a subject is not looked up among the local users.
+	Provider string
 }
 
 // HasScope reports whether the principal was granted scope s.
@@ -188,6 +213,8 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 		Scopes:    strings.Fields(c.Scope),
 		ExpiresAt: c.ExpiresAt.Time,
 		TokenID:   c.ID,
+		Tier:      c.Tier,
+		Provider:  c.Provider,
 	}
 	if c.IssuedAt != nil {
 		principal.IssuedAt = c.IssuedAt.Time
@@ -219,16 +246,25 @@ func (v *Verifier) key(t *jwt.Token) (any, error) {
 }
 
 // isCompactJWS reports whether s has only base64url characters and dots.
-func isCompactJWS(s string) bool {
+func isCompactJWS(s string) bool { return IsCompactJWS(s) }
+
+// IsCompactJWS reports whether s has only base64url characters and dots,
+// so that one token has one spelling (Go's base64 decoders skip \r and \n).
+func IsCompactJWS(s string) bool {
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
-		default:
+		if !jwsChars[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+var jwsChars = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.'
+	}
+	return t
+}()
 
 func nowFunc(f func() time.Time) func() time.Time {
 	if f == nil {

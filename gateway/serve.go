@@ -38,6 +38,10 @@ type Gateway struct {
 	// Dependencies are services beyond the replicas that /readyz reports
 	// on (the shared limit store).
 	Dependencies []Dependency
+	// Shares are the limits tiers' weights in the fair wait queue
+	// (auth.Principal.Tier → pool.Request.Share); a principal without a
+	// tier, or of a tier without one, has share 1.
+	Shares map[string]float64
 }
 
 // DefaultPingInterval is the keep-alive period of a stream waiting for its
@@ -76,6 +80,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header}
 	if ex.Principal != nil {
 		preq.User = ex.Principal.Subject
+		if t := ex.Principal.Tier; t != "" && g.Shares != nil {
+			preq.Share = g.Shares[t]
+		}
 	}
 	var content strings.Builder
 	var tried []*pool.Replica

@@ -32,6 +32,10 @@ type Request struct {
 	Messages []api.Message
 	// User is the authenticated principal ("" when none).
 	User string
+	// Share is the user's weight in the fair wait queue: while tenants
+	// wait, one of share 2 is served about twice the tokens of one of
+	// share 1. 0 means 1.
+	Share float64
 	// Header is the client's request header, read-only.
 	Header http.Header
 }

@@ -171,6 +171,7 @@ type Lease struct {
 	pool   *Pool
 	done   func(error)
 	tenant string // the request's user, for the wait queue's counters
+	share  float64
 	// prefill is Choice.Prefill while it counts in the replica's pending
 	// prefill work.
 	prefill int64

@@ -70,6 +70,7 @@ type waiter struct {
 	req     *Request
 	exclude []*Replica
 	tenant  string
+	share   float64
 	seq     uint64
 	done    chan struct{}
 	lease   Lease
@@ -178,11 +179,11 @@ func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica
 	if !queue || p.waiting.Load() == 0 {
 		l, err := p.Acquire(req, exclude)
 		if err != ErrSaturated || !queue {
-			l.tenant = tenantOf(req)
+			l.tenant, l.share = tenantOf(req), shareOf(req)
 			return l, err
 		}
 	}
-	w := &waiter{req: req, exclude: exclude, tenant: tenantOf(req), done: make(chan struct{})}
+	w := &waiter{req: req, exclude: exclude, tenant: tenantOf(req), share: shareOf(req), done: make(chan struct{})}
 	q := &p.queue
 	q.mu.Lock()
 	if len(q.waiters) >= p.opts.QueueLength {
@@ -222,6 +223,15 @@ func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica
 
 func tenantOf(req *Request) string { return req.User }
 
+// shareOf is the request's tenant's weight in the fair queue (1 unless
+// set).
+func shareOf(req *Request) float64 {
+	if req.Share > 0 {
+		return req.Share
+	}
+	return 1
+}
+
 // dispatchLocked hands freed slots to waiters, in order, for as long as
 // they get one. A waiter that cannot get a slot only because of the
 // replicas it already tried is passed over for this round; one without
@@ -246,10 +256,10 @@ func (p *Pool) dispatchLocked() {
 			w.skipped = true
 			continue
 		}
-		q.charge(w.tenant, promptTokens(w.req))
+		q.charge(w.tenant, promptTokens(w.req)/w.share)
 		q.remove(w)
 		p.waiting.Add(-1)
-		l.tenant = w.tenant
+		l.tenant, l.share = w.tenant, w.share
 		w.lease, w.err = l, err
 		close(w.done)
 	}
@@ -274,7 +284,11 @@ func (l *Lease) Charge(tokens int) {
 		return
 	}
 	p.queue.mu.Lock()
-	p.queue.charge(l.tenant, float64(tokens))
+	share := l.share
+	if share <= 0 {
+		share = 1
+	}
+	p.queue.charge(l.tenant, float64(tokens)/share)
 	p.queue.mu.Unlock()
 }
 

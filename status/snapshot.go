@@ -20,6 +20,25 @@ type Snapshot struct {
 	WindowSeconds     float64 `json:"window_seconds"`
 	Models            []Model `json:"models"`
 	Tenants           Tenants `json:"tenants"`
+	// IdentityProviders are the trusted issuers' keys, when any is
+	// trusted.
+	IdentityProviders []IdentityProvider `json:"identity_providers,omitempty"`
+}
+
+// IdentityProvider is one trusted issuer's keys as the gateway holds them.
+type IdentityProvider struct {
+	Issuer string `json:"issuer"`
+	// Keys are the verifying keys in use.
+	Keys int `json:"keys"`
+	// LastRefresh is when they were last fetched; null before the first.
+	LastRefresh *time.Time `json:"last_refresh"`
+	// Stale: the provider cannot be reached and the last known good keys
+	// are in use.
+	Stale bool `json:"stale"`
+	// Error is the last fetch's failure, when it failed.
+	Error string `json:"error,omitempty"`
+	// Line says it in a sentence, for the page.
+	Line string `json:"line"`
 }
 
 // Model is one model type.

@@ -26,6 +26,11 @@ type Limits struct {
 	ReplyReservation int
 	// Users gives a user's own limits (nil when it has none).
 	Users UserLimits
+	// Tiers are the limits of the tiers outside identities are mapped to
+	// (auth.Principal.Tier): a principal with a tier has its tier's
+	// limits instead of a local user's own; unset fields come from
+	// Default.
+	Tiers map[string]limits.Limit
 }
 
 // UserLimits looks up the limits configured for a user.
@@ -55,7 +60,15 @@ func (ad *limitsAdmitter) Admit(ctx context.Context, adm *Admission, h http.Head
 	var buf [limits.MaxBuckets]limits.Bucket
 	bs := buf[:0]
 	ul := ad.l.Default
-	if ad.l.Users != nil {
+	switch {
+	case p.Tier != "":
+		if tl, ok := ad.l.Tiers[p.Tier]; ok {
+			ul = tl.Over(ad.l.Default)
+		}
+	case p.Provider != "":
+		// An outside identity without a tier: the default limits, never
+		// a local user's of the same name.
+	case ad.l.Users != nil:
 		if own := ad.l.Users.Limits(p.Subject); own != nil {
 			ul = own.Over(ad.l.Default)
 		}

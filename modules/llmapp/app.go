@@ -27,6 +27,7 @@ import (
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/portlock"
 	"github.com/llmedge/llmedge/metrics"
+	"github.com/llmedge/llmedge/modules/llmauthenticator"
 	"github.com/llmedge/llmedge/tenancy"
 )
 
@@ -108,6 +109,14 @@ type App struct {
 	// AuthenticatorsRaw check a request's credential, asked in order
 	// (modules of llmedge.authenticators). Default: bearer.
 	AuthenticatorsRaw []json.RawMessage `json:"authenticators,omitempty" caddy:"namespace=llmedge.authenticators inline_key=authenticator"`
+	// Trusts are trusted identity providers (the `trust` lines): their
+	// access tokens are accepted, and exchanged at /auth/token, by an
+	// oidc authenticator added after the others (after bearer when none
+	// is named).
+	Trusts []llmauthenticator.Trust `json:"trusts,omitempty"`
+	// Tiers are limits tiers (rpm, tpm, concurrency) that identity
+	// providers' users and client certificates are mapped to.
+	Tiers map[string]*TierConfig `json:"tiers,omitempty"`
 	// AdmittersRaw admit or refuse requests after their scope is checked,
 	// asked in order (modules of llmedge.admitters). Default: limits.
 	AdmittersRaw []json.RawMessage `json:"admitters,omitempty" caddy:"namespace=llmedge.admitters inline_key=admitter"`
@@ -116,6 +125,8 @@ type App struct {
 	creds   *auth.Service
 	fleet   *fleet.Fleet
 	tenants *tenancy.Service
+	// idps report the trusted issuers' keys (oidc authenticators).
+	idps []identityStatus
 
 	pipeline  *gateway.Pipeline
 	validator *api.Validator
@@ -204,6 +215,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Logger:       a.logger,
 			Metrics:      a.metrics,
 			Status:       observability(),
+			Shares:       a.tierShares(),
 		},
 	}
 	if configured, _, _ := a.tenants.RedisHealth(); configured {
@@ -215,6 +227,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			},
 		}}
 	}
+	a.pipeline.Gateway.Dependencies = append(a.pipeline.Gateway.Dependencies, a.identityDependencies()...)
 	if a.openapi, err = api.OpenAPI(a.validator); err != nil {
 		return err
 	}
@@ -266,6 +279,11 @@ func (a *App) Validate() error {
 			if !seen[m] {
 				return fmt.Errorf("user %q: model %q is not a configured model", u.Name, m)
 			}
+		}
+	}
+	for name, t := range a.Tiers {
+		if err := t.Limit.Validate(); err != nil {
+			return fmt.Errorf("tier %s: %w", name, err)
 		}
 	}
 	if rl := a.RateLimits; rl != nil {

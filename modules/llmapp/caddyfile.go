@@ -64,6 +64,10 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			ca_file  <path>                 # rediss:// with a private CA
 //		}]
 //		authenticator     <name> [{ ... }]     # repeatable, asked in order; default bearer
+//		trust <issuer URL> {                # a trusted OpenID provider (docs/identity.md)
+//			audience <aud>...; grant <claim> <value> -> <model>...; tier <claim> <value> -> <tier>; ...
+//		}
+//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off; weight <x> }   # limits of mapped identities
 //		admitter          <name> [{ ... }]     # repeatable, asked in order; default limits
 //		on_redis_failure  open|closed
 //		revocation_refresh <duration>
@@ -160,6 +164,40 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				u.Limits = &l
 			}
 			a.Users = append(a.Users, u)
+		case "trust":
+			var t llmauthenticator.Trust
+			if t, err = llmauthenticator.ParseTrust(d); err == nil {
+				a.Trusts = append(a.Trusts, t)
+			}
+		case "tier":
+			args := d.RemainingArgs()
+			if len(args) != 1 {
+				return d.Errf("tier: want tier <name> { rpm <n>; tpm <n>; concurrency <n> }")
+			}
+			if a.Tiers[args[0]] != nil {
+				return d.Errf("tier %s: defined twice", args[0])
+			}
+			tc := &TierConfig{}
+			if tc.Limit, err = parseLimits(d, "tier "+args[0], func(opt string) (bool, error) {
+				if opt != "weight" {
+					return false, nil
+				}
+				var v string
+				if err := oneString(d, &v); err != nil {
+					return true, err
+				}
+				w, perr := strconv.ParseFloat(v, 64)
+				if perr != nil || !(w > 0 && w <= 1000) {
+					return true, d.Errf("tier %s: weight: want a number above 0, up to 1000, got %q", args[0], v)
+				}
+				tc.Weight = w
+				return true, nil
+			}); err == nil {
+				if a.Tiers == nil {
+					a.Tiers = map[string]*TierConfig{}
+				}
+				a.Tiers[args[0]] = tc
+			}
 		case "authenticator":
 			var raw json.RawMessage
 			if raw, err = guestModule(d, "authenticator", llmauthenticator.Namespace, "authenticator"); err == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
 
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/modules/llmadmitter"
@@ -17,7 +18,14 @@ func (a *App) authenticators(ctx caddy.Context) (auth.Authenticator, error) {
 	if len(a.AuthenticatorsRaw) == 0 {
 		a.AuthenticatorsRaw = append(a.AuthenticatorsRaw, moduleObject("authenticator", "bearer"))
 	}
-	env := llmauthenticator.Env{Credentials: a.creds, Realm: Realm, Logger: a.logger}
+	if len(a.Trusts) > 0 {
+		// The trust lines' sugar: an oidc authenticator after the others.
+		a.AuthenticatorsRaw = append(a.AuthenticatorsRaw,
+			caddyconfig.JSONModuleObject(a.trustAuthenticator(), "authenticator", "oidc", nil))
+		a.Trusts = nil // now in the list, should the app be provisioned again
+	}
+	env := llmauthenticator.Env{Credentials: a.creds, Realm: Realm, Logger: a.logger,
+		Models: a.modelNames(), Tiers: a.tierNames(), LocalIssuer: a.Issuer, Kept: kept}
 	mods, err := loadGuests(ctx, a, "AuthenticatorsRaw", a.AuthenticatorsRaw, "authenticator", llmauthenticator.Namespace, "authenticator")
 	if err != nil {
 		return nil, err
@@ -34,6 +42,7 @@ func (a *App) authenticators(ctx caddy.Context) (auth.Authenticator, error) {
 		}
 		chain = append(chain, au)
 	}
+	a.trustOutside(chain, mods)
 	if len(chain) == 1 {
 		return chain[0], nil // no chain to walk on the hot path
 	}

@@ -42,5 +42,7 @@ func (a *App) StatusSnapshot() *status.Snapshot {
 	if a.fleet != nil {
 		models = a.fleet.Status(ready)
 	}
-	return observability().Snapshot(models)
+	snap := observability().Snapshot(models)
+	snap.IdentityProviders = a.identityProviders()
+	return snap
 }

@@ -85,6 +85,7 @@ func (a *App) tenancyConfig(ctx caddy.Context, repl *caddy.Replacer) (tenancy.Co
 				l.Models[m.Name] = *m.RateLimits
 			}
 		}
+		l.Tiers = a.tierLimits()
 		cfg.Limits = l
 	}
 	return cfg, nil
@@ -104,6 +105,11 @@ func (a *App) limitsConfigured() bool {
 	}
 	for _, u := range a.Users {
 		if u.Limits != nil && u.Limits.Enforced() {
+			return true
+		}
+	}
+	for _, t := range a.Tiers {
+		if t.Limit.Enforced() {
 			return true
 		}
 	}

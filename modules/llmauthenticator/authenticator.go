@@ -1,6 +1,8 @@
 // Package llmauthenticator holds the guest modules of namespace
 // llmedge.authenticators: how the pipeline checks a request's credential.
-// `bearer` checks llmedge's own access tokens and API keys. The llmedge
+// `bearer` checks llmedge's own access tokens and API keys; `oidc` the
+// access tokens of trusted OpenID Connect providers (the llmedge block's
+// `trust` lines add it); `mtls` verified client certificates. The llmedge
 // app loads the authenticators its configuration names, in order
 // (`authenticator <name>` lines; bearer alone by default), and asks them
 // in turn: the first that knows the request's credential decides. A third
@@ -13,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/keep"
 )
 
 // Namespace of the authenticator modules.
@@ -34,6 +37,15 @@ type Env struct {
 	// Realm names the protected space in WWW-Authenticate challenges.
 	Realm  string
 	Logger *zap.Logger
+	// Models are the models served; Tiers the limits tiers defined,
+	// which an outside identity may be mapped to.
+	Models []string
+	Tiers  map[string]bool
+	// LocalIssuer is the iss of llmedge's own tokens.
+	LocalIssuer string
+	// Kept holds what outlives a configuration (the identity providers'
+	// key caches).
+	Kept *keep.Store
 }
 
 func init() { caddy.RegisterModule(Bearer{}) }
