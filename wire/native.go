@@ -7,7 +7,9 @@ type Native struct {
 	// Body is the whole top-level value; the members below are read only
 	// when it is an object.
 	Body Value
-	// Members are the body's members in order, the known ones included.
+	// Members are the body's members in order. Those the reader reads
+	// are Known; the others (which the native API ignores) are recorded,
+	// not read.
 	Members []Member
 
 	Messages, ModelType, Temperature, Stream, SystemMessage Value
@@ -19,48 +21,52 @@ type Native struct {
 type NativeMessage struct {
 	// Value is the element as written.
 	Value
-	// Role and Content are its members, when the element is an object.
+	// Role and Content are its members when the element is an object;
+	// others are left alone.
 	Role, Content Value
 }
 
-// ReadNative reads body into n, reusing n's slices. Unknown members are
-// recorded in Members and otherwise left alone, as are the members of a
-// message other than role and content.
+// ReadNative reads body into n, reusing n's slices.
 func ReadNative(body []byte, n *Native) error {
-	members, items := n.Members[:0], n.Items[:0]
-	*n = Native{}
+	*n = Native{Members: n.Members[:0], Items: n.Items[:0]}
 	dec := newDecoder(body, false)
 	defer dec.free()
-	err := dec.native(n, members, items)
+	err := dec.native(n)
 	if err == nil {
 		err = dec.end()
 	}
 	return err
 }
 
-func (dec *decoder) native(n *Native, members []Member, items []NativeMessage) error {
+// field is the member of n ReadNative reads by that name.
+func (n *Native) field(name []byte) (string, *Value) {
+	switch string(name) {
+	case "messages":
+		return "messages", &n.Messages
+	case "model_type":
+		return "model_type", &n.ModelType
+	case "temperature":
+		return "temperature", &n.Temperature
+	case "stream":
+		return "stream", &n.Stream
+	case "system_message":
+		return "system_message", &n.SystemMessage
+	}
+	return "", nil
+}
+
+func (dec *decoder) native(n *Native) error {
 	if dec.peek() != Object {
 		v, err := dec.value()
 		n.Body = v
 		return err
 	}
-	start, err := dec.open()
-	if err != nil {
-		return err
-	}
-	for {
-		nm, more, err := dec.name()
-		if err != nil {
-			return err
-		}
-		if !more {
-			break
-		}
-		m := Member{Start: nm.Start}
-		k := key(nm.Raw)
-		if string(k) == "messages" && dec.peek() == Array {
-			m.Name = "messages"
-			items, m.Value, err = dec.nativeMessages(items)
+	v, err := dec.object(func(k []byte, start int) error {
+		m := Member{Start: start}
+		name, field := n.field(k)
+		var err error
+		if name == "messages" && dec.peek() == Array {
+			m.Value, err = dec.array(func(int) error { return dec.nativeMessage(n) })
 		} else {
 			m.Value, err = dec.value()
 		}
@@ -68,77 +74,35 @@ func (dec *decoder) native(n *Native, members []Member, items []NativeMessage) e
 			return err
 		}
 		m.End = m.Value.End
-		switch string(k) {
-		case "messages":
-			m.Name, n.Messages = "messages", m.Value
-		case "model_type":
-			m.Name, n.ModelType = "model_type", m.Value
-		case "temperature":
-			m.Name, n.Temperature = "temperature", m.Value
-		case "stream":
-			m.Name, n.Stream = "stream", m.Value
-		case "system_message":
-			m.Name, n.SystemMessage = "system_message", m.Value
-		default:
+		if field != nil {
+			m.Name, m.Known, *field = name, true, m.Value
+		} else {
 			m.Name = string(k)
 		}
-		members = append(members, m)
-	}
-	end := dec.offset()
-	n.Body = Value{Raw: dec.body[start:end:end], Start: start, End: end}
-	n.Members, n.Items = members, items
-	return nil
+		n.Members = append(n.Members, m)
+		return nil
+	})
+	n.Body = v
+	return err
 }
 
-// nativeMessages reads the array of messages.
-func (dec *decoder) nativeMessages(items []NativeMessage) ([]NativeMessage, Value, error) {
-	start, err := dec.open()
-	if err != nil {
-		return items, Value{}, err
-	}
-	for {
-		if end, err := dec.close(); end || err != nil {
-			e := dec.offset()
-			return items, Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
-		}
-		var it NativeMessage
-		if dec.peek() != Object {
-			it.Value, err = dec.value()
-		} else {
-			err = dec.nativeMessage(&it)
-		}
-		if err != nil {
-			return items, Value{}, err
-		}
-		items = append(items, it)
-	}
-}
-
-func (dec *decoder) nativeMessage(it *NativeMessage) error {
-	start, err := dec.open()
-	if err != nil {
-		return err
-	}
-	for {
-		nm, more, err := dec.name()
-		if err != nil {
+func (dec *decoder) nativeMessage(n *Native) error {
+	var it NativeMessage
+	var err error
+	if dec.peek() != Object {
+		it.Value, err = dec.value()
+	} else {
+		it.Value, err = dec.object(func(k []byte, _ int) error {
+			v, err := dec.value()
+			switch string(k) {
+			case "role":
+				it.Role = v
+			case "content":
+				it.Content = v
+			}
 			return err
-		}
-		if !more {
-			break
-		}
-		v, err := dec.value()
-		if err != nil {
-			return err
-		}
-		switch string(key(nm.Raw)) {
-		case "role":
-			it.Role = v
-		case "content":
-			it.Content = v
-		}
+		})
 	}
-	end := dec.offset()
-	it.Value = Value{Raw: dec.body[start:end:end], Start: start, End: end}
-	return nil
+	n.Items = append(n.Items, it)
+	return err
 }

@@ -44,6 +44,9 @@ type Member struct {
 	Name       string
 	Start, End int
 	Value      Value
+	// Known is true for a member the reader reads (its value is also in
+	// one of the result's fields), false for one it only recorded.
+	Known bool
 }
 
 // Kind is the value's kind; Absent when there is none.
