@@ -29,12 +29,12 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Duplicate {
+		return "duplicate member " + PathString(e.Path)
+	}
 	msg := "malformed JSON"
 	if e.Err != nil {
 		msg = e.Err.Error()
-	}
-	if e.Duplicate {
-		return "duplicate member " + PathString(e.Path)
 	}
 	if len(e.Path) > 0 {
 		msg += " in " + PathString(e.Path)
