@@ -89,8 +89,11 @@ func (dec *decoder) answer(a *Answer) error {
 			if err != nil {
 				return err
 			}
-			a.Object, err = text(v, "object")
-			return err
+			var ok bool
+			if a.Object, ok = text(v); !ok {
+				return typeErr(v, "a string", "object")
+			}
+			return nil
 		case "error":
 			v, err := dec.value()
 			a.Error = !v.IsNull()
@@ -136,8 +139,11 @@ func (dec *decoder) choices(a *Answer) error {
 				if err != nil {
 					return err
 				}
-				c.FinishReason, err = text(v, "choices", i, "finish_reason")
-				return err
+				var ok bool
+				if c.FinishReason, ok = text(v); !ok {
+					return typeErr(v, "a string", "choices", i, "finish_reason")
+				}
+				return nil
 			}
 			_, err := dec.value()
 			return err
@@ -165,8 +171,11 @@ func (dec *decoder) content(s *string, i int, member string) error {
 		if err != nil || string(n) != "content" {
 			return err
 		}
-		*s, err = text(v, "choices", i, member, "content")
-		return err
+		var ok bool
+		if *s, ok = text(v); !ok {
+			return typeErr(v, "a string", "choices", i, member, "content")
+		}
+		return nil
 	})
 	return err
 }
@@ -219,20 +228,20 @@ func (dec *decoder) usage(u *Usage) error {
 // no allocation per chunk.
 var common = []string{"chat.completion.chunk", "chat.completion", "stop", "length", ""}
 
-// text is the string v holds, "" for null, else a type error at path.
-func text(v Value, path ...any) (string, error) {
+// text is the string v holds, "" for null; false for other kinds.
+func text(v Value) (string, bool) {
 	switch v.Kind() {
 	case Null:
-		return "", nil
+		return "", true
 	case String:
 		for _, s := range common {
 			if v.Is(s) {
-				return s, nil
+				return s, true
 			}
 		}
-		return unquote(v.Raw), nil
+		return unquote(v.Raw), true
 	}
-	return "", typeErr(v, "a string", path...)
+	return "", false
 }
 
 // typeErr is the error for v, at path, not being what the reader wants.
