@@ -1,8 +1,12 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
+	"sync"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // Answer is what ReadAnswer read of a replica's chat.completion (a whole
@@ -59,9 +63,62 @@ type Count struct {
 // count) is an *Error, as it was an error for encoding/json; members the
 // gateway does not read may hold anything.
 func ReadAnswer(data []byte, a *Answer) error {
+	r := answerReaders.Get().(*AnswerReader)
+	defer answerReaders.Put(r)
+	err := r.read(data, a)
+	r.dec.in, r.dec.body = bytes.Buffer{}, nil
+	r.dec.d.Reset(&r.dec.in) // keeps no reference to data
+	return err
+}
+
+var answerReaders = sync.Pool{New: func() any { return new(AnswerReader) }}
+
+// An AnswerReader reads a stream's chunks one after another, with one
+// decoder. The zero value is ready to use.
+//
+// A stream's chunks differ, as a rule, only in the text of their delta:
+// the id, the model, the creation time and the shape repeat. When a chunk
+// is the last one read in full with only its delta's content string
+// changed, Read checks that string alone (a string read in the place of a
+// string leaves the rest of a document as it was: valid, and meaning
+// what it meant) and takes everything else from that chunk. FuzzAnswer
+// holds the readings of a stream to encoding/json's, chunk by chunk.
+type AnswerReader struct {
+	dec decoder
+	// last is a copy of the last chunk read in full when it can stand for
+	// the next ones: one choice, whose delta has one content, a string,
+	// at last[from:to]; answer is what it read.
+	last     []byte
+	from, to int
+	answer   Answer
+	choice   Choice
+	text     decoder
+}
+
+// Read is ReadAnswer.
+func (r *AnswerReader) Read(data []byte, a *Answer) error {
+	if r.sameBut(data, a) {
+		return nil
+	}
+	err := r.read(data, a)
+	dec := &r.dec
+	if err != nil || dec.choicesSeen != 1 || len(a.Choices) != 1 || dec.deltas != 1 || dec.contentTo == 0 {
+		r.last = r.last[:0]
+		return err
+	}
+	r.last = append(r.last[:0], data...)
+	r.from, r.to = dec.contentFrom, dec.contentTo
+	r.answer, r.choice = *a, a.Choices[0]
+	r.answer.Choices = nil
+	return nil
+}
+
+// read reads data in full.
+func (r *AnswerReader) read(data []byte, a *Answer) error {
 	*a = Answer{Choices: a.Choices[:0]}
-	dec := newDecoder(data, true)
-	defer dec.free()
+	dec := &r.dec
+	dec.reset(data, true)
+	dec.choicesSeen, dec.deltas, dec.contentFrom, dec.contentTo = 0, 0, 0, 0
 	err := dec.answer(a)
 	if err == nil {
 		err = dec.end()
@@ -69,184 +126,323 @@ func ReadAnswer(data []byte, a *Answer) error {
 	return err
 }
 
+// sameBut reads data as the last chunk with another delta text, if it is
+// one.
+func (r *AnswerReader) sameBut(data []byte, a *Answer) bool {
+	tail := len(r.last) - r.to
+	if len(r.last) == 0 || len(data) < r.from+2+tail ||
+		string(data[:r.from]) != string(r.last[:r.from]) || string(data[len(data)-tail:]) != string(r.last[r.to:]) {
+		return false
+	}
+	// The new text must be one string, read as a whole document.
+	s := data[r.from : len(data)-tail]
+	if s[0] != '"' {
+		return false
+	}
+	dec := &r.text
+	dec.reset(s, true)
+	t, err := dec.d.ReadToken()
+	if err != nil || t.Kind() != '"' || dec.end() != nil {
+		return false
+	}
+	choices := append(a.Choices[:0], r.choice)
+	*a = r.answer
+	a.Choices = choices
+	a.Choices[0].Delta, _ = text(s)
+	return true
+}
+
+// The answer is read token by token, without a closure or a peek: a
+// stream reads one chunk per token of the reply.
+
 func (dec *decoder) answer(a *Answer) error {
-	switch dec.peek() {
-	case Null:
-		_, err := dec.value()
-		return err
-	case Object:
+	d := &dec.d
+	t, err := d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
+	}
+	switch t.Kind() {
+	case '{':
+	case 'n':
+		return nil
 	default:
-		v, err := dec.value()
-		if err != nil {
+		return dec.kindErr(t.Kind(), "an object")
+	}
+	for {
+		n, ok, err := dec.member()
+		if !ok {
 			return err
 		}
-		return typeErr(v, "an object")
-	}
-	_, err := dec.object(func(n []byte, _ int) error {
+		decoded := false // a name is decoded once, when it matches none as written
+	answerMember:
 		switch string(n) {
 		case "object":
-			v, err := dec.value()
+			v, err := dec.raw()
 			if err != nil {
 				return err
 			}
 			var ok bool
 			if a.Object, ok = text(v); !ok {
-				return typeErr(v, "a string", "object")
+				return dec.valueErr(v, "a string", "object")
 			}
-			return nil
 		case "error":
-			v, err := dec.value()
-			a.Error = !v.IsNull()
-			return err
+			v, err := dec.raw()
+			if err != nil {
+				return err
+			}
+			a.Error = string(v) != "null"
 		case "choices":
-			return dec.choices(a)
+			dec.choicesSeen++
+			err = dec.choices(a)
 		case "usage":
-			return dec.usage(&a.Usage)
+			err = dec.usage(&a.Usage)
+		default:
+			if d, esc := unescaped(n); esc && !decoded {
+				n, decoded = d, true
+				goto answerMember
+			}
+			_, err = dec.raw()
 		}
-		_, err := dec.value()
-		return err
-	})
-	return err
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func (dec *decoder) choices(a *Answer) error {
 	a.Choices = a.Choices[:0] // a repeated member replaces
-	if dec.peek() != Array {
-		v, err := dec.value()
-		if err != nil || v.IsNull() {
-			return err
-		}
-		return typeErr(v, "an array", "choices")
+	d := &dec.d
+	t, err := d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
 	}
-	_, err := dec.array(func(i int) error {
+	switch t.Kind() {
+	case '[':
+	case 'n':
+		return nil
+	default:
+		return dec.kindErr(t.Kind(), "an array", "choices")
+	}
+	for i := 0; ; i++ {
+		t, err := d.ReadToken()
+		if err != nil {
+			return dec.fail(err)
+		}
+		switch t.Kind() {
+		case ']':
+			return nil
+		case 'n':
+			a.Choices = append(a.Choices, Choice{})
+			continue
+		case '{':
+		default:
+			return dec.kindErr(t.Kind(), "an object", "choices", i)
+		}
 		var c Choice
-		if dec.peek() != Object {
-			v, err := dec.value()
+		for {
+			n, ok, err := dec.member()
 			if err != nil {
 				return err
 			}
-			if !v.IsNull() {
-				return typeErr(v, "an object", "choices", i)
+			if !ok {
+				break
 			}
-		} else if _, err := dec.object(func(n []byte, _ int) error {
+			decoded := false // a name is decoded once, when it matches none as written
+		choiceMember:
 			switch string(n) {
 			case "delta":
-				return dec.content(&c.Delta, i, "delta")
+				if i == 0 {
+					dec.deltas++
+				}
+				err = dec.content(&c.Delta, i, "delta")
 			case "message":
-				return dec.content(&c.Message, i, "message")
+				err = dec.content(&c.Message, i, "message")
 			case "finish_reason":
-				v, err := dec.value()
-				if err != nil {
-					return err
+				var v []byte
+				if v, err = dec.raw(); err == nil {
+					var ok bool
+					if c.FinishReason, ok = text(v); !ok {
+						err = dec.valueErr(v, "a string", "choices", i, "finish_reason")
+					}
 				}
-				var ok bool
-				if c.FinishReason, ok = text(v); !ok {
-					return typeErr(v, "a string", "choices", i, "finish_reason")
+			default:
+				if d, esc := unescaped(n); esc && !decoded {
+					n, decoded = d, true
+					goto choiceMember
 				}
-				return nil
+				_, err = dec.raw()
 			}
-			_, err := dec.value()
-			return err
-		}); err != nil {
-			return err
+			if err != nil {
+				return err
+			}
 		}
 		a.Choices = append(a.Choices, c)
-		return nil
-	})
-	return err
+	}
 }
 
 // content reads a delta or a message: its content, if any.
 func (dec *decoder) content(s *string, i int, member string) error {
 	*s = ""
-	if dec.peek() != Object {
-		v, err := dec.value()
-		if err != nil || v.IsNull() {
-			return err
-		}
-		return typeErr(v, "an object", "choices", i, member)
+	d := &dec.d
+	t, err := d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
 	}
-	_, err := dec.object(func(n []byte, _ int) error {
-		v, err := dec.value()
-		if err != nil || string(n) != "content" {
+	switch t.Kind() {
+	case '{':
+	case 'n':
+		return nil
+	default:
+		return dec.kindErr(t.Kind(), "an object", "choices", i, member)
+	}
+	for {
+		n, ok, err := dec.member()
+		if !ok {
 			return err
 		}
-		var ok bool
-		if *s, ok = text(v); !ok {
-			return typeErr(v, "a string", "choices", i, member, "content")
+		isContent := string(n) == "content"
+		if d, esc := unescaped(n); !isContent && esc {
+			isContent = string(d) == "content"
 		}
-		return nil
-	})
-	return err
+		v, err := dec.raw()
+		if err != nil {
+			return err
+		}
+		if isContent {
+			var ok bool
+			if *s, ok = text(v); !ok {
+				return dec.valueErr(v, "a string", "choices", i, member, "content")
+			}
+			// Where a delta's text is, for AnswerReader: the only one.
+			switch {
+			case i != 0 || member != "delta":
+			case dec.contentTo == 0 && v[0] == '"':
+				dec.contentTo = dec.offset()
+				dec.contentFrom = dec.contentTo - len(v)
+			default:
+				dec.deltas++ // a second content, or a null one: no stand-in
+			}
+		}
+	}
 }
 
 func (dec *decoder) usage(u *Usage) error {
 	*u = Usage{}
-	if dec.peek() != Object {
-		v, err := dec.value()
-		if err != nil || v.IsNull() {
-			return err
-		}
-		return typeErr(v, "an object", "usage")
+	d := &dec.d
+	t, err := d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
+	}
+	switch t.Kind() {
+	case '{':
+	case 'n':
+		return nil
+	default:
+		return dec.kindErr(t.Kind(), "an object", "usage")
 	}
 	u.Given = true
-	_, err := dec.object(func(n []byte, _ int) error {
-		v, err := dec.value()
-		if err != nil {
+	for {
+		n, ok, err := dec.member()
+		if !ok {
 			return err
 		}
 		var c *Count
+		var name string
+		decoded := false // a name is decoded once, when it matches none as written
+	usageMember:
 		switch string(n) {
 		case "prompt_tokens":
-			c = &u.PromptTokens
+			c, name = &u.PromptTokens, "prompt_tokens"
 		case "completion_tokens":
-			c = &u.CompletionTokens
+			c, name = &u.CompletionTokens, "completion_tokens"
 		case "total_tokens":
-			c = &u.TotalTokens
+			c, name = &u.TotalTokens, "total_tokens"
 		default:
-			return nil
+			if d, esc := unescaped(n); esc && !decoded {
+				n, decoded = d, true
+				goto usageMember
+			}
+		}
+		v, err := dec.raw()
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			continue
 		}
 		*c = Count{}
-		if v.IsNull() {
-			return nil
-		}
-		if v.Kind() != Number {
-			return typeErr(v, "an integer", "usage", string(n))
+		if string(v) == "null" {
+			continue
 		}
 		// An integer within int, as encoding/json decodes into an int.
-		x, perr := strconv.ParseInt(string(v.Raw), 10, strconv.IntSize)
+		x, perr := strconv.ParseInt(string(v), 10, strconv.IntSize)
 		if perr != nil {
-			return typeErr(v, "an integer", "usage", string(n))
+			return dec.valueErr(v, "an integer", "usage", name)
 		}
 		*c = Count{N: int(x), Given: true}
-		return nil
-	})
-	return err
+	}
+}
+
+// member reads the next member's name: its bytes between the quotes, as
+// written (see unescaped); ok is false at the object's end, whose '}' it
+// reads.
+func (dec *decoder) member() ([]byte, bool, error) {
+	start := dec.start()
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return nil, false, dec.fail(err)
+	}
+	if t.Kind() != '"' { // the '}': jsontext reads nothing else where a name is due
+		return nil, false, nil
+	}
+	return dec.body[start+1 : dec.offset()-1], true, nil
+}
+
+// raw reads the next value whole: a view of the input, valid until the
+// next read.
+func (dec *decoder) raw() ([]byte, error) {
+	v, err := dec.d.ReadValue()
+	if err != nil {
+		return nil, dec.fail(err)
+	}
+	return v, nil
 }
 
 // common are the strings answers repeat: returned as constants, they cost
 // no allocation per chunk.
 var common = []string{"chat.completion.chunk", "chat.completion", "stop", "length", ""}
 
-// text is the string v holds, "" for null; false for other kinds.
-func text(v Value) (string, bool) {
-	switch v.Kind() {
-	case Null:
+// text is the string the raw value v holds, "" for null; false for other
+// kinds.
+func text(v []byte) (string, bool) {
+	switch v[0] {
+	case 'n':
 		return "", true
-	case String:
+	case '"':
 		for _, s := range common {
-			if v.Is(s) {
+			if len(v) == len(s)+2 && string(v[1:len(v)-1]) == s {
 				return s, true
 			}
 		}
-		return unquote(v.Raw), true
+		return unquote(v), true
 	}
 	return "", false
 }
 
-// typeErr is the error for v, at path, not being what the reader wants.
-func typeErr(v Value, want string, path ...any) error {
-	return &Error{Offset: v.Start, Path: path, Err: errors.New("expected " + want + ", got " + v.Kind().String())}
+// valueErr is the error for the value v just read, at path, not being
+// what the reader wants.
+func (dec *decoder) valueErr(v []byte, want string, path ...any) error {
+	return &Error{Offset: dec.offset() - len(v), Path: path,
+		Err: errors.New("expected " + want + ", got " + Value{Raw: v}.Kind().String())}
+}
+
+// kindErr is the error for the token of kind k just read.
+func (dec *decoder) kindErr(k jsontext.Kind, want string, path ...any) error {
+	got := Kind(k)
+	if k == '0' {
+		got = Number
+	}
+	return &Error{Offset: dec.offset(), Path: path, Err: errors.New("expected " + want + ", got " + got.String())}
 }
 
 // String names the kind.

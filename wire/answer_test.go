@@ -9,106 +9,167 @@ import (
 	"testing"
 )
 
+// member is one member of an object, as encoding/json's decoder reads
+// it: the name its tokens give, and the raw value Decode takes.
+type member struct {
+	name string
+	raw  json.RawMessage
+}
+
+// membersOf is every member of the object raw, in order, repeated ones
+// included, by encoding/json's Decoder; false when raw is not an object.
+func membersOf(raw []byte) ([]member, bool) {
+	d := json.NewDecoder(strings.NewReader(string(raw)))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var ms []member
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil, false
+		}
+		var m member
+		m.name = t.(string)
+		if err := d.Decode(&m.raw); err != nil {
+			return nil, false
+		}
+		ms = append(ms, m)
+	}
+	return ms, true
+}
+
 // answerOracle reads data as encoding/json decodes it, member by member,
-// with the reader's two documented rules: names matched exactly, a
-// repeated member's last occurrence (maps of raw members give both).
+// with the reader's two documented rules: names are matched exactly, and
+// every occurrence of a repeated member is decoded (a wrong type in any is
+// an error, as it is for encoding/json), the last one counting.
 func answerOracle(data []byte) (Answer, error) {
 	var a Answer
-	var top any
+	var top json.RawMessage
 	if err := json.Unmarshal(data, &top); err != nil {
 		return a, err
 	}
-	if top == nil {
+	if string(top) == "null" {
 		return a, nil
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(data, &m); err != nil {
-		return a, err
-	}
+	typeErr := errors.New("wrong type")
 	str := func(raw json.RawMessage) (string, error) {
 		var s string
 		err := json.Unmarshal(raw, &s)
 		return s, err
 	}
 	isNull := func(raw json.RawMessage) bool { return string(raw) == "null" }
-	var err error
-	if raw, ok := m["object"]; ok {
-		if a.Object, err = str(raw); err != nil {
-			return a, err
-		}
+	ms, ok := membersOf(data)
+	if !ok {
+		return a, typeErr
 	}
-	if raw, ok := m["error"]; ok {
-		a.Error = !isNull(raw)
-	}
-	if raw, ok := m["choices"]; ok && !isNull(raw) {
-		var items []json.RawMessage
-		if err := json.Unmarshal(raw, &items); err != nil {
-			return a, err
-		}
-		a.Choices = []Choice{}
-		for _, item := range items {
-			var c Choice
-			if !isNull(item) {
-				var cm map[string]json.RawMessage
-				if err := json.Unmarshal(item, &cm); err != nil {
-					return a, err
-				}
-				for _, f := range []struct {
-					name string
-					to   *string
-				}{{"delta", &c.Delta}, {"message", &c.Message}} {
-					raw, ok := cm[f.name]
-					if !ok || isNull(raw) {
-						continue
-					}
-					var mm map[string]json.RawMessage
-					if err := json.Unmarshal(raw, &mm); err != nil {
-						return a, err
-					}
-					if content, ok := mm["content"]; ok {
-						if *f.to, err = str(content); err != nil {
-							return a, err
-						}
-					}
-				}
-				if raw, ok := cm["finish_reason"]; ok {
-					if c.FinishReason, err = str(raw); err != nil {
-						return a, err
-					}
-				}
-			}
-			a.Choices = append(a.Choices, c)
-		}
-	}
-	if raw, ok := m["usage"]; ok && !isNull(raw) {
-		var um map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &um); err != nil {
-			return a, err
-		}
-		a.Usage.Given = true
-		for _, f := range []struct {
-			name string
-			to   *Count
-		}{{"prompt_tokens", &a.Usage.PromptTokens}, {"completion_tokens", &a.Usage.CompletionTokens}, {"total_tokens", &a.Usage.TotalTokens}} {
-			raw, ok := um[f.name]
-			if !ok || isNull(raw) {
+	for _, m := range ms {
+		var err error
+		switch m.name {
+		case "object":
+			a.Object, err = str(m.raw)
+		case "error":
+			a.Error = !isNull(m.raw)
+		case "choices":
+			a.Choices, err = choicesOracle(m.raw, str)
+		case "usage":
+			a.Usage = Usage{}
+			if isNull(m.raw) {
 				continue
 			}
-			var n int
-			if err := json.Unmarshal(raw, &n); err != nil {
-				return a, err
+			um, ok := membersOf(m.raw)
+			if !ok {
+				return a, typeErr
 			}
-			*f.to = Count{N: n, Given: true}
+			a.Usage.Given = true
+			for _, u := range um {
+				var to *Count
+				switch u.name {
+				case "prompt_tokens":
+					to = &a.Usage.PromptTokens
+				case "completion_tokens":
+					to = &a.Usage.CompletionTokens
+				case "total_tokens":
+					to = &a.Usage.TotalTokens
+				default:
+					continue
+				}
+				*to = Count{}
+				if isNull(u.raw) {
+					continue
+				}
+				var n int
+				if err := json.Unmarshal(u.raw, &n); err != nil {
+					return a, err
+				}
+				*to = Count{N: n, Given: true}
+			}
+		}
+		if err != nil {
+			return a, err
 		}
 	}
 	return a, nil
 }
 
-// checkAnswer holds ReadAnswer, into a reused Answer, to the oracle.
-func checkAnswer(t *testing.T, data []byte, a *Answer) {
+func choicesOracle(raw json.RawMessage, str func(json.RawMessage) (string, error)) ([]Choice, error) {
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, err
+	}
+	choices := []Choice{}
+	for _, item := range items {
+		var c Choice
+		if string(item) != "null" {
+			cm, ok := membersOf(item)
+			if !ok {
+				return nil, errors.New("choice: wrong type")
+			}
+			for _, f := range cm {
+				var err error
+				switch f.name {
+				case "delta", "message":
+					to := &c.Delta
+					if f.name == "message" {
+						to = &c.Message
+					}
+					*to = ""
+					if string(f.raw) == "null" {
+						continue
+					}
+					mm, ok := membersOf(f.raw)
+					if !ok {
+						return nil, errors.New("delta: wrong type")
+					}
+					for _, x := range mm {
+						if x.name == "content" {
+							if *to, err = str(x.raw); err != nil {
+								return nil, err
+							}
+						}
+					}
+				case "finish_reason":
+					c.FinishReason, err = str(f.raw)
+				}
+				if err != nil {
+					return nil, err
+				}
+			}
+		}
+		choices = append(choices, c)
+	}
+	return choices, nil
+}
+
+// checkAnswer holds read (ReadAnswer or an AnswerReader's Read), into a
+// reused Answer, to the oracle.
+func checkAnswer(t *testing.T, data []byte, a *Answer, read func([]byte, *Answer) error) {
 	t.Helper()
 	want, wantErr := answerOracle(data)
-	err := ReadAnswer(data, a)
+	err := read(data, a)
 	if (err == nil) != (wantErr == nil) {
 		t.Fatalf("%q: encoding/json: %v; ReadAnswer: %v", data, wantErr, err)
 	}
@@ -169,13 +230,77 @@ var answerSeeds = []string{
 	`{"choices":[{"delta":[]}]}`, `{"choices":[{"message":"x"}]}`, `{"choices":[5]}`, `{"choices":{}}`, `{"usage":5}`,
 	`{"object":5}`, `{"choices":[{"finish_reason":1}]}`, `{"usage":{"total_tokens":true}}`, `"str"`, `5`, `true`, ` null `,
 	`{"usage":{"total_tokens":9223372036854775807}}`, `{"usage":{"total_tokens":9223372036854775808}}`, `{"usage":{"total_tokens":-9223372036854775808}}`,
+	`{"\\\\":1,"\\\\\\\\":{"\\\\":2},"choices":[{"\\\\":3,"delta":{"\\\\":4,"content":"ok"}}],"usage":{"\\\\":5}}`,
 	`{"choices":[]} {"choices":[]}`, `{"choices":[{"delta":{"content":"x"}}]}` + "\n",
 }
 
 func TestReadAnswer(t *testing.T) {
 	var a Answer // reused, as a stream reuses it
 	for _, seed := range answerSeeds {
-		checkAnswer(t, []byte(seed), &a)
+		checkAnswer(t, []byte(seed), &a, ReadAnswer)
+	}
+}
+
+// streamSeeds are streams as replicas send them, and as they might go
+// wrong between two chunks that look alike.
+var streamSeeds = [][]string{
+	{ // vLLM
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" two"},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"\u00e9\n\"q\""},"finish_reason":null}]}`,
+		"{\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cut \xe2\x82\"},\"finish_reason\":null}]}",
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":""},"finish_reason":null}]}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}`,
+	},
+	{ // What must not pass for a delta's text.
+		`{"choices":[{"delta":{"content":"a"}}]}`,
+		`{"choices":[{"delta":{"content":"b"}}]}`,
+		`{"choices":[{"delta":{"content":"a\q"}}]}`,
+		`{"choices":[{"delta":{"content":"a" "b"}}]}`,
+		`{"choices":[{"delta":{"content":"a"},"x":"b"}}]}`,
+		`{"choices":[{"delta":{"content":"a"}},{"delta":{"content":"b"}}]}`,
+		`{"choices":[{"delta":{"content":5}}]}`,
+		`{"choices":[{"delta":{"content":null}}]}`,
+		`{"choices":[{"delta":{"content":"}}]}`,
+		`{"choices":[{"delta":{"content":"c"}}]}`,
+		`{"choices":[{"delta":{"content":""}}]}`,
+		`{"choices":[{"delta":{"content":"\ud800"}}]}`,
+		`{"choices":[{"delta":{"content":"d","content":"e"}}]}`,
+		`{"choices":[{"delta":{"content":"f"}}]}`,
+		`{"choices":[{"delta":{"content":"g"},"delta":null}]}`,
+		`{"choices":[{"delta":{"content":"h"}}],"choices":[]}`,
+		`{"choices":[{"delta":{"content":"i"}}]}`,
+		`{"choices":[{"delta":{"content":"j"}}]} `,
+		`{"choices":[{"delta":{"content":"k"}}]}{}`,
+	},
+}
+
+func TestAnswerReaderStream(t *testing.T) {
+	for _, stream := range streamSeeds {
+		var r AnswerReader
+		var a Answer
+		for _, chunk := range stream {
+			checkAnswer(t, []byte(chunk), &a, r.Read)
+		}
+	}
+}
+
+func TestAnswerReaderAllocations(t *testing.T) {
+	var r AnswerReader
+	var a Answer
+	chunks := [][]byte{
+		[]byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"finish_reason":null}]}`),
+		[]byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" more"},"finish_reason":null}]}`),
+	}
+	_ = r.Read(chunks[0], &a)
+	i := 0
+	if n := testing.AllocsPerRun(100, func() { i++; _ = r.Read(chunks[i%2], &a) }); n > 1 {
+		t.Fatalf("%v allocations per chunk", n)
+	}
+	if a.Choices[0].Delta != " word" && a.Choices[0].Delta != " more" {
+		t.Fatalf("read %+v", a)
 	}
 }
 

@@ -32,7 +32,8 @@ type ChatMessage struct {
 	Value
 	// The members the gateway reads, when the element is an object.
 	Role, Content, Name, Refusal, ToolCalls, FunctionCall Value
-	// Other is the first member of any other name (Name "" when none).
+	// Other is the first member of any other name; its Value.Raw is nil
+	// when there is none (a name may be "").
 	Other Member
 	// PartsFrom and PartsTo delimit the elements of Content, when it is
 	// an array, in Chat.Parts.
@@ -46,6 +47,25 @@ type ChatPart struct {
 	// Type and Text are its members when it is an object; others are
 	// left alone.
 	Type, Text Value
+}
+
+// field is the member of m ReadChat reads by that name.
+func (m *ChatMessage) field(name []byte) *Value {
+	switch string(name) {
+	case "role":
+		return &m.Role
+	case "content":
+		return &m.Content
+	case "name":
+		return &m.Name
+	case "refusal":
+		return &m.Refusal
+	case "tool_calls":
+		return &m.ToolCalls
+	case "function_call":
+		return &m.FunctionCall
+	}
+	return nil
 }
 
 // PartsOf returns the content parts of m, one of c.Items.
@@ -95,131 +115,200 @@ func (c *Chat) field(name []byte) (string, *Value) {
 	return "", nil
 }
 
+// The readers below are loops rather than callbacks, and fill results in
+// place: a request is read once per call, but every call counts.
+
 func (dec *decoder) chat(c *Chat) error {
 	if dec.peek() != Object {
 		v, err := dec.value()
 		c.Body = v
 		return err
 	}
-	v, err := dec.object(func(n []byte, start int) error {
-		m := Member{Start: start}
-		name, field := c.field(n)
-		var err error
+	start, err := dec.open()
+	if err != nil {
+		return err
+	}
+	for {
+		n, more, err := dec.name()
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		k := n.Raw[1 : len(n.Raw)-1]
+		name, field := c.field(k)
+		if field == nil {
+			if d, esc := unescaped(k); esc {
+				k = d
+				name, field = c.field(k)
+			}
+		}
+		var v Value
 		switch {
 		case name == "messages" && dec.peek() == Array:
-			m.Value, err = dec.array(func(int) error { return dec.chatMessage(c) })
+			v, err = dec.chatMessages(c)
 		case name == "stop" && dec.peek() == Array:
-			m.Value, err = dec.array(func(int) error {
-				v, err := dec.value()
-				c.Stops = append(c.Stops, v)
-				return err
-			})
+			v, err = dec.stops(c)
 		case name == "stream_options" && dec.peek() == Object:
-			m.Value, err = dec.object(func(n []byte, start int) error {
-				o := Member{Start: start, Known: true}
-				switch string(n) {
-				case "include_usage":
-					o.Name = "include_usage"
-				case "include_obfuscation":
-					o.Name = "include_obfuscation"
-				default:
-					o.Name, o.Known = string(n), false
-				}
-				var err error
-				o.Value, err = dec.value()
-				o.End = o.Value.End
-				c.Options = append(c.Options, o)
-				return err
-			})
+			v, err = dec.streamOptions(c)
 		default:
-			m.Value, err = dec.value()
+			v, err = dec.value()
 		}
 		if err != nil {
 			return err
 		}
-		m.End = m.Value.End
+		m := Member{Name: name, Start: n.Start, End: v.End, Value: v, Known: field != nil}
 		if field != nil {
-			m.Name, m.Known, *field = name, true, m.Value
+			*field = v
 		} else {
-			m.Name = string(n)
+			m.Name = string(k)
 		}
 		c.Members = append(c.Members, m)
-		return nil
-	})
-	c.Body = v
-	return err
+	}
+	end := dec.offset()
+	c.Body = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	return nil
 }
 
-func (dec *decoder) chatMessage(c *Chat) error {
-	var m ChatMessage
-	var err error
-	if dec.peek() != Object {
-		m.Value, err = dec.value()
-		c.Items = append(c.Items, m)
+func (dec *decoder) chatMessages(c *Chat) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			e := dec.offset()
+			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+		}
+		c.Items = append(c.Items, ChatMessage{})
+		m := &c.Items[len(c.Items)-1]
+		if dec.peek() != Object {
+			if m.Value, err = dec.value(); err != nil {
+				return Value{}, err
+			}
+			m.PartsFrom, m.PartsTo = len(c.Parts), len(c.Parts)
+			continue
+		}
+		if err := dec.chatMessage(c, m); err != nil {
+			return Value{}, err
+		}
+	}
+}
+
+func (dec *decoder) chatMessage(c *Chat, m *ChatMessage) error {
+	start, err := dec.open()
+	if err != nil {
 		return err
 	}
-	m.Value, err = dec.object(func(n []byte, start int) error {
-		var field *Value
-		switch string(n) {
-		case "role":
-			field = &m.Role
-		case "content":
-			field = &m.Content
-		case "name":
-			field = &m.Name
-		case "refusal":
-			field = &m.Refusal
-		case "tool_calls":
-			field = &m.ToolCalls
-		case "function_call":
-			field = &m.FunctionCall
+	m.PartsFrom, m.PartsTo = len(c.Parts), len(c.Parts)
+	for {
+		n, more, err := dec.name()
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		k := n.Raw[1 : len(n.Raw)-1]
+		field := m.field(k)
+		if field == nil {
+			if d, esc := unescaped(k); esc {
+				k = d
+				field = m.field(k)
+			}
 		}
 		var v Value
-		var err error
 		if field == &m.Content && dec.peek() == Array {
-			m.PartsFrom = len(c.Parts)
-			v, err = dec.array(func(int) error { return dec.chatPart(c) })
+			v, err = dec.chatParts(c)
 			m.PartsTo = len(c.Parts)
 		} else {
 			v, err = dec.value()
 		}
+		if err != nil {
+			return err
+		}
 		switch {
 		case field != nil:
 			*field = v
-		case m.Other.Name == "":
-			m.Other = Member{Name: string(n), Start: start, End: v.End, Value: v}
+		case m.Other.Value.Raw == nil:
+			m.Other = Member{Name: string(k), Start: n.Start, End: v.End, Value: v}
 		}
-		return err
-	})
-	c.Items = append(c.Items, m)
-	return err
+	}
+	end := dec.offset()
+	m.Value = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	return nil
 }
 
-func (dec *decoder) chatPart(c *Chat) error {
-	var p ChatPart
-	var err error
-	if dec.peek() != Object {
-		p.Value, err = dec.value()
-	} else {
-		p.Value, err = dec.object(func(n []byte, _ int) error {
+func (dec *decoder) chatParts(c *Chat) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			e := dec.offset()
+			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+		}
+		c.Parts = append(c.Parts, ChatPart{})
+		p := &c.Parts[len(c.Parts)-1]
+		if dec.peek() != Object {
+			if p.Value, err = dec.value(); err != nil {
+				return Value{}, err
+			}
+			continue
+		}
+		pstart, err := dec.open()
+		if err != nil {
+			return Value{}, err
+		}
+		for {
+			n, more, err := dec.name()
+			if err != nil {
+				return Value{}, err
+			}
+			if !more {
+				break
+			}
 			v, err := dec.value()
-			switch string(n) {
+			if err != nil {
+				return Value{}, err
+			}
+			k := n.Raw[1 : len(n.Raw)-1]
+			if string(k) != "type" && string(k) != "text" {
+				k, _ = unescaped(k)
+			}
+			switch string(k) {
 			case "type":
 				p.Type = v
 			case "text":
 				p.Text = v
 			}
-			return err
-		})
+		}
+		e := dec.offset()
+		p.Value = Value{Raw: dec.body[pstart:e:e], Start: pstart, End: e}
 	}
-	c.Parts = append(c.Parts, p)
-	return err
 }
 
-// object reads an object whose '{' is next: fn is called with each
-// member's name (decoded) and the offset of its opening quote, and must
-// read the member's value.
-func (dec *decoder) object(fn func(name []byte, start int) error) (Value, error) {
+func (dec *decoder) stops(c *Chat) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			e := dec.offset()
+			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+		}
+		v, err := dec.value()
+		if err != nil {
+			return Value{}, err
+		}
+		c.Stops = append(c.Stops, v)
+	}
+}
+
+func (dec *decoder) streamOptions(c *Chat) (Value, error) {
 	start, err := dec.open()
 	if err != nil {
 		return Value{}, err
@@ -232,33 +321,21 @@ func (dec *decoder) object(fn func(name []byte, start int) error) (Value, error)
 		if !more {
 			break
 		}
-		if err := fn(key(n.Raw), n.Start); err != nil {
-			return Value{}, err
-		}
-	}
-	end := dec.offset()
-	return Value{Raw: dec.body[start:end:end], Start: start, End: end}, nil
-}
-
-// array reads an array whose '[' is next: fn is called for each element,
-// which it must read.
-func (dec *decoder) array(fn func(i int) error) (Value, error) {
-	start, err := dec.open()
-	if err != nil {
-		return Value{}, err
-	}
-	for i := 0; ; i++ {
-		end, err := dec.close()
+		v, err := dec.value()
 		if err != nil {
 			return Value{}, err
 		}
-		if end {
-			break
+		o := Member{Start: n.Start, End: v.End, Value: v, Known: true}
+		switch k := key(n.Raw); string(k) {
+		case "include_usage":
+			o.Name = "include_usage"
+		case "include_obfuscation":
+			o.Name = "include_obfuscation"
+		default:
+			o.Name, o.Known = string(k), false
 		}
-		if err := fn(i); err != nil {
-			return Value{}, err
-		}
+		c.Options = append(c.Options, o)
 	}
-	end := dec.offset()
-	return Value{Raw: dec.body[start:end:end], Start: start, End: end}, nil
+	e := dec.offset()
+	return Value{Raw: dec.body[start:e:e], Start: start, End: e}, nil
 }

@@ -94,18 +94,19 @@ func checkChat(t *testing.T, body []byte, c *Chat) error {
 		checkValue(t, body, "function_call", m.FunctionCall, o["function_call"])
 		// Other is the first member of another name, in body order.
 		var first string
+		found := false
 		_ = m.Value.Members(func(mm Member) bool {
 			switch mm.Name {
 			case "role", "content", "name", "refusal", "tool_calls", "function_call":
 				return true
 			}
-			first = mm.Name
+			first, found = mm.Name, true
 			return false
 		})
-		if m.Other.Name != first {
+		if m.Other.Name != first || (m.Other.Value.Raw != nil) != found {
 			t.Fatalf("message %d: other member %q, want %q", i, m.Other.Name, first)
 		}
-		if first != "" {
+		if found {
 			checkValue(t, body, "other", m.Other.Value, o[first])
 			if string(body[m.Other.Start:m.Other.End]) == "" || m.Other.End != m.Other.Value.End {
 				t.Fatalf("other member's span [%d:%d]", m.Other.Start, m.Other.End)
@@ -151,6 +152,7 @@ var chatBodies = []string{
 	` { "model" : "qwen" , "messages" : [ ] , "metadata" : { "k" : "v" } , "stop" : [ ] , "stream_options" : { } } `,
 	`{"mod\u0065l":"q\u0077en","messages":[{"r\u006fle":"us\u0065r","c\u006fntent":"\u00e9\ud83d\ude42\n"}],"stream_\u006fptions":{"include_\u0075sage":false}}`,
 	`{"model":7,"messages":"hi","stream":"yes","stream_options":[1],"stop":1,"n":null}`,
+	`{"\\\\":1,"\\\\\\\\":2,"stream_options":{"\\\\":3},"messages":[{"\\\\":4,"content":[{"\\\\":5,"type":"text"}]}]}`,
 	`{}`, `null`, `[]`, `"str"`, `12`, `false`,
 	`{"Model":"qwen","model":"qwen","messages":[{"Role":"user","role":"user","content":"x"}]}`,
 	`{"model":"qwen","messages":[{"role":"user","content":"` + strings.Repeat("x", 1000) + `"}]}`,

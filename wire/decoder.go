@@ -71,27 +71,38 @@ var errEOF = errors.New("unexpected end of JSON input")
 // (RFC 7493: valid UTF-8, unique names), answers as encoding/json reads.
 var lenient = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
-// decoder is a pooled jsontext.Decoder reading one body in place.
+// decoder is a jsontext.Decoder reading one body in place.
 type decoder struct {
 	d    jsontext.Decoder
 	in   bytes.Buffer
 	body []byte
-	lax  bool
+
+	// What ReadAnswer saw of the members a stream's chunks repeat (see
+	// AnswerReader): how many choices members and deltas in the first
+	// choice, and where its content string is.
+	choicesSeen, deltas    int
+	contentFrom, contentTo int
 }
 
 var decoders = sync.Pool{New: func() any { return new(decoder) }}
 
-// newDecoder returns a decoder over body; lax selects the answers' mode.
+// newDecoder returns a pooled decoder over body; lax selects the answers'
+// mode.
 func newDecoder(body []byte, lax bool) *decoder {
 	dec := decoders.Get().(*decoder)
+	dec.reset(body, lax)
+	return dec
+}
+
+// reset starts reading body.
+func (dec *decoder) reset(body []byte, lax bool) {
 	dec.in = *bytes.NewBuffer(body)
-	dec.body, dec.lax = body, lax
+	dec.body = body
 	if lax {
 		dec.d.Reset(&dec.in, lenient...)
 	} else {
 		dec.d.Reset(&dec.in)
 	}
-	return dec
 }
 
 // free returns dec to the pool, keeping no reference to the body.
@@ -116,37 +127,85 @@ func (dec *decoder) value() (Value, error) {
 	return Value{Raw: dec.body[start:end:end], Start: start, End: end}, nil
 }
 
-// open reads the '{' or '[' that PeekKind announced and returns its
-// offset.
+// name reads the next member's name; more is false at the object's end,
+// whose '}' it then reads. A name is read as a token (jsontext's cheapest
+// read), its bytes found in the body from where it starts to the offset
+// after it.
+func (dec *decoder) name() (name Value, more bool, err error) {
+	start := dec.start()
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return Value{}, false, dec.fail(err)
+	}
+	switch t.Kind() {
+	case '}':
+		return Value{}, false, nil
+	case '"':
+		end := dec.offset()
+		return Value{Raw: dec.body[start:end:end], Start: start, End: end}, true, nil
+	}
+	return Value{}, false, &Error{Offset: start, Err: errors.New("expected a member name")}
+}
+
+// open reads the '{' or '[' that peek announced and returns its offset.
 func (dec *decoder) open() (int, error) {
-	if _, err := dec.d.ReadToken(); err != nil {
+	t, err := dec.d.ReadToken()
+	if err != nil {
 		return 0, dec.fail(err)
+	}
+	if k := t.Kind(); k != '{' && k != '[' {
+		return 0, &Error{Offset: dec.offset(), Err: errors.New("expected an object or an array, got " + Kind(k).String())}
 	}
 	return dec.offset() - 1, nil
 }
 
-// name reads the next member's name; more is false at the object's end,
-// whose '}' it then reads.
-func (dec *decoder) name() (name Value, more bool, err error) {
-	if dec.d.PeekKind() == '}' {
-		_, err := dec.d.ReadToken()
-		return Value{}, false, dec.fail(err)
-	}
-	v, err := dec.value()
-	return v, err == nil, err
-}
-
 // close reads the ']' that ends an array, or reports false.
 func (dec *decoder) close() (bool, error) {
-	if dec.d.PeekKind() != ']' {
+	if dec.peek() != ']' {
 		return false, nil
 	}
 	_, err := dec.d.ReadToken()
 	return err == nil, dec.fail(err)
 }
 
-// peek is the kind of the next value (0 when reading it will fail).
-func (dec *decoder) peek() Kind { return Kind(dec.d.PeekKind()) }
+// peek is the kind of the next token, told by its first byte ('}' and
+// ']' for the ends of objects and arrays; 0 when there is none). It only
+// chooses which read comes next, and that read checks the input
+// (jsontext's PeekKind would check it twice).
+func (dec *decoder) peek() Kind {
+	i := dec.start()
+	if i >= len(dec.body) {
+		return 0
+	}
+	switch c := dec.body[i]; c {
+	case '"', '{', '[', 't', 'f', 'n', '}', ']':
+		return Kind(c)
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return Number
+	}
+	return 0
+}
+
+// start is the offset in the body of the next token's first byte, past
+// space and the ':' or ',' before it. The decoder reads the body in place
+// (a bytes.Buffer is not copied), so its unread buffer is the rest of the
+// body.
+func (dec *decoder) start() int {
+	b := dec.d.UnreadBuffer()
+	if len(b) == 0 {
+		dec.d.PeekKind() // nothing taken from the input yet; the next read reuses the peek
+		b = dec.d.UnreadBuffer()
+	}
+	i := 0
+	for i < len(b) && between[b[i]] {
+		i++
+	}
+	return dec.offset() + i
+}
+
+// between are the bytes that may come before a token: space, and the ':'
+// or ',' that separate it from the one before.
+var between = [256]bool{' ': true, '\t': true, '\r': true, '\n': true, ':': true, ',': true}
 
 // end checks that nothing but space follows the top-level value.
 func (dec *decoder) end() error {

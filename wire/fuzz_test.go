@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -78,9 +80,18 @@ func FuzzAnswer(f *testing.F) {
 	for _, s := range answerSeeds {
 		f.Add([]byte(s))
 	}
+	for _, s := range streamSeeds {
+		f.Add([]byte(strings.Join(s, "\n")))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		// One answer, read by ReadAnswer into an Answer that held another.
 		var a Answer
 		_ = ReadAnswer([]byte(answerSeeds[0]), &a)
-		checkAnswer(t, data, &a)
+		checkAnswer(t, data, &a, ReadAnswer)
+		// A stream: the lines, read one after another by one reader.
+		var r AnswerReader
+		for _, chunk := range bytes.Split(data, []byte("\n")) {
+			checkAnswer(t, chunk, &a, r.Read)
+		}
 	})
 }

@@ -61,48 +61,94 @@ func (dec *decoder) native(n *Native) error {
 		n.Body = v
 		return err
 	}
-	v, err := dec.object(func(k []byte, start int) error {
-		m := Member{Start: start}
+	start, err := dec.open()
+	if err != nil {
+		return err
+	}
+	for {
+		nm, more, err := dec.name()
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		k := nm.Raw[1 : len(nm.Raw)-1]
 		name, field := n.field(k)
-		var err error
+		if field == nil {
+			if d, esc := unescaped(k); esc {
+				k = d
+				name, field = n.field(k)
+			}
+		}
+		var v Value
 		if name == "messages" && dec.peek() == Array {
-			m.Value, err = dec.array(func(int) error { return dec.nativeMessage(n) })
+			v, err = dec.nativeMessages(n)
 		} else {
-			m.Value, err = dec.value()
+			v, err = dec.value()
 		}
 		if err != nil {
 			return err
 		}
-		m.End = m.Value.End
+		m := Member{Name: name, Start: nm.Start, End: v.End, Value: v, Known: field != nil}
 		if field != nil {
-			m.Name, m.Known, *field = name, true, m.Value
+			*field = v
 		} else {
 			m.Name = string(k)
 		}
 		n.Members = append(n.Members, m)
-		return nil
-	})
-	n.Body = v
-	return err
+	}
+	end := dec.offset()
+	n.Body = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	return nil
 }
 
-func (dec *decoder) nativeMessage(n *Native) error {
-	var it NativeMessage
-	var err error
-	if dec.peek() != Object {
-		it.Value, err = dec.value()
-	} else {
-		it.Value, err = dec.object(func(k []byte, _ int) error {
+func (dec *decoder) nativeMessages(n *Native) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			e := dec.offset()
+			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+		}
+		n.Items = append(n.Items, NativeMessage{})
+		it := &n.Items[len(n.Items)-1]
+		if dec.peek() != Object {
+			if it.Value, err = dec.value(); err != nil {
+				return Value{}, err
+			}
+			continue
+		}
+		mstart, err := dec.open()
+		if err != nil {
+			return Value{}, err
+		}
+		for {
+			nm, more, err := dec.name()
+			if err != nil {
+				return Value{}, err
+			}
+			if !more {
+				break
+			}
 			v, err := dec.value()
+			if err != nil {
+				return Value{}, err
+			}
+			k := nm.Raw[1 : len(nm.Raw)-1]
+			if string(k) != "role" && string(k) != "content" {
+				k, _ = unescaped(k)
+			}
 			switch string(k) {
 			case "role":
 				it.Role = v
 			case "content":
 				it.Content = v
 			}
-			return err
-		})
+		}
+		e := dec.offset()
+		it.Value = Value{Raw: dec.body[mstart:e:e], Start: mstart, End: e}
 	}
-	n.Items = append(n.Items, it)
-	return err
 }

@@ -70,6 +70,7 @@ var nativeBodies = []string{
 	`{"messages":[1,null,"s",[],{}],"temperature":"hot","stream":"yes","system_message":7}`,
 	`{"mess\u0061ges":[{"r\u006fle":"user","content":"\u00e9\n\"\\\/\ud83d\ude42"}],"model\u005ftype":"q\u0077en"}`,
 	`{"Messages":[],"MODEL_TYPE":"x","model_type":"qwen"}`,
+	`{"\\\\":1,"\\\\\\\\":2,"messages":[{"\\\\":3,"role":"user","content":"x"}]}`,
 	`{}`, `null`, `[]`, `[1,{"a":2}]`, `"str"`, `12`, `true`,
 	`{"messages":{"role":"user"}}`, `{"messages":null,"temperature":-0,"stream":1}`,
 	`{"messages":[{"role":"user","content":"` + strings.Repeat("é", 300) + `"}]}`,

@@ -110,11 +110,36 @@ func unquote(raw []byte) string {
 // when it has no escapes (no copy), else its decoded value.
 func key(raw []byte) []byte {
 	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
-		return inner
+	if d, ok := unescaped(inner); ok {
+		return d
 	}
-	b, _ := jsontext.AppendUnquote(nil, raw)
-	return b
+	return inner
+}
+
+// unescaped is a name's inner bytes decoded, and true, when they hold
+// escapes; readers look a name up as written first, and decode it only
+// when it matches none of theirs ("mod\u0065l" is "model"), which spares
+// the usual name a second look.
+func unescaped(inner []byte) ([]byte, bool) {
+	if !hasEscape(inner) {
+		return inner, false
+	}
+	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(inner)), append(append([]byte{'"'}, inner...), '"'))
+	return b, true
+}
+
+// hasEscape reports a backslash in b; names are short, and a loop costs
+// less than bytes.IndexByte's call for them.
+func hasEscape(b []byte) bool {
+	if len(b) > 32 {
+		return bytes.IndexByte(b, '\\') >= 0
+	}
+	for _, c := range b {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // Members calls fn with each member of the object v, in order, until fn

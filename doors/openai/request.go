@@ -327,7 +327,7 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 				"Unsupported parameter: '"+p+"': this gateway does not support tool calls.")
 		}
 	}
-	if m.Other.Name != "" {
+	if m.Other.Value.Raw != nil {
 		p := messageParam(i, m.Other.Name)
 		return api.Message{}, invalid(codeUnknown, p, "Unrecognized request argument supplied: "+p)
 	}

@@ -100,6 +100,7 @@ func TestParseRefuses(t *testing.T) {
 			400, codeStringTooLong, "messages[0].content", ""},
 		{"tool calls", `{"model":"qwen","messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]}`, 400, codeUnsupported, "messages[0].tool_calls", "tool calls"},
 		{"unknown message field", `{"model":"qwen","messages":[{"role":"user","content":"x","mood":"happy"}]}`, 400, codeUnknown, "messages[0].mood", ""},
+		{"message field named nothing", `{"model":"qwen","messages":[{"":"x","role":"user","content":"x"}]}`, 400, codeUnknown, "messages[0]", ""},
 		{"temperature too high", `{"model":"qwen",` + hi + `,"temperature":2.5}`, 400, codeInvalidValue, "temperature", "between 0 and 2"},
 		{"temperature negative", `{"model":"qwen",` + hi + `,"temperature":-0.1}`, 400, codeInvalidValue, "temperature", ""},
 		{"temperature huge", `{"model":"qwen",` + hi + `,"temperature":1e400}`, 400, codeInvalidValue, "temperature", ""},

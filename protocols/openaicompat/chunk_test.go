@@ -2,6 +2,7 @@ package openaicompat
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/llmedge/llmedge/wire"
@@ -24,8 +25,10 @@ type encodingJSONChunk struct {
 }
 
 // BenchmarkDecodeChunk is the reading of one streamed chunk, which every
-// answer a replica streams costs once per token: by wire.ReadAnswer into
-// one Answer reused, as parseStream reads, and by encoding/json.
+// answer a replica streams costs once per token: by encoding/json, by
+// wire.ReadAnswer into one Answer reused, and by one wire.AnswerReader
+// reading a stream's chunks, as parseStream reads (tokens alternate, so
+// each chunk differs from the last in its text).
 func BenchmarkDecodeChunk(b *testing.B) {
 	data := []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}]}`)
 	b.Run("encoding/json", func(b *testing.B) {
@@ -40,6 +43,23 @@ func BenchmarkDecodeChunk(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := wire.ReadAnswer(data, &a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("AnswerReader", func(b *testing.B) {
+		other := []byte(strings.Replace(string(data), " word", " more", 1))
+		var r wire.AnswerReader
+		var a wire.Answer
+		i := 0
+		b.ReportAllocs()
+		for b.Loop() {
+			i++
+			chunk := data
+			if i%2 == 0 {
+				chunk = other
+			}
+			if err := r.Read(chunk, &a); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -47,7 +47,8 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 	out := &streamOutcome{Collector: protocols.Collector{OnDelta: onDelta}}
 	events := sse.NewReader(r, maxLine)
 	fail := func(kind protocols.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
-	var c wire.Answer // reused chunk after chunk
+	var chunks wire.AnswerReader // one reader for the stream's chunks
+	var c wire.Answer            // reused chunk after chunk
 	for {
 		if ctx.Err() != nil {
 			return nil, protocols.Canceled(ctx)
@@ -86,7 +87,7 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 			return out, nil
 		}
 
-		if err := wire.ReadAnswer(data, &c); err != nil {
+		if err := chunks.Read(data, &c); err != nil {
 			return nil, fail(protocols.KindProtocol, "malformed JSON in a stream chunk", err)
 		}
 		if c.IsError() {
