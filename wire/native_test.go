@@ -160,6 +160,24 @@ func TestReadNativeRefuses(t *testing.T) {
 	}
 }
 
+func TestValueIs(t *testing.T) {
+	for _, tt := range []struct {
+		raw, s string
+		want   bool
+	}{
+		{`"user"`, "user", true}, {`"us\u0065r"`, "user", false}, {`"a\nb"`, `a\nb`, false},
+		{`"user"`, "users", false}, {`5`, "5", false}, {`"5"`, "5", true}, {``, "", false},
+	} {
+		v := Value{Raw: []byte(tt.raw)}
+		if tt.raw == "" {
+			v.Raw = nil
+		}
+		if got := v.Is(tt.s); got != tt.want {
+			t.Errorf("%s.Is(%q) = %v", tt.raw, tt.s, got)
+		}
+	}
+}
+
 func TestReadNativeAllocations(t *testing.T) {
 	body := []byte(`{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello."}],"model_type":"qwen","extra":{"a":[1,2,3]}}`)
 	var n Native

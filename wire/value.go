@@ -89,10 +89,15 @@ func (v Value) Str() (string, bool) {
 	return unquote(v.Raw), true
 }
 
-// Is reports whether v is the string s, written without escapes: a cheap
-// test for the usual spellings of fixed values ("user", "text").
+// Is reports whether v is the string s written without escapes: a cheap
+// test for the usual spellings of fixed values ("user", "text"). A value
+// that spells s with escapes is not s for Is (Text tells).
 func (v Value) Is(s string) bool {
-	return len(v.Raw) == len(s)+2 && v.Raw[0] == '"' && string(v.Raw[1:len(v.Raw)-1]) == s
+	if len(v.Raw) != len(s)+2 || v.Raw[0] != '"' {
+		return false
+	}
+	inner := v.Raw[1 : len(v.Raw)-1]
+	return string(inner) == s && !hasEscape(inner) // the text a\n is not what "a\n" means
 }
 
 // unquote decodes the JSON string raw, which a decoder has read. The
