@@ -71,7 +71,8 @@ func (m *ChatMessage) field(name []byte) *Value {
 // PartsOf returns the content parts of m, one of c.Items.
 func (c *Chat) PartsOf(m *ChatMessage) []ChatPart { return c.Parts[m.PartsFrom:m.PartsTo] }
 
-// ReadChat reads body into c, reusing c's slices.
+// ReadChat reads body into c, reusing c's slices. The values in c point
+// into body.
 func ReadChat(body []byte, c *Chat) error {
 	keep := Chat{Members: c.Members[:0], Items: c.Items[:0], Parts: c.Parts[:0], Stops: c.Stops[:0], Options: c.Options[:0]}
 	*c = keep
@@ -84,7 +85,7 @@ func ReadChat(body []byte, c *Chat) error {
 	return err
 }
 
-// chatMembers are the members ReadChat reads, by name.
+// field is the member of c ReadChat reads by that name, and the name.
 func (c *Chat) field(name []byte) (string, *Value) {
 	switch string(name) {
 	case "model":

@@ -26,7 +26,8 @@ type NativeMessage struct {
 	Role, Content Value
 }
 
-// ReadNative reads body into n, reusing n's slices.
+// ReadNative reads body into n, reusing n's slices. The values in n
+// point into body.
 func ReadNative(body []byte, n *Native) error {
 	*n = Native{Members: n.Members[:0], Items: n.Items[:0]}
 	dec := newDecoder(body, false)
@@ -38,7 +39,7 @@ func ReadNative(body []byte, n *Native) error {
 	return err
 }
 
-// field is the member of n ReadNative reads by that name.
+// field is the member of n ReadNative reads by that name, and the name.
 func (n *Native) field(name []byte) (string, *Value) {
 	switch string(name) {
 	case "messages":
