@@ -179,6 +179,9 @@ func TestValueIs(t *testing.T) {
 }
 
 func TestReadNativeAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("allocations are not counted under the race detector")
+	}
 	body := []byte(`{"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello."}],"model_type":"qwen","extra":{"a":[1,2,3]}}`)
 	var n Native
 	if err := ReadNative(body, &n); err != nil {
