@@ -63,18 +63,30 @@ type Count struct {
 // count) is an *Error, as it was an error for encoding/json; members the
 // gateway does not read may hold anything.
 func ReadAnswer(data []byte, a *Answer) error {
-	r := answerReaders.Get().(*AnswerReader)
-	defer answerReaders.Put(r)
-	err := r.read(data, a)
-	r.dec.in, r.dec.body = bytes.Buffer{}, nil
-	r.dec.d.Reset(&r.dec.in) // keeps no reference to data
-	return err
+	r := NewAnswerReader()
+	defer r.Release()
+	return r.read(data, a)
 }
 
 var answerReaders = sync.Pool{New: func() any { return new(AnswerReader) }}
 
+// NewAnswerReader returns an AnswerReader from a pool; Release returns it.
+func NewAnswerReader() *AnswerReader { return answerReaders.Get().(*AnswerReader) }
+
+// Release returns r to the pool NewAnswerReader takes it from, keeping no
+// reference to what it read. r must not be used after.
+func (r *AnswerReader) Release() {
+	for _, dec := range []*decoder{&r.dec, &r.text} {
+		dec.in, dec.body = bytes.Buffer{}, nil
+		dec.d.Reset(&dec.in)
+	}
+	r.last, r.answer, r.choice = r.last[:0], Answer{}, Choice{}
+	answerReaders.Put(r)
+}
+
 // An AnswerReader reads a stream's chunks one after another, with one
-// decoder. The zero value is ready to use.
+// decoder. The zero value is ready to use; NewAnswerReader takes one from
+// a pool.
 //
 // A stream's chunks differ, as a rule, only in the text of their delta:
 // the id, the model, the creation time and the shape repeat. When a chunk

@@ -107,7 +107,9 @@ func unquote(raw []byte) string {
 	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
 		return string(inner)
 	}
-	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(inner)), raw)
+	// AppendUnquote grows dst by len(raw) first: with that room it
+	// allocates nothing more.
+	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(raw)), raw)
 	return unsafe.String(unsafe.SliceData(b), len(b)) // b is not kept
 }
 
@@ -129,7 +131,9 @@ func unescaped(inner []byte) ([]byte, bool) {
 	if !hasEscape(inner) {
 		return inner, false
 	}
-	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(inner)), append(append([]byte{'"'}, inner...), '"'))
+	quoted := append(append(make([]byte, 0, len(inner)+2), '"'), inner...)
+	quoted = append(quoted, '"')
+	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(quoted)), quoted)
 	return b, true
 }
 

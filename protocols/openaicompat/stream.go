@@ -47,8 +47,9 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 	out := &streamOutcome{Collector: protocols.Collector{OnDelta: onDelta}}
 	events := sse.NewReader(r, maxLine)
 	fail := func(kind protocols.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
-	var chunks wire.AnswerReader // one reader for the stream's chunks
-	var c wire.Answer            // reused chunk after chunk
+	chunks := wire.NewAnswerReader() // one reader for the stream's chunks
+	defer chunks.Release()
+	var c wire.Answer // reused chunk after chunk
 	for {
 		if ctx.Err() != nil {
 			return nil, protocols.Canceled(ctx)
