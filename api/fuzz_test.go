@@ -58,37 +58,3 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
-
-// FuzzParseFastAgrees holds the one-pass reading of valid bodies to the
-// field-by-field reading: whatever the fast pass accepts, the slow one
-// accepts too, with the same result.
-func FuzzParseFastAgrees(f *testing.F) {
-	for _, seed := range []string{
-		`{"messages":[{"role":"user","content":"hi"}]}`,
-		`{"messages":[{"role":"system","content":"s"},{"role":"user","content":"u"}],"model_type":"gemma","temperature":1.5,"stream":true,"system_message":"x"}`,
-		`{"messages":[{"role":"user","content":"a"}],"model_type":null}`, `{"messages":[{"role":"user","content":"a"}],"Model_Type":null}`,
-		`{"messages":[{"role":"user","content":"a"}],"model\u005ftype":"gemma"}`, `{"messages":[{"role":"user","content":"a"}],"model_type":"q\u0077en"}`,
-		`{"messages":[{"role":"user","content":"a"}],"temperature":2e0,"stream":false,"system_message":null}`,
-		`{"messages":[{"role":"user","content":"a","role":"assistant"}],"messages":[{"role":"user","content":"b"}]}`,
-		`{"messages":[{"role":"user","content":"\ud800"}]}`, `{"messages":[{"role":"user","content":"a"}],"temperature":-0}`,
-	} {
-		f.Add([]byte(seed))
-	}
-	v := &Validator{Models: []string{"qwen", "gemma"}, DefaultModel: "qwen",
-		Limits: Limits{MaxMessages: 4, MaxContentChars: 32, MaxBodyBytes: 4096}}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		fast := v.fastParse(body)
-		if fast == nil {
-			return
-		}
-		slow, err := v.parseFields(body)
-		if err != nil {
-			t.Fatalf("fast pass accepted what the field pass refuses: %v", err)
-		}
-		a, _ := json.Marshal(fast)
-		b, _ := json.Marshal(slow)
-		if string(a) != string(b) {
-			t.Fatalf("fast %s\nslow %s", a, b)
-		}
-	})
-}

@@ -2,8 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"mime"
@@ -11,7 +9,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
+
+	"github.com/llmedge/llmedge/wire"
 )
 
 // Limits bound what one inference request may carry.
@@ -137,161 +138,65 @@ func tooLarge(limit int64) *Error {
 		fmt.Sprintf("Request body too large: the limit is %d bytes", limit))
 }
 
-// rawRequest keeps each field raw so that a type error can name its field.
-type rawRequest struct {
-	Messages      json.RawMessage `json:"messages"`
-	ModelType     json.RawMessage `json:"model_type"`
-	Temperature   json.RawMessage `json:"temperature"`
-	Stream        json.RawMessage `json:"stream"`
-	SystemMessage json.RawMessage `json:"system_message"`
-}
+// natives are reused between requests: reading a body then allocates
+// only the strings kept.
+var natives = sync.Pool{New: func() any { return new(wire.Native) }}
 
-type rawMessage struct {
-	Role    json.RawMessage `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-// Parse validates a JSON body. All field errors are reported together, as
-// pydantic does.
-//
-// A valid body, the usual case, is read in one typed pass (fastParse);
-// anything that pass does not accept is read again field by field, which
-// is slower but names every problem. FuzzParseFastAgrees holds the two
-// to the same results.
+// Parse validates a JSON body, read by wire.ReadNative. All field errors
+// are reported together, as pydantic does.
 func (v *Validator) Parse(body []byte) (*InferenceRequest, *Error) {
-	if req := v.fastParse(body); req != nil {
-		return req, nil
-	}
-	return v.parseFields(body)
-}
-
-// fastRequest is the shape of a valid body. Pointers tell a JSON null
-// (nil) from a value; the optional scalars stay raw, so that a null (an
-// error for them) is told from an absent field (the default).
-type fastRequest struct {
-	Messages      fastMessages    `json:"messages"`
-	ModelType     json.RawMessage `json:"model_type"`
-	Temperature   json.RawMessage `json:"temperature"`
-	Stream        json.RawMessage `json:"stream"`
-	SystemMessage *string         `json:"system_message"`
-}
-
-// fastMessages starts afresh at each "messages" key: encoding/json would
-// decode a repeated key's array into the elements the first one left,
-// keeping their fields, where the field pass (and every reader) takes the
-// last array as it is.
-type fastMessages []fastMessage
-
-func (m *fastMessages) UnmarshalJSON(b []byte) error {
-	var s []fastMessage
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	*m = s
-	return nil
-}
-
-type fastMessage struct {
-	Role    *string `json:"role"`
-	Content *string `json:"content"`
-}
-
-// fastParse returns the request when body is valid as it stands, and nil
-// when the field-by-field pass must judge it (errors, nulls, lax values).
-func (v *Validator) fastParse(body []byte) *InferenceRequest {
-	var f fastRequest
-	if json.Unmarshal(body, &f) != nil {
-		return nil
-	}
-	lim := v.Limits.WithDefaults()
-	if len(f.Messages) == 0 || len(f.Messages) > lim.MaxMessages {
-		return nil
-	}
-	req := &InferenceRequest{ModelType: v.DefaultModel, Temperature: DefaultTemperature, Messages: make([]Message, len(f.Messages))}
-	for i, m := range f.Messages {
-		if m.Role == nil || m.Content == nil || !slices.Contains(roles, *m.Role) ||
-			utf8.RuneCountInString(*m.Content) > lim.MaxContentChars {
-			return nil
-		}
-		req.Messages[i] = Message{Role: *m.Role, Content: *m.Content}
-	}
-	if f.ModelType != nil {
-		// A configured name is plain text: quoted, without escapes.
-		m := f.ModelType
-		if len(m) < 2 || m[0] != '"' || m[len(m)-1] != '"' || bytes.IndexByte(m, '\\') >= 0 {
-			return nil
-		}
-		i := slices.Index(v.Models, string(m[1:len(m)-1]))
-		if i < 0 {
-			return nil
-		}
-		req.ModelType = v.Models[i]
-	}
-	if f.Temperature != nil {
-		t, err := strconv.ParseFloat(string(f.Temperature), 64)
-		if err != nil || t < 0 || t > MaxTemperature {
-			return nil
-		}
-		req.Temperature = t
-	}
-	switch string(f.Stream) {
-	case "":
-	case "true":
-		req.Stream = true
-	case "false":
-	default:
-		return nil
-	}
-	if f.SystemMessage != nil {
-		if utf8.RuneCountInString(*f.SystemMessage) > lim.MaxContentChars {
-			return nil
-		}
-		req.SystemMessage = f.SystemMessage
-	}
-	return req
-}
-
-// parseFields validates body field by field, collecting every error.
-func (v *Validator) parseFields(body []byte) (*InferenceRequest, *Error) {
-	lim := v.Limits.WithDefaults()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, ValidationError(FieldError{Type: "missing", Loc: []any{"body"}, Msg: "Field required", Input: nil})
 	}
-	var raw rawRequest
-	if err := json.Unmarshal(body, &raw); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field == "" {
-			return nil, ValidationError(FieldError{
-				Type: "model_attributes_type", Loc: []any{"body"},
-				Msg:   "Input should be a valid dictionary or object to extract fields from",
-				Input: jsonValue(body),
-			})
-		}
+	n := natives.Get().(*wire.Native)
+	defer func() {
+		// Keep the slices, not the body they point into.
+		clear(n.Members)
+		clear(n.Items)
+		natives.Put(n)
+	}()
+	if err := wire.ReadNative(body, n); err != nil {
 		return nil, ValidationError(jsonInvalid(err))
 	}
+	switch n.Body.Kind() {
+	case wire.Object, wire.Null: // null reads as an object without members, as pydantic's model does
+	default:
+		return nil, ValidationError(FieldError{
+			Type: "model_attributes_type", Loc: []any{"body"},
+			Msg:   "Input should be a valid dictionary or object to extract fields from",
+			Input: jsonValue(body),
+		})
+	}
+	return v.validate(n)
+}
+
+// validate judges the members n holds.
+func (v *Validator) validate(n *wire.Native) (*InferenceRequest, *Error) {
+	lim := v.Limits.WithDefaults()
 	req := &InferenceRequest{ModelType: v.DefaultModel, Temperature: DefaultTemperature}
 	var errs []FieldError
 
-	if isAbsent(raw.Messages) {
+	if n.Messages.IsAbsent() {
 		errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages"}, Msg: "Field required", Input: nil})
 	} else {
-		req.Messages, errs = parseMessages(raw.Messages, lim, errs)
+		req.Messages, errs = parseMessages(n, lim, errs)
 	}
-	if raw.ModelType != nil {
-		s, ok := stringValue(raw.ModelType)
-		switch {
-		case !ok:
-			errs = append(errs, typeError("string_type", "Input should be a valid string", raw.ModelType, "model_type"))
-		case !slices.Contains(v.Models, s):
+	if mt := n.ModelType; !mt.IsAbsent() {
+		if m := v.model(mt); m != "" {
+			req.ModelType = m
+		} else if s, ok := mt.Str(); !ok {
+			errs = append(errs, typeError("string_type", "Input should be a valid string", mt, "model_type"))
+		} else {
 			errs = append(errs, literalError(v.Models, s, "model_type"))
-		default:
-			req.ModelType = s
 		}
 	}
-	if raw.Temperature != nil {
-		var t float64
-		if err := json.Unmarshal(raw.Temperature, &t); err != nil || isNull(raw.Temperature) {
-			errs = append(errs, typeError("float_type", "Input should be a valid number", raw.Temperature, "temperature"))
+	if raw := n.Temperature; !raw.IsAbsent() {
+		t, err := 0.0, error(nil)
+		if raw.Kind() == wire.Number {
+			t, err = strconv.ParseFloat(string(raw.Raw), 64)
+		}
+		if raw.Kind() != wire.Number || err != nil {
+			errs = append(errs, typeError("float_type", "Input should be a valid number", raw, "temperature"))
 		} else if t < 0 {
 			errs = append(errs, FieldError{Type: "greater_than_equal", Loc: []any{"body", "temperature"},
 				Msg: "Input should be greater than or equal to 0", Input: t, Ctx: map[string]any{"ge": 0.0}})
@@ -302,19 +207,19 @@ func (v *Validator) parseFields(body []byte) (*InferenceRequest, *Error) {
 			req.Temperature = t
 		}
 	}
-	if raw.Stream != nil {
-		b, ok := boolValue(raw.Stream)
+	if raw := n.Stream; !raw.IsAbsent() {
+		b, ok := boolValue(raw)
 		if !ok {
-			errs = append(errs, typeError("bool_type", "Input should be a valid boolean", raw.Stream, "stream"))
+			errs = append(errs, typeError("bool_type", "Input should be a valid boolean", raw, "stream"))
 		}
 		req.Stream = b
 	}
-	if raw.SystemMessage != nil && !isNull(raw.SystemMessage) {
-		s, ok := stringValue(raw.SystemMessage)
+	if raw := n.SystemMessage; raw.Given() {
+		s, ok := raw.Str()
 		switch {
 		case !ok:
-			errs = append(errs, typeError("string_type", "Input should be a valid string", raw.SystemMessage, "system_message"))
-		case utf8.RuneCountInString(s) > lim.MaxContentChars:
+			errs = append(errs, typeError("string_type", "Input should be a valid string", raw, "system_message"))
+		case tooManyChars(s, lim.MaxContentChars):
 			errs = append(errs, tooLong(s, lim.MaxContentChars, "system_message"))
 		default:
 			req.SystemMessage = &s
@@ -326,11 +231,12 @@ func (v *Validator) parseFields(body []byte) (*InferenceRequest, *Error) {
 	return req, nil
 }
 
-func parseMessages(raw json.RawMessage, lim Limits, errs []FieldError) ([]Message, []FieldError) {
-	var items []json.RawMessage
-	if isNull(raw) || json.Unmarshal(raw, &items) != nil {
+func parseMessages(n *wire.Native, lim Limits, errs []FieldError) ([]Message, []FieldError) {
+	raw := n.Messages
+	if raw.Kind() != wire.Array {
 		return nil, append(errs, typeError("list_type", "Input should be a valid list", raw, "messages"))
 	}
+	items := n.Items
 	if len(items) == 0 {
 		return nil, append(errs, FieldError{Type: "too_short", Loc: []any{"body", "messages"},
 			Msg: "List should have at least 1 item after validation, not 0", Input: []any{},
@@ -344,26 +250,25 @@ func parseMessages(raw json.RawMessage, lim Limits, errs []FieldError) ([]Messag
 	}
 	msgs := make([]Message, len(items))
 	for i, item := range items {
-		var rm rawMessage
-		if isNull(item) || json.Unmarshal(item, &rm) != nil {
+		if item.Kind() != wire.Object {
 			errs = append(errs, FieldError{Type: "model_attributes_type", Loc: []any{"body", "messages", i},
-				Msg: "Input should be a valid dictionary or object to extract fields from", Input: jsonValue(item)})
+				Msg: "Input should be a valid dictionary or object to extract fields from", Input: jsonValue(item.Raw)})
 			continue
 		}
-		if isAbsent(rm.Role) {
-			errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages", i, "role"}, Msg: "Field required", Input: jsonValue(item)})
-		} else if s, ok := stringValue(rm.Role); !ok {
-			errs = append(errs, typeError("string_type", "Input should be a valid string", rm.Role, "messages", i, "role"))
-		} else if !slices.Contains(roles, s) {
-			errs = append(errs, literalError(roles, s, "messages", i, "role"))
+		if item.Role.IsAbsent() {
+			errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages", i, "role"}, Msg: "Field required", Input: jsonValue(item.Raw)})
+		} else if r := role(item.Role); r != "" {
+			msgs[i].Role = r
+		} else if s, ok := item.Role.Str(); !ok {
+			errs = append(errs, typeError("string_type", "Input should be a valid string", item.Role, "messages", i, "role"))
 		} else {
-			msgs[i].Role = s
+			errs = append(errs, literalError(roles, s, "messages", i, "role"))
 		}
-		if isAbsent(rm.Content) {
-			errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages", i, "content"}, Msg: "Field required", Input: jsonValue(item)})
-		} else if s, ok := stringValue(rm.Content); !ok {
-			errs = append(errs, typeError("string_type", "Input should be a valid string", rm.Content, "messages", i, "content"))
-		} else if utf8.RuneCountInString(s) > lim.MaxContentChars {
+		if item.Content.IsAbsent() {
+			errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages", i, "content"}, Msg: "Field required", Input: jsonValue(item.Raw)})
+		} else if s, ok := item.Content.Str(); !ok {
+			errs = append(errs, typeError("string_type", "Input should be a valid string", item.Content, "messages", i, "content"))
+		} else if tooManyChars(s, lim.MaxContentChars) {
 			errs = append(errs, tooLong(s, lim.MaxContentChars, "messages", i, "content"))
 		} else {
 			msgs[i].Content = s
@@ -372,10 +277,44 @@ func parseMessages(raw json.RawMessage, lim Limits, errs []FieldError) ([]Messag
 	return msgs, errs
 }
 
+// model is the configured model mt names, "" when it names none.
+func (v *Validator) model(mt wire.Value) string {
+	for _, m := range v.Models {
+		if mt.Is(m) {
+			return m // the usual spelling, compared without a copy
+		}
+	}
+	if s, ok := mt.Str(); ok {
+		if i := slices.Index(v.Models, s); i >= 0 {
+			return v.Models[i]
+		}
+	}
+	return ""
+}
+
+// role is the role r names, "" when it names none.
+func role(r wire.Value) string {
+	for _, name := range roles {
+		if r.Is(name) {
+			return name // the usual spelling, without a copy
+		}
+	}
+	if s, ok := r.Str(); ok && slices.Contains(roles, s) {
+		return s
+	}
+	return ""
+}
+
+// tooManyChars reports whether s has more than max Unicode characters;
+// counted only when its length in bytes allows it.
+func tooManyChars(s string, max int) bool {
+	return len(s) > max && utf8.RuneCountInString(s) > max
+}
+
 func loc(path ...any) []any { return append([]any{"body"}, path...) }
 
-func typeError(typ, msg string, raw json.RawMessage, path ...any) FieldError {
-	return FieldError{Type: typ, Loc: loc(path...), Msg: msg, Input: jsonValue(raw)}
+func typeError(typ, msg string, raw wire.Value, path ...any) FieldError {
+	return FieldError{Type: typ, Loc: loc(path...), Msg: msg, Input: jsonValue(raw.Raw)}
 }
 
 func tooLong(s string, max int, path ...any) FieldError {
@@ -404,38 +343,33 @@ func quoteList(items []string) string {
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
+// jsonInvalid is the 422 entry of a body the reader refuses: malformed
+// JSON at an offset, as FastAPI reports it, or a member given twice,
+// located by its path.
 func jsonInvalid(err error) FieldError {
-	var pos any = 0
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		pos = se.Offset
+	we, ok := err.(*wire.Error)
+	if !ok {
+		we = &wire.Error{Err: err}
 	}
-	return FieldError{Type: "json_invalid", Loc: []any{"body", pos}, Msg: "JSON decode error",
-		Input: map[string]any{}, Ctx: map[string]any{"error": err.Error()}}
-}
-
-// isAbsent reports a field that was not sent (nil raw value).
-func isAbsent(raw json.RawMessage) bool { return raw == nil }
-
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
-
-func stringValue(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
+	if we.Duplicate {
+		name := wire.PathString(we.Path)
+		return FieldError{Type: "json_invalid", Loc: loc(we.Path...),
+			Msg:   "Duplicate member: '" + name + "' is given more than once",
+			Input: map[string]any{}, Ctx: map[string]any{"error": we.Error()}}
 	}
-	var s string
-	return s, json.Unmarshal(raw, &s) == nil
+	return FieldError{Type: "json_invalid", Loc: []any{"body", we.Offset}, Msg: "JSON decode error",
+		Input: map[string]any{}, Ctx: map[string]any{"error": we.Err.Error()}}
 }
 
 // boolValue accepts what pydantic's lax mode accepts for a boolean.
-func boolValue(raw json.RawMessage) (bool, bool) {
-	switch string(raw) {
+func boolValue(raw wire.Value) (bool, bool) {
+	switch string(raw.Raw) {
 	case "true", "1":
 		return true, true
 	case "false", "0":
 		return false, true
 	}
-	if s, ok := stringValue(raw); ok {
+	if s, ok := raw.Str(); ok {
 		switch strings.ToLower(s) {
 		case "true", "t", "yes", "y", "on", "1":
 			return true, true
@@ -446,16 +380,16 @@ func boolValue(raw json.RawMessage) (bool, bool) {
 	return false, false
 }
 
-// jsonValue decodes raw for echoing as "input"; long strings are elided.
-func jsonValue(raw json.RawMessage) any {
+// jsonValue decodes raw for echoing as "input"; long values are elided.
+func jsonValue(raw []byte) any {
 	if raw == nil {
 		return nil
 	}
 	if len(raw) > 256 {
 		return fmt.Sprintf("[%d bytes of JSON]", len(raw))
 	}
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	v, err := wire.Value{Raw: raw}.Any()
+	if err != nil {
 		return string(raw)
 	}
 	return v

@@ -70,6 +70,13 @@ func TestParseErrors(t *testing.T) {
 		{"temperature string", `{"messages":[{"role":"user","content":"x"}],"temperature":"hot"}`, []string{"float_type@body.temperature"}},
 		{"stream bad", `{"messages":[{"role":"user","content":"x"}],"stream":"maybe"}`, []string{"bool_type@body.stream"}},
 		{"system message number", `{"messages":[{"role":"user","content":"x"}],"system_message":7}`, []string{"string_type@body.system_message"}},
+		// A body that names a member twice is refused, not resolved: the
+		// loc names the member.
+		{"repeated member", `{"messages":[{"role":"user","content":"x"}],"model_type":"qwen","model_type":"gemma"}`, []string{"json_invalid@body.model_type"}},
+		{"repeated member of a message", `{"messages":[{"role":"user","content":"x","role":"system"}]}`, []string{"json_invalid@body.messages.0.role"}},
+		{"invalid UTF-8", "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", []string{"json_invalid@body.39"}},
+		{"unpaired surrogate", `{"messages":[{"role":"user","content":"\udc00"}]}`, []string{"json_invalid@body.39"}},
+		{"names are case-sensitive", `{"Messages":[{"role":"user","content":"x"}]}`, []string{"missing@body.messages"}},
 		{"several at once", `{"messages":[],"temperature":9,"model_type":"x"}`, []string{"too_short@body.messages", "literal_error@body.model_type", "less_than_equal@body.temperature"}},
 	}
 	for _, tt := range tests {

@@ -142,3 +142,26 @@ func runPipeline(b *testing.B, pipeline *gateway.Pipeline, tok string, stream bo
 		}
 	}
 }
+
+// prompt100KB is a single user prompt of about 100 KB (99,000
+// characters), plain text with a line break every 80 characters, as long
+// pasted documents are: the decoding cost that grows with the prompt.
+func prompt100KB() string {
+	line := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 2)[:79]
+	return strings.Repeat(line+`\n`, 99_000/80)
+}
+
+// BenchmarkDecode100KB is BenchmarkDecode with one user message of about
+// 100 KB.
+func BenchmarkDecode100KB(b *testing.B) {
+	d := benchDoor()
+	body := []byte(`{"messages":[{"role":"user","content":"` + prompt100KB() + `"}],"model_type":"qwen"}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := &http.Request{Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
+		if _, _, err := d.Decode(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

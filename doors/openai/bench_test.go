@@ -162,3 +162,26 @@ func BenchmarkDecodeNative(b *testing.B) {
 		}
 	}
 }
+
+// prompt100KB is a single user prompt of about 100 KB (99,000
+// characters), plain text with a line break every 80 characters, as long
+// pasted documents are: the decoding cost that grows with the prompt.
+func prompt100KB() string {
+	line := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 2)[:79]
+	return strings.Repeat(line+`\n`, 99_000/80)
+}
+
+// BenchmarkDecode100KB is the decoding of a request whose one user
+// message is about 100 KB.
+func BenchmarkDecode100KB(b *testing.B) {
+	f := New(api.Limits{}, []string{"qwen", "gemma"})
+	body := []byte(`{"model":"qwen","messages":[{"role":"user","content":"` + prompt100KB() + `"}],"stream":true}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := &http.Request{Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)), ContentLength: int64(len(body))}
+		if _, _, err := f.Decode(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

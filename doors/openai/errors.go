@@ -34,6 +34,9 @@ const (
 	codeEmptyArray    = "empty_array"
 	codeArrayTooLong  = "array_above_max_length"
 	codeStringTooLong = "string_above_max_length"
+	// codeDuplicate refuses a body that gives a parameter twice: which one
+	// counts is up to each reader, so the gateway reads neither.
+	codeDuplicate = "duplicate_parameter"
 )
 
 // invalid is a 400 about the request field param.

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,9 +11,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/wire"
 )
 
 // Bounds of the request fields that have none in the shared limits.
@@ -53,85 +54,55 @@ func (f *Door) decodeChat(r *http.Request) (api.Chat, []byte, *api.Error) {
 	return chat, body, aerr
 }
 
-// fields are the members of a request body parse reads, raw (nil when
-// absent; a repeated member's last value, as encoding/json keeps).
-type fields struct {
-	model, messages, stream, streamOptions, temperature, topP, maxTokens,
-	maxCompletionTokens, stop, seed, user, n []byte
-	// bad are the members refused whatever else the body holds: unknown
-	// ones, and inert ones with a value that asks for something.
-	bad []string
-}
+// chats are reused between requests: reading a body then allocates only
+// the strings kept.
+var chats = sync.Pool{New: func() any { return new(wire.Chat) }}
 
-func (fl *fields) set(key, val []byte) bool {
-	name := key[1 : len(key)-1] // compared without a copy...
-	if hasByte(name, '\\') {
-		name = []byte(keyName(key)) // ...unless spelled with escapes
-	}
-	switch string(name) {
-	case "model":
-		fl.model = val
-	case "messages":
-		fl.messages = val
-	case "stream":
-		fl.stream = val
-	case "stream_options":
-		fl.streamOptions = val
-	case "temperature":
-		fl.temperature = val
-	case "top_p":
-		fl.topP = val
-	case "max_tokens":
-		fl.maxTokens = val
-	case "max_completion_tokens":
-		fl.maxCompletionTokens = val
-	case "stop":
-		fl.stop = val
-	case "seed":
-		fl.seed = val
-	case "user":
-		fl.user = val
-	case "n":
-		fl.n = val
-	default:
-		if accept, ok := inert[string(name)]; ok && (isNull(val) || accept(val)) {
-			return true
-		}
-		fl.bad = append(fl.bad, string(name))
-	}
-	return true
-}
-
-// parse validates a JSON body into a Chat.
+// parse validates a JSON body, read by wire.ReadChat, into a Chat.
 func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
-	var chat api.Chat
-	if !json.Valid(body) {
-		return chat, invalid(codeInvalidJSON, "",
+	c := chats.Get().(*wire.Chat)
+	defer func() {
+		// Keep the slices, not the body they point into.
+		clear(c.Members)
+		clear(c.Items)
+		clear(c.Parts)
+		clear(c.Stops)
+		clear(c.Options)
+		chats.Put(c)
+	}()
+	if err := wire.ReadChat(body, c); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) && we.Duplicate {
+			p := wire.PathString(we.Path)
+			return api.Chat{}, invalid(codeDuplicate, p,
+				"Duplicate parameter: '"+p+"' is given more than once in the request body; give each parameter once.")
+		}
+		return api.Chat{}, invalid(codeInvalidJSON, "",
 			"We could not parse the JSON body of your request: it is not valid JSON.")
 	}
-	if firstByte(body) != '{' {
-		return chat, invalid(codeInvalidType, "", "The request body must be a JSON object.")
+	if c.Body.Kind() != wire.Object {
+		return api.Chat{}, invalid(codeInvalidType, "", "The request body must be a JSON object.")
 	}
-	var fl fields
-	eachMember(body, fl.set)
+	return f.validate(c)
+}
 
+// validate judges the members c holds.
+func (f *Door) validate(c *wire.Chat) (api.Chat, *api.Error) {
+	var chat api.Chat
 	// model: required, one of the configured model types.
-	if !present(fl.model) {
+	if !c.Model.Given() {
 		return chat, invalid(codeMissing, "model", "You must provide a model parameter.")
 	}
-	model, ok := stringValue(fl.model)
-	if !ok {
-		return chat, typeError("model", "a string", fl.model)
-	}
-	if !slices.Contains(f.models, model) {
-		return chat, modelNotFound(model)
+	model, aerr := f.model(c.Model)
+	if aerr != nil {
+		return chat, aerr
 	}
 	chat.Model = model
 
-	if !present(fl.messages) {
+	if !c.Messages.Given() {
 		return chat, invalid(codeMissing, "messages", "Missing required parameter: 'messages'.")
 	}
-	msgs, aerr := f.parseMessages(fl.messages)
+	msgs, aerr := f.parseMessages(c)
 	if aerr != nil {
 		return chat, aerr
 	}
@@ -140,22 +111,22 @@ func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
 	// The other fields, in a fixed order so that the error reported is
 	// always the same one; refused members last, by name.
 	s := &chat.Sampling
-	if present(fl.stream) {
-		b, ok := boolValue(fl.stream)
+	if c.Stream.Given() {
+		b, ok := boolValue(c.Stream)
 		if !ok {
-			return chat, typeError("stream", "a boolean", fl.stream)
+			return chat, typeError("stream", "a boolean", c.Stream)
 		}
 		chat.Stream = b
 	}
-	if present(fl.temperature) {
-		v, aerr := numberIn(fl.temperature, "temperature", 0, api.MaxTemperature)
+	if c.Temperature.Given() {
+		v, aerr := numberIn(c.Temperature, "temperature", 0, api.MaxTemperature)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.Temperature = &v
 	}
-	if present(fl.topP) {
-		v, aerr := numberIn(fl.topP, "top_p", 0, 1)
+	if c.TopP.Given() {
+		v, aerr := numberIn(c.TopP, "top_p", 0, 1)
 		if aerr != nil {
 			return chat, aerr
 		}
@@ -163,43 +134,43 @@ func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
 	}
 	// max_completion_tokens replaced max_tokens in OpenAI's API; when a
 	// client sends both, the newer one wins (as in vLLM).
-	if present(fl.maxTokens) {
-		n, aerr := integerIn(fl.maxTokens, "max_tokens", 1, maxTokensLimit)
+	if c.MaxTokens.Given() {
+		n, aerr := integerIn(c.MaxTokens, "max_tokens", 1, maxTokensLimit)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.MaxTokens = int(n)
 	}
-	if present(fl.maxCompletionTokens) {
-		n, aerr := integerIn(fl.maxCompletionTokens, "max_completion_tokens", 1, maxTokensLimit)
+	if c.MaxCompletionTokens.Given() {
+		n, aerr := integerIn(c.MaxCompletionTokens, "max_completion_tokens", 1, maxTokensLimit)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.MaxTokens = int(n)
 	}
-	if present(fl.stop) {
-		stop, aerr := f.parseStop(fl.stop)
+	if c.Stop.Given() {
+		stop, aerr := f.parseStop(c)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.Stop = stop
 	}
-	if present(fl.seed) {
-		n, aerr := integerIn(fl.seed, "seed", math.MinInt64, math.MaxInt64)
+	if c.Seed.Given() {
+		n, aerr := integerIn(c.Seed, "seed", math.MinInt64, math.MaxInt64)
 		if aerr != nil {
 			return chat, aerr
 		}
 		s.Seed = &n
 	}
-	if present(fl.user) {
-		u, ok := stringValue(fl.user)
+	if c.User.Given() {
+		u, ok := c.User.Str()
 		if !ok {
-			return chat, typeError("user", "a string", fl.user)
+			return chat, typeError("user", "a string", c.User)
 		}
 		chat.User = u
 	}
-	if present(fl.n) {
-		n, aerr := integerIn(fl.n, "n", 1, math.MaxInt32)
+	if c.N.Given() {
+		n, aerr := integerIn(c.N, "n", 1, math.MaxInt32)
 		if aerr != nil {
 			return chat, aerr
 		}
@@ -208,20 +179,32 @@ func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
 				"Unsupported value: 'n' must be 1: this gateway generates one choice per request.")
 		}
 	}
-	if present(fl.streamOptions) {
+	if c.StreamOptions.Given() {
 		if !chat.Stream {
 			return chat, invalid(codeInvalidValue, "stream_options",
 				"The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
-		include, aerr := parseStreamOptions(fl.streamOptions)
+		include, aerr := parseStreamOptions(c)
 		if aerr != nil {
 			return chat, aerr
 		}
 		chat.IncludeUsage = include
 	}
-	if len(fl.bad) > 0 {
-		sort.Strings(fl.bad)
-		name := fl.bad[0]
+	// Members the gateway does not read are refused, unless they are
+	// inert ones whose value asks for nothing.
+	var bad []string
+	for _, m := range c.Members {
+		if m.Known {
+			continue
+		}
+		if accept, ok := inert[m.Name]; ok && (m.Value.IsNull() || accept(m.Value)) {
+			continue
+		}
+		bad = append(bad, m.Name)
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		name := bad[0]
 		if _, ok := inert[name]; ok {
 			return chat, invalid(codeUnsupported, name,
 				"Unsupported parameter: '"+name+"' is not supported by this gateway; leave it out.")
@@ -231,10 +214,27 @@ func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
 	return chat, nil
 }
 
+// model is the configured model v names.
+func (f *Door) model(v wire.Value) (string, *api.Error) {
+	for _, m := range f.models {
+		if v.Is(m) {
+			return m, nil // the usual spelling, compared without a copy
+		}
+	}
+	model, ok := v.Str()
+	if !ok {
+		return "", typeError("model", "a string", v)
+	}
+	if i := slices.Index(f.models, model); i >= 0 {
+		return f.models[i], nil
+	}
+	return "", modelNotFound(model)
+}
+
 // inert are the OpenAI fields the gateway does not pass on, each with the
 // values that ask for nothing and are therefore accepted (null always is).
 // Any other value is refused as unsupported.
-var inert = map[string]func([]byte) bool{
+var inert = map[string]func(wire.Value) bool{
 	"frequency_penalty":   isZero,
 	"presence_penalty":    isZero,
 	"logprobs":            isFalse,
@@ -260,11 +260,11 @@ var inert = map[string]func([]byte) bool{
 	"prompt_cache_key":  isString,
 }
 
-func (f *Door) parseMessages(raw []byte) ([]api.Message, *api.Error) {
-	if firstByte(raw) != '[' {
-		return nil, typeError("messages", "an array", raw)
+func (f *Door) parseMessages(c *wire.Chat) ([]api.Message, *api.Error) {
+	if c.Messages.Kind() != wire.Array {
+		return nil, typeError("messages", "an array", c.Messages)
 	}
-	n := countElements(raw)
+	n := len(c.Items)
 	if n == 0 {
 		return nil, invalid(codeEmptyArray, "messages",
 			"Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead.")
@@ -275,13 +275,11 @@ func (f *Door) parseMessages(raw []byte) ([]api.Message, *api.Error) {
 			max, n))
 	}
 	msgs := make([]api.Message, n)
-	var aerr *api.Error
-	eachElement(raw, func(i int, item []byte) bool {
-		msgs[i], aerr = f.parseMessage(i, item)
-		return aerr == nil
-	})
-	if aerr != nil {
-		return nil, aerr
+	for i := range c.Items {
+		var aerr *api.Error
+		if msgs[i], aerr = f.parseMessage(c, i); aerr != nil {
+			return nil, aerr
+		}
 	}
 	return msgs, nil
 }
@@ -296,38 +294,16 @@ func messageParam(i int, name string) string {
 	return p
 }
 
-func (f *Door) parseMessage(i int, item []byte) (api.Message, *api.Error) {
-	if firstByte(item) != '{' {
-		return api.Message{}, typeError(messageParam(i, ""), "an object", item)
+func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
+	m := &c.Items[i]
+	if m.Kind() != wire.Object {
+		return api.Message{}, typeError(messageParam(i, ""), "an object", m.Value)
 	}
-	var role, content, name, refusal, toolCalls, functionCall []byte
-	var unknown string
-	eachMember(item, func(key, val []byte) bool {
-		switch {
-		case keyIs(key, "role"):
-			role = val
-		case keyIs(key, "content"):
-			content = val
-		case keyIs(key, "name"):
-			name = val
-		case keyIs(key, "refusal"):
-			refusal = val
-		case keyIs(key, "tool_calls"):
-			toolCalls = val
-		case keyIs(key, "function_call"):
-			functionCall = val
-		default:
-			if unknown == "" {
-				unknown = keyName(key)
-			}
-		}
-		return true
-	})
-	r, aerr := parseRole(role, i)
+	r, aerr := parseRole(m.Role, i)
 	if aerr != nil {
 		return api.Message{}, aerr
 	}
-	c, aerr := f.parseContent(content, i)
+	content, aerr := f.parseContent(c, m, i)
 	if aerr != nil {
 		return api.Message{}, aerr
 	}
@@ -335,47 +311,47 @@ func (f *Door) parseMessage(i int, item []byte) (api.Message, *api.Error) {
 	// in what the replica is asked, but must be what OpenAI says they are.
 	for _, fv := range []struct {
 		name string
-		val  []byte
-	}{{"name", name}, {"refusal", refusal}} {
-		if present(fv.val) && firstByte(fv.val) != '"' {
+		val  wire.Value
+	}{{"name", m.Name}, {"refusal", m.Refusal}} {
+		if fv.val.Given() && fv.val.Kind() != wire.String {
 			return api.Message{}, typeError(messageParam(i, fv.name), "a string", fv.val)
 		}
 	}
 	for _, fv := range []struct {
 		name string
-		val  []byte
-	}{{"tool_calls", toolCalls}, {"function_call", functionCall}} {
-		if present(fv.val) && !isEmptyArray(fv.val) {
+		val  wire.Value
+	}{{"tool_calls", m.ToolCalls}, {"function_call", m.FunctionCall}} {
+		if fv.val.Given() && !isEmptyArray(fv.val) {
 			p := messageParam(i, fv.name)
 			return api.Message{}, invalid(codeUnsupported, p,
 				"Unsupported parameter: '"+p+"': this gateway does not support tool calls.")
 		}
 	}
-	if unknown != "" {
-		p := messageParam(i, unknown)
+	if m.Other.Value.Raw != nil {
+		p := messageParam(i, m.Other.Name)
 		return api.Message{}, invalid(codeUnknown, p, "Unrecognized request argument supplied: "+p)
 	}
-	return api.Message{Role: r, Content: c}, nil
+	return api.Message{Role: r, Content: content}, nil
 }
 
 // parseRole takes OpenAI's roles; "developer" (OpenAI's new name for
 // system instructions) is sent to replicas as "system", the role their
 // chat templates know.
-func parseRole(raw []byte, i int) (string, *api.Error) {
+func parseRole(raw wire.Value, i int) (string, *api.Error) {
 	// The usual roles are compared raw, without decoding.
-	switch string(raw) {
-	case `"user"`:
+	switch {
+	case raw.Is(api.RoleUser):
 		return api.RoleUser, nil
-	case `"assistant"`:
+	case raw.Is(api.RoleAssistant):
 		return api.RoleAssistant, nil
-	case `"system"`:
+	case raw.Is(api.RoleSystem):
 		return api.RoleSystem, nil
 	}
 	param := messageParam(i, "role")
-	if !present(raw) {
+	if !raw.Given() {
 		return "", invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
 	}
-	role, ok := stringValue(raw)
+	role, ok := raw.Str()
 	if !ok {
 		return "", typeError(param, "a string", raw)
 	}
@@ -396,33 +372,30 @@ func parseRole(raw []byte, i int) (string, *api.Error) {
 // newlines (as vLLM joins them for a chat template). Other parts (images,
 // audio, files) are refused: the replicas behind this gateway are asked
 // for text only.
-func (f *Door) parseContent(raw []byte, i int) (string, *api.Error) {
+func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int) (string, *api.Error) {
 	var content string
-	switch firstByte(raw) {
-	case '"':
-		content = unquote(raw)
-	case '[':
+	switch m.Content.Kind() {
+	case wire.String:
+		content = m.Content.Text()
+	case wire.Array:
 		var b strings.Builder
-		var aerr *api.Error
-		eachElement(raw, func(j int, part []byte) bool {
-			var text string
-			text, aerr = contentPart(part, i, j)
+		for j, part := range c.PartsOf(m) {
+			text, aerr := contentPart(part, i, j)
+			if aerr != nil {
+				return "", aerr
+			}
 			if j > 0 {
 				b.WriteByte('\n')
 			}
 			b.WriteString(text)
-			return aerr == nil
-		})
-		if aerr != nil {
-			return "", aerr
 		}
 		content = b.String()
 	default:
 		param := messageParam(i, "content")
-		if !present(raw) {
+		if !m.Content.Given() {
 			return "", invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
 		}
-		return "", typeError(param, "a string or an array of content parts", raw)
+		return "", typeError(param, "a string or an array of content parts", m.Content)
 	}
 	if max := f.limits.MaxContentChars; len(content) > max && utf8.RuneCountInString(content) > max {
 		param := messageParam(i, "content")
@@ -435,7 +408,7 @@ func (f *Door) parseContent(raw []byte, i int) (string, *api.Error) {
 
 // contentPart reads part j of message i's content: a text part. Members
 // beside type and text (a client's cache hints) are ignored.
-func contentPart(part []byte, i, j int) (string, *api.Error) {
+func contentPart(part wire.ChatPart, i, j int) (string, *api.Error) {
 	param := func(name string) string {
 		p := messageParam(i, "content") + "[" + strconv.Itoa(j) + "]"
 		if name != "" {
@@ -443,23 +416,13 @@ func contentPart(part []byte, i, j int) (string, *api.Error) {
 		}
 		return p
 	}
-	if firstByte(part) != '{' {
-		return "", typeError(param(""), "an object", part)
+	if part.Kind() != wire.Object {
+		return "", typeError(param(""), "an object", part.Value)
 	}
-	var typ, text []byte
-	eachMember(part, func(key, val []byte) bool {
+	if typ := part.Type; !typ.Is("text") {
+		t, ok := typ.Str()
 		switch {
-		case keyIs(key, "type"):
-			typ = val
-		case keyIs(key, "text"):
-			text = val
-		}
-		return true
-	})
-	if string(typ) != `"text"` {
-		t, ok := stringValue(typ)
-		switch {
-		case !present(typ):
+		case !typ.Given():
 			return "", invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
 		case !ok:
 			return "", typeError(param("type"), "a string", typ)
@@ -468,44 +431,38 @@ func contentPart(part []byte, i, j int) (string, *api.Error) {
 				"' are not supported: this gateway serves text-only models; send text parts only.")
 		}
 	}
-	s, ok := stringValue(text)
+	s, ok := part.Text.Str()
 	if !ok {
-		if !present(text) {
+		if !part.Text.Given() {
 			return "", invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
 		}
-		return "", typeError(param("text"), "a string", text)
+		return "", typeError(param("text"), "a string", part.Text)
 	}
 	return s, nil
 }
 
 // parseStop takes a string or an array of strings.
-func (f *Door) parseStop(raw []byte) ([]string, *api.Error) {
+func (f *Door) parseStop(c *wire.Chat) ([]string, *api.Error) {
 	var stop []string
-	isArray := firstByte(raw) == '['
+	isArray := c.Stop.Kind() == wire.Array
 	switch {
-	case firstByte(raw) == '"':
-		stop = []string{unquote(raw)}
+	case c.Stop.Kind() == wire.String:
+		stop = []string{c.Stop.Text()}
 	case isArray:
-		if n := countElements(raw); n > maxStop {
+		if n := len(c.Stops); n > maxStop {
 			return nil, invalid(codeArrayTooLong, "stop", fmt.Sprintf(
 				"Invalid 'stop': array too long. Expected an array with maximum length %d, but got an array with length %d instead.",
 				maxStop, n))
 		}
-		var aerr *api.Error
-		eachElement(raw, func(i int, item []byte) bool {
-			s, ok := stringValue(item)
+		for i, item := range c.Stops {
+			s, ok := item.Str()
 			if !ok {
-				aerr = typeError("stop["+strconv.Itoa(i)+"]", "a string", item)
-				return false
+				return nil, typeError("stop["+strconv.Itoa(i)+"]", "a string", item)
 			}
 			stop = append(stop, s)
-			return true
-		})
-		if aerr != nil {
-			return nil, aerr
 		}
 	default:
-		return nil, typeError("stop", "a string or an array of strings", raw)
+		return nil, typeError("stop", "a string or an array of strings", c.Stop)
 	}
 	for i, s := range stop {
 		param := "stop"
@@ -525,42 +482,35 @@ func (f *Door) parseStop(raw []byte) ([]string, *api.Error) {
 // parseStreamOptions reads include_usage; OpenAI's include_obfuscation
 // (padding against side channels on its own service) is accepted and has
 // nothing to do here.
-func parseStreamOptions(raw []byte) (bool, *api.Error) {
-	if firstByte(raw) != '{' {
-		return false, typeError("stream_options", "an object", raw)
+func parseStreamOptions(c *wire.Chat) (bool, *api.Error) {
+	if c.StreamOptions.Kind() != wire.Object {
+		return false, typeError("stream_options", "an object", c.StreamOptions)
 	}
 	var include bool
-	var aerr *api.Error
-	eachMember(raw, func(key, v []byte) bool {
-		name := keyName(key)
-		switch name {
-		case "include_usage", "include_obfuscation":
-			if !present(v) {
-				return true
-			}
-			b, ok := boolValue(v)
-			if !ok {
-				aerr = typeError("stream_options."+name, "a boolean", v)
-				return false
-			}
-			if name == "include_usage" {
-				include = b
-			}
-		default:
-			aerr = invalid(codeUnknown, "stream_options."+name, "Unrecognized request argument supplied: stream_options."+name)
-			return false
+	for _, o := range c.Options {
+		if !o.Known {
+			return false, invalid(codeUnknown, "stream_options."+o.Name, "Unrecognized request argument supplied: stream_options."+o.Name)
 		}
-		return true
-	})
-	return include, aerr
+		if !o.Value.Given() {
+			continue
+		}
+		b, ok := boolValue(o.Value)
+		if !ok {
+			return false, typeError("stream_options."+o.Name, "a boolean", o.Value)
+		}
+		if o.Name == "include_usage" {
+			include = b
+		}
+	}
+	return include, nil
 }
 
 // numberIn reads a number in [min, max].
-func numberIn(raw []byte, param string, min, max float64) (float64, *api.Error) {
-	if !isNumber(raw) {
+func numberIn(raw wire.Value, param string, min, max float64) (float64, *api.Error) {
+	if raw.Kind() != wire.Number {
 		return 0, typeError(param, "a number", raw)
 	}
-	v, err := strconv.ParseFloat(string(raw), 64)
+	v, err := strconv.ParseFloat(string(raw.Raw), 64)
 	if err != nil || v < min || v > max {
 		return 0, invalid(codeInvalidValue, param, fmt.Sprintf(
 			"Invalid '%s': must be between %s and %s, got %s.", param, fmtNum(min), fmtNum(max), clip(raw)))
@@ -570,11 +520,11 @@ func numberIn(raw []byte, param string, min, max float64) (float64, *api.Error) 
 
 // integerIn reads a whole number in [min, max]; 5.0 and 5e0 are not one,
 // as OpenAI's API judges them.
-func integerIn(raw []byte, param string, min, max int64) (int64, *api.Error) {
-	if !isNumber(raw) {
+func integerIn(raw wire.Value, param string, min, max int64) (int64, *api.Error) {
+	if raw.Kind() != wire.Number {
 		return 0, typeError(param, "an integer", raw)
 	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
+	n, err := strconv.ParseInt(string(raw.Raw), 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange):
 		return 0, invalid(codeInvalidValue, param, "Invalid '"+param+"': the integer "+clip(raw)+" is out of range.")
@@ -591,77 +541,47 @@ func integerIn(raw []byte, param string, min, max int64) (int64, *api.Error) {
 }
 
 // typeError is a 400 naming the field, what it should be and what it was.
-func typeError(param, want string, raw []byte) *api.Error {
+func typeError(param, want string, raw wire.Value) *api.Error {
 	return invalid(codeInvalidType, param, "Invalid type for '"+param+"': expected "+want+", but got "+kind(raw)+" instead.")
 }
 
 // kind names a JSON value's type, as OpenAI's messages do.
-func kind(raw []byte) string {
-	switch firstByte(raw) {
-	case '"':
+func kind(raw wire.Value) string {
+	switch raw.Kind() {
+	case wire.String:
 		return "a string"
-	case '{':
+	case wire.Object:
 		return "an object"
-	case '[':
+	case wire.Array:
 		return "an array"
-	case 't', 'f':
+	case wire.True, wire.False:
 		return "a boolean"
-	case 'n':
+	case wire.Null:
 		return "null"
 	}
-	if bytes.ContainsAny(raw, ".eE") {
+	if bytes.ContainsAny(raw.Raw, ".eE") {
 		return "a decimal"
 	}
 	return "an integer"
 }
 
 // clip is a short rendering of a value for a message.
-func clip(raw []byte) string {
-	if len(raw) > 32 {
-		return string(raw[:32]) + "..."
+func clip(raw wire.Value) string {
+	if len(raw.Raw) > 32 {
+		return string(raw.Raw[:32]) + "..."
 	}
-	return string(raw)
+	return string(raw.Raw)
 }
 
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// The values below are members of a body json.Valid accepted, as
-// eachMember and eachElement cut them: valid JSON without surrounding
-// space.
-
-func firstByte(raw []byte) byte {
-	raw = bytes.TrimLeft(raw, " \t\r\n")
-	if len(raw) == 0 {
-		return 0
-	}
-	return raw[0]
-}
-
-// present reports a field that was sent with a value other than null:
-// OpenAI's API reads null as "not given" for every optional field.
-func present(raw []byte) bool { return raw != nil && !isNull(raw) }
-
-func isNull(raw []byte) bool { return string(raw) == "null" }
-
-func isNumber(raw []byte) bool {
-	c := firstByte(raw)
-	return c == '-' || ('0' <= c && c <= '9')
-}
-
-func stringValue(raw []byte) (string, bool) {
-	if firstByte(raw) != '"' {
-		return "", false
-	}
-	return unquote(raw), true
-}
-
 // boolValue takes JSON's true and false only: OpenAI's API does not read
 // "yes" or 1 as a boolean.
-func boolValue(raw []byte) (bool, bool) {
-	switch string(raw) {
-	case "true":
+func boolValue(raw wire.Value) (bool, bool) {
+	switch raw.Kind() {
+	case wire.True:
 		return true, true
-	case "false":
+	case wire.False:
 		return false, true
 	}
 	return false, false
@@ -669,60 +589,61 @@ func boolValue(raw []byte) (bool, bool) {
 
 // Acceptors of inert fields' values.
 
-func isZero(raw []byte) bool {
-	if !isNumber(raw) {
+func isZero(raw wire.Value) bool {
+	if raw.Kind() != wire.Number {
 		return false
 	}
-	v, err := strconv.ParseFloat(string(raw), 64)
+	v, err := strconv.ParseFloat(string(raw.Raw), 64)
 	return err == nil && v == 0
 }
 
-func isFalse(raw []byte) bool { return string(raw) == "false" }
+func isFalse(raw wire.Value) bool { return raw.Kind() == wire.False }
 
-func isBool(raw []byte) bool { _, ok := boolValue(raw); return ok }
+func isBool(raw wire.Value) bool { _, ok := boolValue(raw); return ok }
 
-func isString(raw []byte) bool { _, ok := stringValue(raw); return ok }
+func isString(raw wire.Value) bool { return raw.Kind() == wire.String }
 
-func isObject(raw []byte) bool { return firstByte(raw) == '{' }
+func isObject(raw wire.Value) bool { return raw.Kind() == wire.Object }
 
-func isEmptyObject(raw []byte) bool {
+func isEmptyObject(raw wire.Value) bool {
 	empty := true
-	eachMember(raw, func(_, _ []byte) bool { empty = false; return false })
-	return firstByte(raw) == '{' && empty
+	err := raw.Members(func(wire.Member) bool { empty = false; return false })
+	return raw.Kind() == wire.Object && empty && err == nil
 }
 
-func isEmptyArray(raw []byte) bool { return firstByte(raw) == '[' && countElements(raw) == 0 }
+func isEmptyArray(raw wire.Value) bool {
+	empty := true
+	err := raw.Elements(func(int, wire.Value) bool { empty = false; return false })
+	return raw.Kind() == wire.Array && empty && err == nil
+}
 
-func never([]byte) bool { return false }
+func never(wire.Value) bool { return false }
 
-func oneOf(values ...string) func([]byte) bool {
-	return func(raw []byte) bool {
-		s, ok := stringValue(raw)
+func oneOf(values ...string) func(wire.Value) bool {
+	return func(raw wire.Value) bool {
+		s, ok := raw.Str()
 		return ok && slices.Contains(values, s)
 	}
 }
 
 // isTextFormat accepts response_format {"type":"text"}, the default.
-func isTextFormat(raw []byte) bool {
-	if firstByte(raw) != '{' {
-		return false
-	}
+func isTextFormat(raw wire.Value) bool {
 	n, text := 0, false
-	eachMember(raw, func(key, val []byte) bool {
+	err := raw.Members(func(m wire.Member) bool {
 		n++
-		text = keyIs(key, "type") && string(val) == `"text"`
+		text = m.Name == "type" && m.Value.Is("text")
 		return true
 	})
-	return n == 1 && text
+	return raw.Kind() == wire.Object && err == nil && n == 1 && text
 }
 
 // isTextModality accepts modalities ["text"], the default.
-func isTextModality(raw []byte) bool {
+func isTextModality(raw wire.Value) bool {
 	n, text := 0, false
-	eachElement(raw, func(_ int, val []byte) bool {
+	err := raw.Elements(func(_ int, v wire.Value) bool {
 		n++
-		text = string(val) == `"text"`
+		text = v.Is("text")
 		return true
 	})
-	return firstByte(raw) == '[' && n == 1 && text
+	return raw.Kind() == wire.Array && err == nil && n == 1 && text
 }

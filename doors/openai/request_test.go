@@ -45,7 +45,7 @@ func TestParseAccepts(t *testing.T) {
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "hi"}}}},
 		{"include_usage false, include_obfuscation ignored", `{"model":"qwen",` + hi + `,"stream":true,"stream_options":{"include_usage":false,"include_obfuscation":true}}`,
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "hi"}}, Stream: true}},
-		{"keys spelled with escapes, the last of a repeated one", `{"mod\u0065l":"gemma","model":"qwen","messages":[{"r\u006fle":"user","content":"hi"}]}`,
+		{"keys spelled with escapes", `{"mod\u0065l":"qwen","messages":[{"r\u006fle":"user","content":"hi"}]}`,
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "hi"}}}},
 		{"content at the limit, in characters", `{"model":"qwen","messages":[{"role":"user","content":"ééééééééééééééééééé€"}]}`,
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "ééééééééééééééééééé€"}}}},
@@ -100,6 +100,7 @@ func TestParseRefuses(t *testing.T) {
 			400, codeStringTooLong, "messages[0].content", ""},
 		{"tool calls", `{"model":"qwen","messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]}`, 400, codeUnsupported, "messages[0].tool_calls", "tool calls"},
 		{"unknown message field", `{"model":"qwen","messages":[{"role":"user","content":"x","mood":"happy"}]}`, 400, codeUnknown, "messages[0].mood", ""},
+		{"message field named nothing", `{"model":"qwen","messages":[{"":"x","role":"user","content":"x"}]}`, 400, codeUnknown, "messages[0]", ""},
 		{"temperature too high", `{"model":"qwen",` + hi + `,"temperature":2.5}`, 400, codeInvalidValue, "temperature", "between 0 and 2"},
 		{"temperature negative", `{"model":"qwen",` + hi + `,"temperature":-0.1}`, 400, codeInvalidValue, "temperature", ""},
 		{"temperature huge", `{"model":"qwen",` + hi + `,"temperature":1e400}`, 400, codeInvalidValue, "temperature", ""},
@@ -130,6 +131,15 @@ func TestParseRefuses(t *testing.T) {
 		{"unknown field", `{"model":"qwen",` + hi + `,"top_k":40}`, 400, codeUnknown, "top_k", "Unrecognized request argument supplied: top_k"},
 		{"unknown fields: the first by name", `{"model":"qwen",` + hi + `,"zeta":1,"alpha":2}`, 400, codeUnknown, "alpha", ""},
 		{"field names are case-sensitive", `{"Model":"qwen","model":"qwen",` + hi + `}`, 400, codeUnknown, "Model", ""},
+		// Two readers of one body must never see two models: a repeated
+		// member, however spelled, is refused, not resolved.
+		{"a repeated model, spelled with escapes", `{"mod\u0065l":"gemma","model":"qwen",` + hi + `}`, 400, codeDuplicate, "model", "'model' is given more than once"},
+		{"a repeated member of a message", `{"model":"qwen","messages":[{"role":"user","content":"a"},{"role":"system","content":"hi","role":"user"}]}`,
+			400, codeDuplicate, "messages[1].role", ""},
+		{"a repeated member in an unread value", `{"model":"qwen",` + hi + `,"metadata":{"k":"a","k":"b"}}`, 400, codeDuplicate, "metadata.k", ""},
+		{"invalid UTF-8", "{\"model\":\"qwen\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}", 400, codeInvalidJSON, "", "not valid JSON"},
+		{"an unpaired surrogate", `{"model":"qwen","messages":[{"role":"user","content":"\ud800"}]}`, 400, codeInvalidJSON, "", ""},
+		{"a second value after the body", `{"model":"qwen",` + hi + `} {}`, 400, codeInvalidJSON, "", ""},
 	}
 	f := testDoor()
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/wire"
 )
 
 // readCompletion reads a non-streamed chat.completion of at most limit
@@ -23,20 +24,20 @@ func readCompletion(ctx context.Context, body io.Reader, size, limit int64, res 
 	}
 	res.Done = time.Now()
 
-	var w wireResponse
-	if err := decodeChunk(data, &w); err != nil {
+	var w wire.Answer
+	if err := wire.ReadAnswer(data, &w); err != nil {
 		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed JSON in the response", Err: err}
 	}
-	if w.isError() {
+	if w.IsError() {
 		return &protocols.Error{Kind: protocols.KindServer, Message: protocols.PayloadMessage(data, "replica reported an error")}
 	}
 	if len(w.Choices) == 0 {
 		return &protocols.Error{Kind: protocols.KindProtocol, Message: "response has no choices"}
 	}
 	c := w.Choices[0]
-	res.Content = c.Message.Content
-	res.FinishReason = c.finishReason()
-	res.Usage, res.UsageKnown = w.Usage.toAPI()
+	res.Content = c.Message
+	res.FinishReason = c.FinishReason
+	res.Usage, res.UsageKnown = usage(w.Usage)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/wire"
 )
 
 func TestChatNonStreamed(t *testing.T) {
@@ -91,21 +92,21 @@ func TestChatNonStreamed(t *testing.T) {
 }
 
 func TestUsageToAPI(t *testing.T) {
-	n := func(v int) *int { return &v }
+	n := func(v int) wire.Count { return wire.Count{N: v, Given: true} }
 	cases := []struct {
-		in    *wireUsage
+		in    wire.Usage
 		want  api.Usage
 		known bool
 	}{
-		{nil, api.Usage{}, false},
-		{&wireUsage{}, api.Usage{}, false},
-		{&wireUsage{PromptTokens: n(3), CompletionTokens: n(4)}, api.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}, true},
-		{&wireUsage{PromptTokens: n(3), CompletionTokens: n(4), TotalTokens: n(9)}, api.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 9}, true},
-		{&wireUsage{CompletionTokens: n(4)}, api.Usage{CompletionTokens: 4}, true},
-		{&wireUsage{PromptTokens: n(0), CompletionTokens: n(0), TotalTokens: n(0)}, api.Usage{}, true},
+		{wire.Usage{}, api.Usage{}, false},
+		{wire.Usage{Given: true}, api.Usage{}, false},
+		{wire.Usage{Given: true, PromptTokens: n(3), CompletionTokens: n(4)}, api.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 7}, true},
+		{wire.Usage{Given: true, PromptTokens: n(3), CompletionTokens: n(4), TotalTokens: n(9)}, api.Usage{PromptTokens: 3, CompletionTokens: 4, TotalTokens: 9}, true},
+		{wire.Usage{Given: true, CompletionTokens: n(4)}, api.Usage{CompletionTokens: 4}, true},
+		{wire.Usage{Given: true, PromptTokens: n(0), CompletionTokens: n(0), TotalTokens: n(0)}, api.Usage{}, true},
 	}
 	for i, tc := range cases {
-		got, known := tc.in.toAPI()
+		got, known := usage(tc.in)
 		if got != tc.want || known != tc.known {
 			t.Errorf("%d: got %+v %v, want %+v %v", i, got, known, tc.want, tc.known)
 		}

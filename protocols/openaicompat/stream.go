@@ -11,6 +11,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/protocols/sse"
+	"github.com/llmedge/llmedge/wire"
 )
 
 // streamOutcome is what a completed stream produced.
@@ -46,7 +47,9 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 	out := &streamOutcome{Collector: protocols.Collector{OnDelta: onDelta}}
 	events := sse.NewReader(r, maxLine)
 	fail := func(kind protocols.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
-	var c wireResponse // reused chunk after chunk
+	chunks := wire.NewAnswerReader() // one reader for the stream's chunks
+	defer chunks.Release()
+	var c wire.Answer // reused chunk after chunk
 	for {
 		if ctx.Err() != nil {
 			return nil, protocols.Canceled(ctx)
@@ -85,23 +88,23 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 			return out, nil
 		}
 
-		if err := decodeChunk(data, &c); err != nil {
+		if err := chunks.Read(data, &c); err != nil {
 			return nil, fail(protocols.KindProtocol, "malformed JSON in a stream chunk", err)
 		}
-		if c.isError() {
+		if c.IsError() {
 			return nil, fail(protocols.KindServer, protocols.PayloadMessage(data, "replica reported an error in the stream"), nil)
 		}
-		if u, ok := c.Usage.toAPI(); ok {
+		if u, ok := usage(c.Usage); ok {
 			out.usage, out.usageKnown = u, true
 		}
 		if len(c.Choices) == 0 {
 			continue // e.g. vLLM's separate usage chunk
 		}
 		choice := c.Choices[0]
-		if err := out.Add(ctx, choice.Delta.Content); err != nil {
+		if err := out.Add(ctx, choice.Delta); err != nil {
 			return nil, err
 		}
-		if fr := choice.finishReason(); fr != "" {
+		if fr := choice.FinishReason; fr != "" {
 			out.finishReason = fr
 		}
 	}

@@ -1,0 +1,342 @@
+package wire
+
+// Chat is what ReadChat read of an OpenAI chat completions request: the
+// members the gateway uses, as written, and every top-level member with
+// its span, so that the body can be passed on with a member replaced or
+// added without encoding the rest again.
+type Chat struct {
+	// Body is the whole top-level value; the members below are read only
+	// when it is an object.
+	Body Value
+	// Members are the body's members in order. Those the reader reads
+	// are Known; the others are recorded, not read.
+	Members []Member
+
+	Model, Messages, Stream, StreamOptions, Temperature, TopP, MaxTokens,
+	MaxCompletionTokens, Stop, Seed, User, N Value
+
+	// Items are the elements of Messages when it is an array.
+	Items []ChatMessage
+	// Parts are the elements of the messages' contents that are arrays,
+	// message after message (ChatMessage.Parts says which are whose).
+	Parts []ChatPart
+	// Stops are the elements of Stop when it is an array.
+	Stops []Value
+	// Options are the members of StreamOptions when it is an object.
+	Options []Member
+}
+
+// ChatMessage is one element of messages.
+type ChatMessage struct {
+	// Value is the element as written.
+	Value
+	// The members the gateway reads, when the element is an object.
+	Role, Content, Name, Refusal, ToolCalls, FunctionCall Value
+	// Other is the first member of any other name; its Value.Raw is nil
+	// when there is none (a name may be "").
+	Other Member
+	// PartsFrom and PartsTo delimit the elements of Content, when it is
+	// an array, in Chat.Parts.
+	PartsFrom, PartsTo int
+}
+
+// ChatPart is one element of a message's content array.
+type ChatPart struct {
+	// Value is the element as written.
+	Value
+	// Type and Text are its members when it is an object; others are
+	// left alone.
+	Type, Text Value
+}
+
+// field is the member of m ReadChat reads by that name.
+func (m *ChatMessage) field(name []byte) *Value {
+	switch string(name) {
+	case "role":
+		return &m.Role
+	case "content":
+		return &m.Content
+	case "name":
+		return &m.Name
+	case "refusal":
+		return &m.Refusal
+	case "tool_calls":
+		return &m.ToolCalls
+	case "function_call":
+		return &m.FunctionCall
+	}
+	return nil
+}
+
+// PartsOf returns the content parts of m, one of c.Items.
+func (c *Chat) PartsOf(m *ChatMessage) []ChatPart { return c.Parts[m.PartsFrom:m.PartsTo] }
+
+// ReadChat reads body into c, reusing c's slices. The values in c point
+// into body.
+func ReadChat(body []byte, c *Chat) error {
+	keep := Chat{Members: c.Members[:0], Items: c.Items[:0], Parts: c.Parts[:0], Stops: c.Stops[:0], Options: c.Options[:0]}
+	*c = keep
+	dec := newDecoder(body, false)
+	defer dec.free()
+	err := dec.chat(c)
+	if err == nil {
+		err = dec.end()
+	}
+	return err
+}
+
+// field is the member of c ReadChat reads by that name, and the name.
+func (c *Chat) field(name []byte) (string, *Value) {
+	switch string(name) {
+	case "model":
+		return "model", &c.Model
+	case "messages":
+		return "messages", &c.Messages
+	case "stream":
+		return "stream", &c.Stream
+	case "stream_options":
+		return "stream_options", &c.StreamOptions
+	case "temperature":
+		return "temperature", &c.Temperature
+	case "top_p":
+		return "top_p", &c.TopP
+	case "max_tokens":
+		return "max_tokens", &c.MaxTokens
+	case "max_completion_tokens":
+		return "max_completion_tokens", &c.MaxCompletionTokens
+	case "stop":
+		return "stop", &c.Stop
+	case "seed":
+		return "seed", &c.Seed
+	case "user":
+		return "user", &c.User
+	case "n":
+		return "n", &c.N
+	}
+	return "", nil
+}
+
+// The readers below are loops rather than callbacks, and fill results in
+// place: a request is read once per call, but every call counts.
+
+func (dec *decoder) chat(c *Chat) error {
+	if dec.peek() != Object {
+		v, err := dec.value()
+		c.Body = v
+		return err
+	}
+	start, err := dec.open()
+	if err != nil {
+		return err
+	}
+	for {
+		n, more, err := dec.name()
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		k := n.Raw[1 : len(n.Raw)-1]
+		name, field := c.field(k)
+		if field == nil {
+			if d, esc := unescaped(k); esc {
+				k = d
+				name, field = c.field(k)
+			}
+		}
+		var v Value
+		switch {
+		case name == "messages" && dec.peek() == Array:
+			v, err = dec.chatMessages(c)
+		case name == "stop" && dec.peek() == Array:
+			v, err = dec.stops(c)
+		case name == "stream_options" && dec.peek() == Object:
+			v, err = dec.streamOptions(c)
+		default:
+			v, err = dec.value()
+		}
+		if err != nil {
+			return err
+		}
+		m := Member{Name: name, Start: n.Start, End: v.End, Value: v, Known: field != nil}
+		if field != nil {
+			*field = v
+		} else {
+			m.Name = string(k)
+		}
+		c.Members = append(c.Members, m)
+	}
+	end := dec.offset()
+	c.Body = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	return nil
+}
+
+func (dec *decoder) chatMessages(c *Chat) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			e := dec.offset()
+			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+		}
+		c.Items = append(c.Items, ChatMessage{})
+		m := &c.Items[len(c.Items)-1]
+		if dec.peek() != Object {
+			if m.Value, err = dec.value(); err != nil {
+				return Value{}, err
+			}
+			m.PartsFrom, m.PartsTo = len(c.Parts), len(c.Parts)
+			continue
+		}
+		if err := dec.chatMessage(c, m); err != nil {
+			return Value{}, err
+		}
+	}
+}
+
+func (dec *decoder) chatMessage(c *Chat, m *ChatMessage) error {
+	start, err := dec.open()
+	if err != nil {
+		return err
+	}
+	m.PartsFrom, m.PartsTo = len(c.Parts), len(c.Parts)
+	for {
+		n, more, err := dec.name()
+		if err != nil {
+			return err
+		}
+		if !more {
+			break
+		}
+		k := n.Raw[1 : len(n.Raw)-1]
+		field := m.field(k)
+		if field == nil {
+			if d, esc := unescaped(k); esc {
+				k = d
+				field = m.field(k)
+			}
+		}
+		var v Value
+		if field == &m.Content && dec.peek() == Array {
+			v, err = dec.chatParts(c)
+			m.PartsTo = len(c.Parts)
+		} else {
+			v, err = dec.value()
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case field != nil:
+			*field = v
+		case m.Other.Value.Raw == nil:
+			m.Other = Member{Name: string(k), Start: n.Start, End: v.End, Value: v}
+		}
+	}
+	end := dec.offset()
+	m.Value = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	return nil
+}
+
+func (dec *decoder) chatParts(c *Chat) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			e := dec.offset()
+			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+		}
+		c.Parts = append(c.Parts, ChatPart{})
+		p := &c.Parts[len(c.Parts)-1]
+		if dec.peek() != Object {
+			if p.Value, err = dec.value(); err != nil {
+				return Value{}, err
+			}
+			continue
+		}
+		pstart, err := dec.open()
+		if err != nil {
+			return Value{}, err
+		}
+		for {
+			n, more, err := dec.name()
+			if err != nil {
+				return Value{}, err
+			}
+			if !more {
+				break
+			}
+			v, err := dec.value()
+			if err != nil {
+				return Value{}, err
+			}
+			k := n.Raw[1 : len(n.Raw)-1]
+			if string(k) != "type" && string(k) != "text" {
+				k, _ = unescaped(k)
+			}
+			switch string(k) {
+			case "type":
+				p.Type = v
+			case "text":
+				p.Text = v
+			}
+		}
+		e := dec.offset()
+		p.Value = Value{Raw: dec.body[pstart:e:e], Start: pstart, End: e}
+	}
+}
+
+func (dec *decoder) stops(c *Chat) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			e := dec.offset()
+			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+		}
+		v, err := dec.value()
+		if err != nil {
+			return Value{}, err
+		}
+		c.Stops = append(c.Stops, v)
+	}
+}
+
+func (dec *decoder) streamOptions(c *Chat) (Value, error) {
+	start, err := dec.open()
+	if err != nil {
+		return Value{}, err
+	}
+	for {
+		n, more, err := dec.name()
+		if err != nil {
+			return Value{}, err
+		}
+		if !more {
+			break
+		}
+		v, err := dec.value()
+		if err != nil {
+			return Value{}, err
+		}
+		o := Member{Start: n.Start, End: v.End, Value: v, Known: true}
+		switch k := key(n.Raw); string(k) {
+		case "include_usage":
+			o.Name = "include_usage"
+		case "include_obfuscation":
+			o.Name = "include_obfuscation"
+		default:
+			o.Name, o.Known = string(k), false
+		}
+		c.Options = append(c.Options, o)
+	}
+	e := dec.offset()
+	return Value{Raw: dec.body[start:e:e], Start: start, End: e}, nil
+}
