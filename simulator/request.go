@@ -114,7 +114,13 @@ type chat struct {
 	// Groups are the prompts of a /v1/completions batch, one raw message
 	// each: choice i answers Groups[i/N]. nil for the chat APIs.
 	Groups [][]api.Message
-	// Echo is prepended to each choice's text (/v1/completions' echo).
+	// Raw marks a request that validate need not check the messages of:
+	// /v1/completions (its prompts are raw text) and /v1/responses (its
+	// decoder checks the input).
+	Raw bool
+	// Extra is what an API's answer needs of its request beyond the above.
+	Extra any
+	// Echo prepends the prompt to each choice's text (/v1/completions).
 	Echo bool
 	// invalid is the first semantic error found while decoding, which
 	// validate reports after the checks of the messages.
@@ -361,15 +367,17 @@ func (c *chat) maxTokens() *int {
 
 // validate applies vLLM's request checks that do not depend on the model.
 func (c *chat) validate() *apiError {
-	if c.MessagesMissing {
-		return badRequest("messages: Field required")
-	}
-	if len(c.Messages) == 0 {
-		return badRequest("messages: List should have at least 1 item after validation, not 0")
-	}
-	for i, m := range c.Messages {
-		if m.Role == "" {
-			return badRequest(fmt.Sprintf("messages[%d].role: Field required", i))
+	if !c.Raw {
+		if c.MessagesMissing {
+			return badRequest("messages: Field required")
+		}
+		if len(c.Messages) == 0 {
+			return badRequest("messages: List should have at least 1 item after validation, not 0")
+		}
+		for i, m := range c.Messages {
+			if m.Role == "" {
+				return badRequest(fmt.Sprintf("messages[%d].role: Field required", i))
+			}
 		}
 	}
 	if c.StreamOptions && !c.Stream {

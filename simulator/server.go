@@ -174,8 +174,22 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 			return
 		}
 		w.WriteHeader(status)
-	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
-		s.handleChat(w, r, d, decodeChat) // checks the API key itself, to count rejections
+	case r.Method == http.MethodPost && s.servesPost(path):
+		switch path {
+		case "/v1/chat/completions":
+			s.handleChat(w, r, d, decodeChat) // checks the API key itself, to count rejections
+		case "/v1/completions":
+			s.handleGenerate(w, r, d, endpoint{decode: decodeCompletions, reply: completionsReply})
+		case "/v1/embeddings":
+			s.handleEmbeddings(w, r, d)
+		case "/v1/messages":
+			s.handleGenerate(w, r, d, endpoint{decode: decodeMessages, reply: messagesReply,
+				writeError: writeAnthropicError, record: true, apiKeyHeader: "X-Api-Key"})
+		case "/v1/messages/count_tokens":
+			s.handleCountTokens(w, r, d)
+		case "/v1/responses":
+			s.handleGenerate(w, r, d, endpoint{decode: decodeResponses, reply: responsesReply, record: true})
+		}
 	case path == "/metrics":
 		// Outside /v1, so no API key, as in vLLM.
 		s.handleMetrics(w, r, d)
@@ -184,10 +198,10 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 			writeUnauthorized(w)
 			return
 		}
-		switch path {
-		case "/v1/chat/completions":
+		switch {
+		case s.servesPost(path):
 			writeMethodNotAllowed(w, http.MethodPost)
-		case "/v1/models":
+		case path == "/v1/models":
 			if r.Method != http.MethodGet {
 				writeMethodNotAllowed(w, http.MethodGet)
 				return
@@ -199,6 +213,20 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 	default:
 		writeNotFound(w)
 	}
+}
+
+// servesPost reports whether path is one of the POST endpoints the OpenAI
+// dialects serve under the Config in force.
+func (s *Server) servesPost(path string) bool {
+	switch path {
+	case "/v1/chat/completions", "/v1/completions", "/v1/embeddings":
+		return true
+	case "/v1/messages", "/v1/messages/count_tokens":
+		return !s.Config().NoMessages
+	case "/v1/responses":
+		return !s.Config().NoResponses
+	}
+	return false
 }
 
 // serveOllama serves GET / ("Ollama is running") and POST /api/chat.
