@@ -367,6 +367,11 @@ func (c *chat) maxTokens() *int {
 
 // validate applies vLLM's request checks that do not depend on the model.
 func (c *chat) validate() *apiError {
+	// The errors found while decoding come first, as vLLM's "before"
+	// validators run before its fields are checked.
+	if c.invalid != nil {
+		return c.invalid
+	}
 	if !c.Raw {
 		if c.MessagesMissing {
 			return badRequest("messages: Field required")
@@ -393,9 +398,6 @@ func (c *chat) validate() *apiError {
 	}
 	if c.Temperature != nil && *c.Temperature < 0 {
 		return badRequest(fmt.Sprintf("temperature must be non-negative, got %v.", *c.Temperature))
-	}
-	if c.invalid != nil {
-		return c.invalid
 	}
 	for _, check := range c.checks {
 		if e := check(); e != nil {
