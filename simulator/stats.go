@@ -7,9 +7,12 @@ import (
 	"github.com/llmedge/llmedge/api"
 )
 
-// Stats are the chat-request counters served by GET /sim/stats. Every chat
-// request ends in exactly one of Completed, Cancelled, Errors, Rejected or
-// Dropped, so Requests is their sum plus InFlight (until a reset). A reset
+// Stats are the request counters served by GET /sim/stats. They count the
+// requests of every generating endpoint (chat, the engines' own chat paths,
+// completions, embeddings, messages and count_tokens, responses), called
+// chat requests below; Endpoints counts them per path. Every one ends in
+// exactly one of Completed, Cancelled, Errors, Rejected or Dropped, so
+// Requests is their sum plus InFlight (until a reset). A reset
 // keeps the gauges of requests still there: InFlight, Running, Waiting and
 // KVCacheUsage.
 type Stats struct {

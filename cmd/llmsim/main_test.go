@@ -231,6 +231,34 @@ func TestBinary(t *testing.T) {
 		}
 	}
 
+	// The other endpoints, and the capture of what was sent.
+	for _, ep := range []struct{ path, body, want string }{
+		{"/v1/embeddings", `{"input":"x","dimensions":3}`, `"object":"embedding"`},
+		{"/v1/completions", `{"prompt":"x","max_tokens":2}`, `"object":"text_completion"`},
+		{"/v1/messages", `{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]}`, `"type":"message"`},
+		{"/v1/responses", `{"input":"x"}`, `"object":"response"`},
+	} {
+		resp, err := http.Post(base+ep.path, "application/json", strings.NewReader(ep.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), ep.want) {
+			t.Errorf("POST %s: %d %s", ep.path, resp.StatusCode, b)
+		}
+	}
+	resp, err = http.Get(base + "/sim/requests?path=/v1/responses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var captured struct{ Requests []simulator.CapturedRequest }
+	err = json.NewDecoder(resp.Body).Decode(&captured)
+	resp.Body.Close()
+	if err != nil || len(captured.Requests) != 1 || string(captured.Requests[0].Body) != `{"input":"x"}` {
+		t.Errorf("GET /sim/requests: %+v (%v)", captured, err)
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
