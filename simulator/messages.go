@@ -147,7 +147,6 @@ func decodeAnthropic(r *http.Request, w http.ResponseWriter, needMaxTokens bool)
 				}
 			case "image":
 				msg.extra = append(msg.extra, imageWords(string(b.Source)))
-				cv.images++
 			case "tool_use":
 				msg.extra = append(msg.extra, callWords(b.Name, string(b.Input)))
 			case "tool_result":

@@ -106,8 +106,6 @@ type chat struct {
 	// Prompt is the engine's rendering of the messages, with tool
 	// definitions, tool calls and image placeholders; nil means Messages.
 	Prompt []api.Message
-	// Images counts the image parts of the messages.
-	Images int
 	// LastRole is the role of the last message ("tool" after a tool
 	// result).
 	LastRole string
@@ -181,7 +179,6 @@ func decodeChat(r *http.Request, w http.ResponseWriter) (*chat, error) {
 		for _, img := range images {
 			extra = strings.TrimSpace(extra + " " + imageWords(img))
 		}
-		cv.images += len(images)
 		cv.add(m.Role, text, extra)
 	}
 	cv.fill(c)

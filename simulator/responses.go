@@ -130,7 +130,6 @@ func decodeResponses(r *http.Request, w http.ResponseWriter) (*chat, error) {
 				for _, img := range images {
 					extra = append(extra, imageWords(img))
 				}
-				cv.images += len(images)
 				cv.add(role, text, strings.Join(extra, " "))
 			case "function_call":
 				cv.add("assistant", "", callWords(it.Name, it.Arguments))

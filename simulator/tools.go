@@ -300,7 +300,6 @@ const imageTokens = 16
 type convo struct {
 	msgs   []api.Message
 	prompt []api.Message
-	images int
 }
 
 // add appends a message of text; extra is rendered into the prompt only.
@@ -340,7 +339,6 @@ func (cv *convo) fill(c *chat) {
 		c.Messages = []api.Message{}
 	}
 	c.Prompt = cv.prompt
-	c.Images = cv.images
 	if n := len(cv.msgs); n > 0 {
 		c.LastRole = cv.msgs[n-1].Role
 	}
