@@ -119,3 +119,21 @@ func TestJSONPieces(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateJSONOddSchemas: schemas that are wrong or unsatisfiable get
+// some value, never a panic or invalid JSON.
+func TestGenerateJSONOddSchemas(t *testing.T) {
+	for _, s := range []string{
+		`false`, `{"type":5}`, `{"type":"array","minItems":-1}`, `{"type":"string","minLength":-5,"maxLength":-2}`,
+		`{"type":"integer","minimum":10,"maximum":1}`, `{"type":"number","multipleOf":0}`, `{"type":"number","multipleOf":-2}`,
+		`{"$ref":"#/nope"}`, `{"$ref":"http://example.com/s.json"}`, `{"$ref":"#"}`, `{"enum":[]}`, `{"properties":{"a":5},"required":["a"]}`,
+		`{"type":"object","required":["a"],"additionalProperties":false}`, `{"type":"array","items":false,"minItems":3}`,
+		`{"anyOf":[]}`, `{"oneOf":[{"type":"null"}]}`, `{"allOf":[5]}`, `{"type":"integer","minimum":1e300}`,
+		`{"type":"number","minimum":"x"}`, `{"type":"object","minProperties":1000}`, `[1,2]`, `"str"`,
+	} {
+		v := generateJSON(json.RawMessage(s), rand.New(rand.NewPCG(1, 2)))
+		if !json.Valid([]byte(v)) {
+			t.Errorf("schema %s: invalid JSON %q", s, v)
+		}
+	}
+}
