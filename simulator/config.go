@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -24,6 +25,8 @@ const (
 	// prefix-cache hit shows in time to first token. Config's zero value
 	// stays free (see PrefillPerToken).
 	DefaultPrefillPerToken = Duration(100 * time.Microsecond)
+	// DefaultEmbeddingDim is the length of /v1/embeddings vectors.
+	DefaultEmbeddingDim = 16
 )
 
 // Prefix-cache kinds (Config.PrefixCache).
@@ -56,6 +59,7 @@ const (
 	maxBlockSize       = 4096
 	maxKVCacheBlocks   = 1 << 24
 	maxPrefillPerToken = Duration(time.Second)
+	maxEmbeddingDim    = 65536
 )
 
 // Metrics faults (Config.MetricsFault).
@@ -183,6 +187,19 @@ type Config struct {
 	// HealthStatus is the status GET /health answers (default 200), e.g.
 	// 503 to fail a Consul check while chat keeps working.
 	HealthStatus int `json:"health_status,omitempty"`
+
+	// EmbeddingDim is the length of /v1/embeddings vectors (1..65536;
+	// 0 means DefaultEmbeddingDim); a request's "dimensions" may ask
+	// for fewer.
+	EmbeddingDim int `json:"embedding_dim,omitempty"`
+	// NoMessages stops serving Anthropic's /v1/messages (and
+	// /v1/messages/count_tokens), which vLLM serves: they answer 404, as
+	// an engine without them does, e.g. for tests of a gateway that
+	// translates them to chat completions.
+	NoMessages bool `json:"no_messages,omitempty"`
+	// NoResponses stops serving OpenAI's /v1/responses, which vLLM
+	// serves: it answers 404.
+	NoResponses bool `json:"no_responses,omitempty"`
 }
 
 // Validate reports every out-of-range field of c.
@@ -242,6 +259,9 @@ func (c Config) Validate() error {
 	}
 	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
 		bad("health_status must be between 200 and 599, got %d", c.HealthStatus)
+	}
+	if c.EmbeddingDim < 0 || c.EmbeddingDim > maxEmbeddingDim {
+		bad("embedding_dim must be between 1 and %d (0 for the default %d), got %d", maxEmbeddingDim, DefaultEmbeddingDim, c.EmbeddingDim)
 	}
 	return errors.Join(errs...)
 }
@@ -321,6 +341,9 @@ func (c Config) clamped() Config {
 	if c.HealthStatus != 0 && (c.HealthStatus < 200 || c.HealthStatus > 599) {
 		c.HealthStatus = 0
 	}
+	if c.EmbeddingDim < 0 || c.EmbeddingDim > maxEmbeddingDim {
+		c.EmbeddingDim = 0
+	}
 	return c
 }
 
@@ -337,3 +360,6 @@ func validMetricsFault(f string) bool {
 	}
 	return false
 }
+
+// embeddingDim is the length of embedding vectors in force.
+func (c Config) embeddingDim() int { return cmp.Or(c.EmbeddingDim, DefaultEmbeddingDim) }

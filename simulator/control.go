@@ -31,6 +31,12 @@ func (s *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusOK, s.Stats())
+	case "/sim/requests":
+		if r.Method != http.MethodGet {
+			writeMethodNotAllowed(w, http.MethodGet)
+			return
+		}
+		writeJSON(w, http.StatusOK, capturedList{Requests: s.captured.list(r.URL.Query().Get("path"))})
 	case "/sim/reset":
 		if r.Method != http.MethodPost {
 			writeMethodNotAllowed(w, http.MethodPost)

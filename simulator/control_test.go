@@ -122,7 +122,8 @@ func TestSimStatsAndReset(t *testing.T) {
 	want := `{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"health_checks":0,"in_flight":0,` +
 		`"running":0,"waiting":0,"prefix_cache_queries":17,"prefix_cache_hits":0,"prefix_cache_blocks":0,"kv_cache_usage":0,"metrics_scrapes":0,"last_request":` +
 		`{"model":"x","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],` +
-		`"temperature":0.25,"stream":true,"max_tokens":5,"max_completion_tokens":null,"include_usage":true,"has_authorization":true}}`
+		`"temperature":0.25,"stream":true,"max_tokens":5,"max_completion_tokens":null,"include_usage":true,"has_authorization":true},` +
+		`"endpoints":{"/v1/chat/completions":{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"in_flight":0}}}`
 	if string(b) != want {
 		t.Errorf("GET /sim/stats\n got %s\nwant %s", b, want)
 	}

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"fmt"
 	"net/http"
 	"sort"
@@ -259,7 +260,16 @@ func dialectNames() string {
 
 // writeAs sends e as the whole answer in d's error shape.
 func (e *apiError) writeAs(w http.ResponseWriter, d *dialect) {
-	writeJSON(w, e.Status, d.errorBody(e.Status, e.Message))
+	body := d.errorBody(e.Status, e.Message)
+	switch b := body.(type) {
+	case errorBody:
+		b.Error.Type, b.Error.Param = cmp.Or(e.Type, b.Error.Type), e.Param
+		body = b
+	case flatError:
+		b.Type, b.Param = cmp.Or(e.Type, b.Type), e.Param
+		body = b
+	}
+	writeJSON(w, e.Status, body)
 }
 
 // isHealthPath reports whether path is one of d's health endpoints.

@@ -1,7 +1,15 @@
 // Package simulator is a stand-in for a self-hosted LLM inference replica.
 // It speaks the OpenAI chat-completions API with vLLM's wire format (the
 // ≥0.10.1 error shape, SSE framing, usage accounting), so that the
-// gateway's local runs, integration tests and benchmarks need no GPU.
+// gateway's local runs, integration tests and benchmarks need no GPU. It
+// takes chat requests whole, as vLLM does (tools.go, request.go): tools
+// and tool_choice (answered with a call whose arguments are generated from
+// the function's JSON schema, schema.go), response_format (JSON, valid
+// against the schema), n choices, logprobs with top_logprobs (logprobs.go),
+// stop strings, image parts, and the sampling and vendor members it
+// accepts and ignores; and it serves /v1/completions (completions.go),
+// /v1/embeddings (embeddings.go), Anthropic's /v1/messages (messages.go)
+// and OpenAI's /v1/responses (responses.go) as vLLM does.
 //
 // Replies are deterministic: the text depends only on the configured seed
 // and the request's messages. Latency (time to first token, inter-token
@@ -9,14 +17,20 @@
 // context-length rejections, API-key enforcement) are configurable, and can
 // be changed at run time through the /sim/* control endpoints:
 //
-//	GET  /health               200 (or Config.HealthStatus), empty body
-//	GET  /v1/models            OpenAI model list with the served model
-//	POST /v1/chat/completions  non-streamed and streamed (SSE) answers
-//	GET  /metrics              Prometheus text: the engine's load and cache
-//	GET  /sim/config           the current Config
-//	POST /sim/config           merge a partial Config (fields present override)
-//	GET  /sim/stats            counters, engine gauges, the last chat request
-//	POST /sim/reset            zero the counters, empty the prefix cache
+//	GET  /health                     200 (or Config.HealthStatus), empty body
+//	GET  /v1/models                  OpenAI model list with the served model
+//	POST /v1/chat/completions        non-streamed and streamed (SSE) answers
+//	POST /v1/completions             text completions, streamed or not
+//	POST /v1/embeddings              deterministic unit vectors
+//	POST /v1/messages                Anthropic Messages (not with NoMessages)
+//	POST /v1/messages/count_tokens   its prompt's token count
+//	POST /v1/responses               OpenAI Responses, stateless (not with NoResponses)
+//	GET  /metrics                    Prometheus text: the engine's load and cache
+//	GET  /sim/config                 the current Config
+//	POST /sim/config                 merge a partial Config (fields present override)
+//	GET  /sim/stats                  counters (also per endpoint), engine gauges, the last chat request
+//	GET  /sim/requests               the last 32 API requests as received (capture.go)
+//	POST /sim/reset                  zero the counters, empty the prefix cache and the capture
 //
 // For LLM-aware routing it models what an engine's load and cache do to
 // time to first token (engine.go): a prefix cache of the prompt's KV

@@ -15,13 +15,13 @@ func waitWhole(ctx context.Context, cfg Config, p plan) (outcome, bool) {
 	if !p.seq.firstToken(ctx) {
 		return outcomeCancelled, false
 	}
-	if d := cfg.DropAfter; d > 0 && d <= len(p.Tokens) {
+	if d := cfg.DropAfter; d > 0 && d <= p.steps() {
 		if !sleep(ctx, decodeTime(cfg, d)) {
 			return outcomeCancelled, false
 		}
 		return outcomeDropped, false
 	}
-	if !sleep(ctx, decodeTime(cfg, len(p.Tokens))) {
+	if !sleep(ctx, decodeTime(cfg, p.steps())) {
 		return outcomeCancelled, false
 	}
 	return outcomeCompleted, true
@@ -38,16 +38,25 @@ func startStream(ctx context.Context, w http.ResponseWriter, p plan, contentType
 	return rc, rc.Flush() == nil && p.seq.firstToken(ctx)
 }
 
-// emitTokens sends the tokens of p one by one with send, ITL apart. After
-// DropAfter tokens it stops with outcomeDropped; after ErrorAfter tokens it
-// sends failure and stops with outcomeError. It reports true when every
-// token was sent; send and failure report false when the client left.
+// emitTokens sends the tokens of p (choice 0) one by one with send, ITL
+// apart. After DropAfter tokens it stops with outcomeDropped; after
+// ErrorAfter tokens it sends failure and stops with outcomeError. It
+// reports true when every token was sent; send and failure report false
+// when the client left.
 func emitTokens(ctx context.Context, cfg Config, p plan, send func(tok string) bool, failure func() bool) (outcome, bool) {
-	for i, tok := range p.Tokens {
+	return emitSteps(ctx, cfg, len(p.Tokens), func(i int) bool { return send(p.Tokens[i]) }, nil, failure)
+}
+
+// emitSteps runs the steps of a stream, ITL apart: send sends the tokens
+// of step i (one per choice still going), then DropAfter and ErrorAfter
+// apply as in emitTokens, then after (when not nil) sends what ends at
+// that step (finishing chunks).
+func emitSteps(ctx context.Context, cfg Config, steps int, send func(i int) bool, after func(i int) bool, failure func() bool) (outcome, bool) {
+	for i := range steps {
 		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
 			return outcomeCancelled, false
 		}
-		if !send(tok) {
+		if !send(i) {
 			return outcomeCancelled, false
 		}
 		if cfg.DropAfter > 0 && i+1 == cfg.DropAfter {
@@ -58,6 +67,9 @@ func emitTokens(ctx context.Context, cfg Config, p plan, send func(tok string) b
 				return outcomeCancelled, false
 			}
 			return outcomeError, false
+		}
+		if after != nil && !after(i) {
+			return outcomeCancelled, false
 		}
 	}
 	return outcomeCompleted, true

@@ -153,7 +153,7 @@ const maxPooledBlocks = 1 << 14
 func (e *engine) sequence(cfg Config, p plan) *sequence {
 	bs := int64(max(cfg.BlockSize, 1))
 	return &sequence{e: e, cfg: cfg, msgs: p.Prompt, cut: p.Cut, tokens: p.PromptTokens, slot: -1,
-		kvBlocks: (int64(p.PromptTokens+len(p.Tokens)) + bs - 1) / bs}
+		kvBlocks: (int64(p.PromptTokens+p.completionTokens()) + bs - 1) / bs}
 }
 
 // firstToken waits for everything before the first token: a sequence slot,

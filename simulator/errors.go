@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"net/http"
 	"strings"
 	"unicode"
@@ -11,6 +12,10 @@ import (
 type apiError struct {
 	Status  int
 	Message string
+	// Type and Param, when set, replace the type named after the status
+	// and the null param.
+	Type  string
+	Param *string
 }
 
 // badRequest is a 400 BadRequestError with msg.
@@ -35,7 +40,8 @@ type errorInfo struct {
 func (e *apiError) write(w http.ResponseWriter) {
 	writeJSON(w, e.Status, errorBody{errorInfo{
 		Message: e.Message,
-		Type:    errorType(e.Status),
+		Type:    cmp.Or(e.Type, errorType(e.Status)),
+		Param:   e.Param,
 		Code:    e.Status,
 	}})
 }

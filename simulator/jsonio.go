@@ -42,3 +42,22 @@ func writeMethodNotAllowed(w http.ResponseWriter, allow string) {
 	w.Header().Set("Allow", allow)
 	writeJSON(w, http.StatusMethodNotAllowed, detail{"Method Not Allowed"})
 }
+
+// obj is a JSON object whose members keep their order: name, value, name,
+// value... (for events written in the order the APIs document them).
+type obj []any
+
+func (o obj) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := 0; i+1 < len(o); i += 2 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(encodeJSON(o[i].(string)))
+		b.WriteByte(':')
+		b.Write(encodeJSON(o[i+1]))
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}

@@ -21,7 +21,9 @@ import (
 // whitespace-separated word of its content, split exactly as strings.Fields
 // splits (Unicode white space). Spacing therefore carries no token: two
 // contents that differ only in white space tokenize, and cache, alike. The
-// token count is the prompt_tokens every answer reports.
+// token count is the prompt_tokens every answer reports. A message without
+// a role is raw text, a /v1/completions or /v1/embeddings prompt: its words
+// only, no template tokens.
 //
 // Blocks: the token sequence is cut into blocks of Config.BlockSize tokens
 // (vLLM's --block-size); only full blocks are cached, as in vLLM. A block's
@@ -49,7 +51,9 @@ const templateTokens = 4
 func promptTokens(msgs []api.Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += templateTokens
+		if m.Role != "" {
+			n += templateTokens
+		}
 		for i := 0; ; {
 			start, end := nextWord(m.Content, i)
 			if start == end {
@@ -81,9 +85,11 @@ func promptBlocks(dst []uint64, msgs []api.Message, blockSize int) ([]uint64, in
 func promptBlocksCut(dst []uint64, msgs []api.Message, blockSize int, cut promptCut) ([]uint64, int) {
 	c := blockChain{dst: dst, size: max(blockSize, 1), state: chainRoot, cut: cut}
 	for _, m := range msgs {
-		c.add(tokenIMStart)
-		c.add(hashString(seedRole, m.Role))
-		c.add(tokenNewline)
+		if m.Role != "" {
+			c.add(tokenIMStart)
+			c.add(hashString(seedRole, m.Role))
+			c.add(tokenNewline)
+		}
 		for i := 0; ; {
 			start, end := nextWord(m.Content, i)
 			if start == end {
@@ -92,7 +98,9 @@ func promptBlocksCut(dst []uint64, msgs []api.Message, blockSize int, cut prompt
 			c.add(hashString(seedWord, m.Content[start:end]))
 			i = end
 		}
-		c.add(tokenIMEnd)
+		if m.Role != "" {
+			c.add(tokenIMEnd)
+		}
 	}
 	return c.dst, c.tokens
 }

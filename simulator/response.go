@@ -25,9 +25,23 @@ type completionChoice struct {
 }
 
 type replyMessage struct {
-	Role      string `json:"role"`
-	Content   string `json:"content"`
-	ToolCalls []any  `json:"tool_calls"`
+	Role string `json:"role"`
+	// Content is null when the message is a tool call.
+	Content   *string       `json:"content"`
+	ToolCalls []toolCallOut `json:"tool_calls"`
+}
+
+// toolCallOut is a tool call of a non-streamed answer, in vLLM's field
+// order.
+type toolCallOut struct {
+	ID       string       `json:"id"`
+	Type     string       `json:"type"`
+	Function functionCall `json:"function"`
+}
+
+type functionCall struct {
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // usage is vLLM's UsageInfo, in vLLM's field order.
@@ -63,8 +77,32 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []deltaToolCall `json:"tool_calls,omitempty"`
+}
+
+// deltaToolCall is a streamed piece of a tool call: the first carries its
+// id, type and function name, the others fragments of its arguments.
+type deltaToolCall struct {
+	ID       string         `json:"id,omitempty"`
+	Type     string         `json:"type,omitempty"`
+	Index    int            `json:"index"`
+	Function *deltaFunction `json:"function,omitempty"`
+}
+
+type deltaFunction struct {
+	Name      string  `json:"name,omitempty"`
+	Arguments *string `json:"arguments,omitempty"`
+}
+
+// stopReasonJSON is a choice's stop_reason: the stop string that ended
+// it, or null.
+func stopReasonJSON(r reply) json.RawMessage {
+	if r.StopReason == "" {
+		return jsonNull
+	}
+	return encodeJSON(r.StopReason)
 }
 
 // jsonNull is a literal JSON null for always-null fields.
@@ -76,8 +114,11 @@ func newUsage(prompt, completion int) usage {
 }
 
 // completionID returns a fresh "chatcmpl-<32 hex>" id like vLLM's.
-func completionID() string {
+func completionID() string { return "chatcmpl-" + randomHex() }
+
+// randomHex is 32 random hex digits, like the random_uuid() of vLLM's ids.
+func randomHex() string {
 	var b [16]byte
 	rand.Read(b[:])
-	return "chatcmpl-" + hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
 }

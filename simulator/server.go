@@ -27,6 +27,11 @@ type Server struct {
 	set   Config
 	cfg   Config
 	stats Stats
+	// endpoints are the per-path counters of Stats.Endpoints; in flight
+	// counts what Begin counted and End has not.
+	endpoints map[string]*EndpointStats
+	// captured keeps the last request bodies for GET /sim/requests.
+	captured capture
 	// seq numbers chat requests since start or reset (for injectError).
 	seq uint64
 	// readyAt ends the Loading period.
@@ -75,12 +80,25 @@ func (s *Server) loading() (bool, *dialect, Config) {
 // Stats returns a snapshot of the counters and of the engine's state.
 func (s *Server) Stats() Stats {
 	s.mu.Lock()
-	st, cfg := s.stats, s.cfg
+	st, cfg := s.statsLocked(), s.cfg
 	s.mu.Unlock()
 	cs := s.engine.cacheStats(cfg)
 	st.Running, st.Waiting = s.engine.running.Load(), s.engine.waiting.Load()
 	st.PrefixCacheQueries, st.PrefixCacheHits, st.PrefixCacheBlocks = cs.queries, cs.hits, cs.blocks
 	st.KVCacheUsage = s.engine.kvUsage(cfg.KVCacheBlocks)
+	return st
+}
+
+// statsLocked is s.stats with a copy of the per-endpoint counters; call
+// with s.mu held.
+func (s *Server) statsLocked() Stats {
+	st := s.stats
+	if len(s.endpoints) > 0 {
+		st.Endpoints = make(map[string]EndpointStats, len(s.endpoints))
+		for p, e := range s.endpoints {
+			st.Endpoints[p] = *e
+		}
+	}
 	return st
 }
 
@@ -92,8 +110,16 @@ func (s *Server) Reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats = Stats{InFlight: s.stats.InFlight}
+	for p, e := range s.endpoints {
+		if e.InFlight == 0 {
+			delete(s.endpoints, p)
+		} else {
+			*e = EndpointStats{InFlight: e.InFlight}
+		}
+	}
 	s.seq = 0
 	s.engine.resetCaches()
+	s.captured.reset()
 }
 
 // ServeHTTP routes a request by dialect. Paths under /v1 require the API
@@ -105,6 +131,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.handleControl(w, r)
 		return
 	}
+	if capturePath(path) {
+		s.captured.add(r)
+	}
 	loading, d, _ := s.loading()
 	if r.Method == http.MethodGet && d.isHealthPath(path) {
 		s.mu.Lock()
@@ -113,8 +142,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if loading {
 		if r.Method == http.MethodPost { // a chat request: counted as rejected
-			s.begin()
-			defer s.end(outcomeRejected)
+			s.begin(path)
+			defer s.end(path, outcomeRejected)
 		}
 		writeJSON(w, http.StatusServiceUnavailable, d.loadingBody)
 		return
@@ -145,8 +174,22 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 			return
 		}
 		w.WriteHeader(status)
-	case path == "/v1/chat/completions" && r.Method == http.MethodPost:
-		s.handleChat(w, r, d, decodeChat) // checks the API key itself, to count rejections
+	case r.Method == http.MethodPost && s.servesPost(path):
+		switch path {
+		case "/v1/chat/completions":
+			s.handleChat(w, r, d, decodeChat) // checks the API key itself, to count rejections
+		case "/v1/completions":
+			s.handleGenerate(w, r, d, endpoint{decode: decodeCompletions, reply: completionsReply})
+		case "/v1/embeddings":
+			s.handleEmbeddings(w, r, d)
+		case "/v1/messages":
+			s.handleGenerate(w, r, d, endpoint{decode: decodeMessages, reply: messagesReply,
+				writeError: writeAnthropicError, record: true, apiKeyHeader: "X-Api-Key"})
+		case "/v1/messages/count_tokens":
+			s.handleCountTokens(w, r, d)
+		case "/v1/responses":
+			s.handleGenerate(w, r, d, endpoint{decode: decodeResponses, reply: responsesReply, record: true})
+		}
 	case path == "/metrics":
 		// Outside /v1, so no API key, as in vLLM.
 		s.handleMetrics(w, r, d)
@@ -155,10 +198,10 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 			writeUnauthorized(w)
 			return
 		}
-		switch path {
-		case "/v1/chat/completions":
+		switch {
+		case s.servesPost(path):
 			writeMethodNotAllowed(w, http.MethodPost)
-		case "/v1/models":
+		case path == "/v1/models":
 			if r.Method != http.MethodGet {
 				writeMethodNotAllowed(w, http.MethodGet)
 				return
@@ -170,6 +213,20 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 	default:
 		writeNotFound(w)
 	}
+}
+
+// servesPost reports whether path is one of the POST endpoints the OpenAI
+// dialects serve under the Config in force.
+func (s *Server) servesPost(path string) bool {
+	switch path {
+	case "/v1/chat/completions", "/v1/completions", "/v1/embeddings":
+		return true
+	case "/v1/messages", "/v1/messages/count_tokens":
+		return !s.Config().NoMessages
+	case "/v1/responses":
+		return !s.Config().NoResponses
+	}
+	return false
 }
 
 // serveOllama serves GET / ("Ollama is running") and POST /api/chat.
@@ -236,4 +293,13 @@ func (s *Server) handleModels(w http.ResponseWriter) {
 		Root:        cfg.Model,
 		MaxModelLen: cfg.MaxModelLen,
 	}}})
+}
+
+// keyInHeader tells whether r carries the API key in header (Anthropic's
+// "x-api-key: <key>"); an empty header name never matches.
+func keyInHeader(key string, r *http.Request, header string) bool {
+	if header == "" || key == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(r.Header.Get(header)), []byte(key)) == 1
 }

@@ -7,9 +7,12 @@ import (
 	"github.com/llmedge/llmedge/api"
 )
 
-// Stats are the chat-request counters served by GET /sim/stats. Every chat
-// request ends in exactly one of Completed, Cancelled, Errors, Rejected or
-// Dropped, so Requests is their sum plus InFlight (until a reset). A reset
+// Stats are the request counters served by GET /sim/stats. They count the
+// requests of every generating endpoint (chat, the engines' own chat paths,
+// completions, embeddings, messages and count_tokens, responses), called
+// chat requests below; Endpoints counts them per path. Every one ends in
+// exactly one of Completed, Cancelled, Errors, Rejected or Dropped, so
+// Requests is their sum plus InFlight (until a reset). A reset
 // keeps the gauges of requests still there: InFlight, Running, Waiting and
 // KVCacheUsage.
 type Stats struct {
@@ -51,9 +54,61 @@ type Stats struct {
 	KVCacheUsage float64 `json:"kv_cache_usage"`
 	// MetricsScrapes counts GETs of /metrics, answered or failed.
 	MetricsScrapes int64 `json:"metrics_scrapes"`
-	// LastRequest is the last chat request whose body could be decoded,
-	// or null.
+	// LastRequest is the last chat request (or /v1/messages or
+	// /v1/responses request, as the chat request vLLM converts it to)
+	// whose body could be decoded, or null.
 	LastRequest *LastRequest `json:"last_request"`
+	// Endpoints counts the requests of each generating endpoint by path
+	// (/v1/chat/completions, /v1/completions, /v1/embeddings,
+	// /v1/messages, /v1/messages/count_tokens, /v1/responses, the
+	// engines' own chat paths); absent until the first. The counters
+	// above are their sums.
+	Endpoints map[string]EndpointStats `json:"endpoints,omitempty"`
+}
+
+// EndpointStats are one endpoint's request counters, as in Stats.
+type EndpointStats struct {
+	Requests  int64 `json:"requests"`
+	Completed int64 `json:"completed"`
+	Cancelled int64 `json:"cancelled"`
+	Errors    int64 `json:"errors"`
+	Rejected  int64 `json:"rejected"`
+	Dropped   int64 `json:"dropped"`
+	InFlight  int64 `json:"in_flight"`
+}
+
+// finish moves one in-flight request of the endpoint to the counter of o.
+func (e *EndpointStats) finish(o outcome) {
+	e.InFlight--
+	*e.counter(o)++
+}
+
+func (e *EndpointStats) counter(o outcome) *int64 {
+	switch o {
+	case outcomeCompleted:
+		return &e.Completed
+	case outcomeCancelled:
+		return &e.Cancelled
+	case outcomeError:
+		return &e.Errors
+	case outcomeDropped:
+		return &e.Dropped
+	}
+	return &e.Rejected
+}
+
+// endpointStats returns the counters of path, creating them; call with
+// s.mu held.
+func (s *Server) endpointStats(path string) *EndpointStats {
+	e := s.endpoints[path]
+	if e == nil {
+		if s.endpoints == nil {
+			s.endpoints = map[string]*EndpointStats{}
+		}
+		e = &EndpointStats{}
+		s.endpoints[path] = e
+	}
+	return e
 }
 
 // LastRequest is a chat request as received. Pointer fields are null when

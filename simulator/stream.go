@@ -9,19 +9,49 @@ import (
 // eventStreamType is the Content-Type vLLM (Starlette) gives its streams.
 const eventStreamType = "text/event-stream; charset=utf-8"
 
+// sse writes a stream's events, flushing each.
+type sse struct {
+	ctx context.Context
+	w   http.ResponseWriter
+	rc  *http.ResponseController
+}
+
+// raw sends bytes as they are; it reports whether the write and flush
+// worked.
+func (s sse) raw(b []byte) bool {
+	if _, err := s.w.Write(b); err != nil {
+		return false
+	}
+	return s.rc.Flush() == nil
+}
+
+// send is raw that also notices a client already gone.
+func (s sse) send(b []byte) bool { return s.raw(b) && s.ctx.Err() == nil }
+
+// event sends a named event ("event: name\ndata: {json}\n\n"), as the
+// Anthropic and Responses streams frame them.
+func (s sse) event(name string, payload any) bool {
+	b := append([]byte("event: "+name+"\ndata: "), encodeJSON(payload)...)
+	return s.send(append(b, "\n\n"...))
+}
+
 // streamReply sends p as server-sent events in d's framing, flushing each
-// one: once the first token is due (engine.go: queues, prefill, TTFT) the
-// role chunk and the first token, then one token chunk per ITL, the
-// finishing chunk, the usage chunk when includeUsage, and "[DONE]". Usage goes on the finishing chunk instead with UsageInFinish
-// (or llama.cpp), and nowhere with NoUsage. TGI adds ":" keep-alive comments
-// and sends empty ids. With DropAfter it returns outcomeDropped right after
-// that many tokens; with ErrorAfter it sends d's in-band error instead of
-// the rest and returns outcomeError.
-func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dialect, p plan, includeUsage bool) outcome {
+// one: once the first token is due (engine.go: queues, prefill, TTFT) a
+// role chunk per choice, the name of each tool call, then at each step
+// (ITL apart) one chunk per choice still going, with its next token (or
+// fragment of its call's arguments, and logprobs when asked), each
+// choice's finishing chunk right after its last token, the usage chunk
+// when includeUsage, and "[DONE]". Usage goes on the last finishing chunk
+// instead with UsageInFinish (or llama.cpp), and nowhere with NoUsage. TGI
+// adds ":" keep-alive comments and sends empty ids. With DropAfter it
+// returns outcomeDropped right after that many steps; with ErrorAfter it
+// sends d's in-band error instead of the rest and returns outcomeError.
+func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dialect, p plan, c *chat) outcome {
 	rc, ok := startStream(ctx, w, p, eventStreamType)
 	if !ok {
 		return outcomeCancelled
 	}
+	out := sse{ctx, w, rc}
 
 	id, created := completionID(), time.Now().Unix()
 	if d.emptyID {
@@ -30,58 +60,96 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dial
 	newChunk := func(choices []chunkChoice, u *usage) chunk {
 		return chunk{ID: id, Object: "chat.completion.chunk", Created: created, Model: cfg.Model, Choices: choices, Usage: u}
 	}
-	one := func(dl delta, finish *string) []chunkChoice {
-		c := chunkChoice{Index: 0, Delta: dl, Logprobs: jsonNull, FinishReason: finish}
-		if finish != nil {
-			c.StopReason = jsonNull
-		}
-		return []chunkChoice{c}
-	}
-	// writeRaw sends bytes as they are; it reports whether the write and
-	// flush worked.
-	writeRaw := func(b []byte) bool {
-		if _, err := w.Write(b); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	// write sends one data event, without checking for a client gone.
 	write := func(data []byte) bool {
 		ev := make([]byte, 0, len(data)+len(d.dataPrefix)+2)
 		ev = append(append(append(ev, d.dataPrefix...), data...), "\n\n"...)
-		return writeRaw(ev)
+		return out.raw(ev)
 	}
-	// send is write that also notices a client already gone.
-	send := func(data []byte) bool { return write(data) && ctx.Err() == nil }
+	send := func(cc chunkChoice, u *usage) bool {
+		return write(encodeJSON(newChunk([]chunkChoice{cc}, u))) && ctx.Err() == nil
+	}
 
 	empty := ""
-	if !send(encodeJSON(newChunk(one(delta{Role: "assistant", Content: &empty}, nil), nil))) {
+	for i := range p.Choices {
+		if !send(chunkChoice{Index: i, Delta: delta{Role: "assistant", Content: &empty}, Logprobs: jsonNull}, nil) {
+			return outcomeCancelled
+		}
+	}
+	if d.keepAlive && !out.raw([]byte(":\n\n")) {
 		return outcomeCancelled
 	}
-	if d.keepAlive && !writeRaw([]byte(":\n\n")) {
-		return outcomeCancelled
+	for i, r := range p.Choices {
+		if r.Call == nil {
+			continue
+		}
+		dl := delta{ToolCalls: []deltaToolCall{{ID: r.Call.ID, Type: "function", Function: &deltaFunction{Name: r.Call.Name, Arguments: &empty}}}}
+		if !send(chunkChoice{Index: i, Delta: dl, Logprobs: jsonNull}, nil) {
+			return outcomeCancelled
+		}
 	}
-	o, ok := emitTokens(ctx, cfg, p,
-		func(tok string) bool { return send(encodeJSON(newChunk(one(delta{Content: &tok}, nil), nil))) },
-		func() bool { return writeRaw(d.streamError("Simulated replica failure (error_after).")) })
-	if !ok {
-		return o
-	}
+
 	var u *usage
-	if !cfg.NoUsage && (includeUsage || d.usageInFinish) {
-		v := newUsage(p.PromptTokens, len(p.Tokens))
+	if !cfg.NoUsage && (c.IncludeUsage || d.usageInFinish) {
+		v := newUsage(p.PromptTokens, p.completionTokens())
 		u = &v
 	}
 	inFinish := cfg.UsageInFinish || d.usageInFinish
-	finish := p.FinishReason
-	var finishUsage *usage
-	if inFinish {
-		finishUsage = u
+	left := len(p.Choices)
+	finish := func(i int) bool {
+		r := p.Choices[i]
+		left--
+		var fu *usage
+		if inFinish && left == 0 {
+			fu = u
+		}
+		return send(chunkChoice{Index: i, Delta: delta{}, Logprobs: jsonNull, FinishReason: &r.Finish, StopReason: stopReasonJSON(r)}, fu)
 	}
-	if !send(encodeJSON(newChunk(one(delta{}, &finish), finishUsage))) {
-		return outcomeCancelled
+	n := max(c.N, 1)
+	o, ok := emitSteps(ctx, cfg, p.steps(),
+		func(step int) bool {
+			for i, r := range p.Choices {
+				if step >= len(r.Pieces) {
+					continue
+				}
+				piece := r.Pieces[step]
+				var dl delta
+				if r.Call != nil {
+					dl.ToolCalls = []deltaToolCall{{Function: &deltaFunction{Arguments: &piece}}}
+				} else {
+					dl.Content = &piece
+				}
+				lp := jsonNull
+				if c.Logprobs {
+					lp = encodeJSON(chatLogprobsOf(cfg.Seed, i%n, r.Pieces[step:step+1], step, c.TopLogprobs))
+				}
+				if !send(chunkChoice{Index: i, Delta: dl, Logprobs: lp}, nil) {
+					return false
+				}
+			}
+			return true
+		},
+		func(step int) bool {
+			for i, r := range p.Choices {
+				if max(len(r.Pieces), 1) == step+1 && !finish(i) {
+					return false
+				}
+			}
+			return true
+		},
+		func() bool { return out.raw(d.streamError("Simulated replica failure (error_after).")) })
+	if !ok {
+		return o
+	}
+	if p.steps() == 0 {
+		for i := range p.Choices {
+			if !finish(i) {
+				return outcomeCancelled
+			}
+		}
 	}
 	if u != nil && !inFinish {
-		if !send(encodeJSON(newChunk([]chunkChoice{}, u))) {
+		if !write(encodeJSON(newChunk([]chunkChoice{}, u))) || ctx.Err() != nil {
 			return outcomeCancelled
 		}
 	}

@@ -8,6 +8,11 @@
 // token by default, so that a cache hit shows in time to first token), a
 // cap on running sequences with a FIFO waiting queue (-max-num-seqs), and
 // serves the engine's Prometheus /metrics (-metrics-fault makes it fail).
+// Besides chat completions (tools, response_format, n, logprobs) it serves
+// /v1/completions, /v1/embeddings (-embedding-dim), Anthropic's
+// /v1/messages (-no-messages turns it off) and OpenAI's /v1/responses
+// (-no-responses), and GET /sim/requests returns the last request bodies
+// as received.
 // With -dialect ollama the engine defaults are Ollama's: one request at a
 // time, one cached prompt per slot matched token by token.
 //
@@ -77,6 +82,9 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	prefill := fs.Duration("prefill-per-token", simulator.DefaultPrefillPerToken.D(), "prefill time per uncached prompt token, prefills serialised one at a time (0 = free, no queue; max 1s)")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", 0, "run at most this many sequences at once; more wait in FIFO order (0 = the dialect's: no cap, ollama 1)")
 	fs.StringVar(&cfg.MetricsFault, "metrics-fault", "", "make GET /metrics fail: error (500), garbage (unparsable) or hang")
+	fs.IntVar(&cfg.EmbeddingDim, "embedding-dim", simulator.DefaultEmbeddingDim, "length of /v1/embeddings vectors (1..65536)")
+	fs.BoolVar(&cfg.NoMessages, "no-messages", false, "do not serve Anthropic's /v1/messages (404, as an engine without it)")
+	fs.BoolVar(&cfg.NoResponses, "no-responses", false, "do not serve OpenAI's /v1/responses (404, as an engine without it)")
 	consulOpts.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return "", cfg, err
@@ -122,11 +130,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	fmt.Fprintf(stdout, "llmsim listening on http://%s\n", ln.Addr())
-	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d block_size=%d kv_cache_blocks=%d no_prefix_cache=%t prefix_cache=%q prefill_per_token=%s max_num_seqs=%d metrics_fault=%q",
+	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d block_size=%d kv_cache_blocks=%d no_prefix_cache=%t prefix_cache=%q prefill_per_token=%s max_num_seqs=%d metrics_fault=%q embedding_dim=%d no_messages=%t no_responses=%t",
 		cfg.Model, cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.Seed, cfg.ErrorRate, cfg.ErrorStatus,
 		cfg.Hang, cfg.DropAfter, cfg.MaxModelLen, cfg.APIKey != "",
 		cfg.Dialect, cfg.Loading, cfg.NoUsage, cfg.UsageInFinish, cfg.ErrorAfter, cfg.MaxConcurrent,
-		cfg.BlockSize, cfg.KVCacheBlocks, cfg.NoPrefixCache, cfg.PrefixCache, cfg.PrefillPerToken, cfg.MaxNumSeqs, cfg.MetricsFault)
+		cfg.BlockSize, cfg.KVCacheBlocks, cfg.NoPrefixCache, cfg.PrefixCache, cfg.PrefillPerToken, cfg.MaxNumSeqs, cfg.MetricsFault,
+		cfg.EmbeddingDim, cfg.NoMessages, cfg.NoResponses)
 
 	if (cfg.Dialect == "" || cfg.Dialect == simulator.DialectVLLM) && cfg.Loading > 0 {
 		// vLLM opens its port only once the model is loaded: refuse

@@ -21,7 +21,7 @@ func TestParseFlags(t *testing.T) {
 	// Block size, cache kind and sequence cap are left to the dialect; the
 	// prefill costs 100µs per token unless told otherwise.
 	defaults := simulator.Config{Model: "sim-model", Tokens: 16, ErrorStatus: 500, KVCacheBlocks: 16384,
-		PrefillPerToken: simulator.Duration(100 * time.Microsecond)}
+		PrefillPerToken: simulator.Duration(100 * time.Microsecond), EmbeddingDim: 16}
 	with := func(f func(*simulator.Config)) simulator.Config {
 		c := defaults
 		f(&c)
@@ -49,6 +49,7 @@ func TestParseFlags(t *testing.T) {
 			"-usage-in-finish", "-error-after", "2", "-max-concurrent", "4",
 			"-block-size", "32", "-kv-cache-blocks", "1000", "-no-prefix-cache", "-prefix-cache", "slots", "-prefill-per-token", "50us",
 			"-max-num-seqs", "8", "-metrics-fault", "garbage",
+			"-embedding-dim", "384", "-no-messages", "-no-responses",
 		}, "127.0.0.1:0", simulator.Config{
 			Model: "m", TTFT: simulator.Duration(250 * time.Millisecond), ITL: simulator.Duration(20 * time.Millisecond),
 			Tokens: 5, Seed: 7, ErrorRate: 0.25, ErrorStatus: 503, Hang: true, DropAfter: 3, MaxModelLen: 4096, APIKey: "k",
@@ -56,7 +57,9 @@ func TestParseFlags(t *testing.T) {
 			ErrorAfter: 2, MaxConcurrent: 4,
 			BlockSize: 32, KVCacheBlocks: 1000, NoPrefixCache: true, PrefixCache: "slots", PrefillPerToken: simulator.Duration(50 * time.Microsecond),
 			MaxNumSeqs: 8, MetricsFault: "garbage",
+			EmbeddingDim: 384, NoMessages: true, NoResponses: true,
 		}, false},
+		{"embedding dim out of range", []string{"-embedding-dim", "70000"}, "", simulator.Config{}, true},
 		{"block size out of range", []string{"-block-size", "5000"}, "", simulator.Config{}, true},
 		{"kv cache blocks out of range", []string{"-kv-cache-blocks", "-1"}, "", simulator.Config{}, true},
 		{"negative prefill", []string{"-prefill-per-token", "-1ms"}, "", simulator.Config{}, true},
@@ -226,6 +229,34 @@ func TestBinary(t *testing.T) {
 		if !strings.Contains(string(m), "\n"+line+"\n") {
 			t.Errorf("/metrics lacks %s:\n%s", line, m)
 		}
+	}
+
+	// The other endpoints, and the capture of what was sent.
+	for _, ep := range []struct{ path, body, want string }{
+		{"/v1/embeddings", `{"input":"x","dimensions":3}`, `"object":"embedding"`},
+		{"/v1/completions", `{"prompt":"x","max_tokens":2}`, `"object":"text_completion"`},
+		{"/v1/messages", `{"model":"m","max_tokens":2,"messages":[{"role":"user","content":"x"}]}`, `"type":"message"`},
+		{"/v1/responses", `{"input":"x"}`, `"object":"response"`},
+	} {
+		resp, err := http.Post(base+ep.path, "application/json", strings.NewReader(ep.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), ep.want) {
+			t.Errorf("POST %s: %d %s", ep.path, resp.StatusCode, b)
+		}
+	}
+	resp, err = http.Get(base + "/sim/requests?path=/v1/responses")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var captured struct{ Requests []simulator.CapturedRequest }
+	err = json.NewDecoder(resp.Body).Decode(&captured)
+	resp.Body.Close()
+	if err != nil || len(captured.Requests) != 1 || string(captured.Requests[0].Body) != `{"input":"x"}` {
+		t.Errorf("GET /sim/requests: %+v (%v)", captured, err)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
