@@ -1,5 +1,7 @@
 package api
 
+import "github.com/llmedge/llmedge/wire"
+
 // Chat is a validated chat request, whichever public API it came through:
 // what the gateway routes and what replicas are asked.
 type Chat struct {
@@ -16,6 +18,48 @@ type Chat struct {
 	// User is an end-user identifier the client passed along (OpenAI's
 	// "user"); never trusted for authorization.
 	User string
+	// Wire is the client's body as it came, when the door carries it
+	// through to replicas that speak its format; nil for a door whose
+	// requests are always translated (llmedge's own).
+	Wire *Wire
+}
+
+// Format names the wire format of a request body, and of its answer.
+type Format string
+
+// The formats the doors carry through.
+const (
+	FormatOpenAIChat        Format = "openai.chat"
+	FormatOpenAICompletions Format = "openai.completions"
+	FormatOpenAIEmbeddings  Format = "openai.embeddings"
+	FormatOpenAIResponses   Format = "openai.responses"
+	FormatAnthropicMessages Format = "anthropic.messages"
+)
+
+// Wire is a client's request body in its door's format. The door read
+// only what the gateway needs of it; a replica that speaks the format
+// gets the rest as the client wrote it.
+type Wire struct {
+	Format Format
+	Body   []byte
+	// Object is the whole body, and Members its top-level members with
+	// their spans, in order: what a protocol edits (the model's name) and
+	// what it must refuse when it cannot carry a member.
+	Object  wire.Value
+	Members []wire.Member
+	// Messages are the elements of the body's messages (their spans),
+	// when it has them: a system message is put before the first.
+	Messages []wire.Value
+}
+
+// Member returns the member named name, if the body has it (not null).
+func (w *Wire) Member(name string) (wire.Member, bool) {
+	for _, m := range w.Members {
+		if m.Name == name && m.Value.Given() {
+			return m, true
+		}
+	}
+	return wire.Member{}, false
 }
 
 // Sampling are the generation parameters a client may set; nil and zero

@@ -8,6 +8,8 @@ const (
 	RoleSystem    = "system"
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
+	// RoleTool is a tool's result in OpenAI's chat (not in the native API).
+	RoleTool = "tool"
 )
 
 // Message is one element of the request's messages.

@@ -50,6 +50,9 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		return res, timeoutCause(cctx, err, false)
 	}
 
+	// A client that wants one answer of a request carried through gets
+	// the one its protocol makes of the stream.
+	call.Whole = sse == nil && call.Wire != nil
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var gotFirst atomic.Bool
@@ -61,9 +64,13 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		}
 	})
 	defer watchdog.Stop()
-	var buf []byte
-	onDelta := func(text string) error {
-		if !gotFirst.Load() {
+	// Events before the first token (a stream's opening chunk) are held
+	// back with the client's stream unstarted, so that another replica may
+	// still be tried; the first token releases them.
+	var buf, held []byte
+	onDelta := func(d *protocols.Delta) error {
+		first := d.Token && !gotFirst.Load()
+		if first {
 			gotFirst.Store(true)
 			firstToken() // its prefill no longer queues ahead of others
 			ex.TTFT = time.Since(start)
@@ -76,18 +83,36 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 				sse.setTiming(serverTiming(&st, 0))
 			}
 		}
-		watchdog.Reset(to.Idle)
-		content.WriteString(text)
-		ex.Relayed += len(text)
+		if gotFirst.Load() {
+			watchdog.Reset(to.Idle)
+		}
+		content.WriteString(d.Text)
+		ex.Relayed += len(d.Text)
 		if sse == nil {
 			return nil
 		}
-		buf = ex.Door.AppendDelta(buf[:0], ans, text)
+		buf = ex.Door.AppendDelta(buf[:0], ans, d)
+		if len(buf) == 0 {
+			return nil
+		}
+		if !gotFirst.Load() {
+			held = append(held, buf...)
+			return nil
+		}
 		ans.Deltas++
+		if first && len(held) > 0 {
+			held = append(held, buf...)
+			err := sse.write(held)
+			held = nil
+			return err
+		}
 		return sse.write(buf)
 	}
 	res, err := m.backendFor(rep).Chat(actx, client, &call, onDelta)
 	ex.Upstream += time.Since(start)
+	if err == nil && len(held) > 0 {
+		err = sse.write(held) // a stream that ended without a token
+	}
 	return res, timeoutCause(actx, err, gotFirst.Load())
 }
 

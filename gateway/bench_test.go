@@ -120,7 +120,7 @@ func BenchmarkStageRelay(b *testing.B) {
 		name := "json"
 		var onDelta protocols.DeltaFunc
 		if stream {
-			name, onDelta = "stream", func(string) error { return nil }
+			name, onDelta = "stream", func(*protocols.Delta) error { return nil }
 		}
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -5,10 +5,12 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/wire"
 )
 
 // Door is a public API through which clients ask for chats: llmedge's
-// own (NativeFront) or OpenAI's. It reads a chat request from a body and
+// own (doors/native) or OpenAI's (doors/openai). It reads a chat request from a body and
 // writes answers and errors in its own shape; everything between (auth,
 // scope, limits, routing, retries, timeouts) is the one pipeline's.
 type Door interface {
@@ -22,9 +24,12 @@ type Door interface {
 	// WriteAnswer answers a finished request that was not streamed.
 	WriteAnswer(w http.ResponseWriter, a *Answer)
 	// AppendDelta, AppendEnd and AppendStreamError encode the events of a
-	// streamed answer: new text, the end (a.Content holds the whole text),
-	// and a failure after the stream started.
-	AppendDelta(b []byte, a *Answer, text string) []byte
+	// streamed answer: a replica's event (new text; in the door's own
+	// format, the event as the replica wrote it, to relay), the end
+	// (a.Content holds the whole text), and a failure after the stream
+	// started. AppendDelta may append nothing (an event the door does not
+	// show).
+	AppendDelta(b []byte, a *Answer, d *protocols.Delta) []byte
 	AppendEnd(b []byte, a *Answer) []byte
 	AppendStreamError(b []byte, a *Answer, err *api.Error) []byte
 }
@@ -48,4 +53,13 @@ type Answer struct {
 	IncludeUsage bool
 	// Deltas counts the deltas sent before this one.
 	Deltas int
+	// Relayed is set by a door that relayed the replica's own events:
+	// the end then adds only what the replica's stream does not carry.
+	Relayed bool
+	// Raw is the replica's whole answer as it wrote it, when it is in the
+	// request's wire format (RawFormat): a door of that format passes it
+	// on, the model's name at RawModel (a span of Raw) replaced.
+	Raw       []byte
+	RawFormat api.Format
+	RawModel  wire.Value
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // testPath is where the package's tests send chats.
@@ -35,8 +36,11 @@ func (testDoor) WriteAnswer(w http.ResponseWriter, a *Answer) {
 	api.WriteJSON(w, http.StatusOK, testResponse(a))
 }
 
-func (testDoor) AppendDelta(b []byte, _ *Answer, text string) []byte {
-	return appendEvent(b, "", mustJSON(api.StreamDelta{Content: text}))
+func (testDoor) AppendDelta(b []byte, _ *Answer, d *protocols.Delta) []byte {
+	if d.Text == "" {
+		return b
+	}
+	return appendEvent(b, "", mustJSON(api.StreamDelta{Content: d.Text}))
 }
 
 func (testDoor) AppendEnd(b []byte, a *Answer) []byte {

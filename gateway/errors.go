@@ -50,6 +50,10 @@ func publicError(model string, openTimeout time.Duration, err error) *api.Error 
 		return api.NewError(http.StatusBadGateway, "The replicas of model '"+model+"' failed to answer")
 	}
 	switch be.Kind {
+	case protocols.KindUnsupported:
+		e := api.NewError(http.StatusBadRequest, "Unsupported parameter: "+be.Message+".")
+		e.Code, e.Param = "unsupported_parameter", be.Param
+		return e
 	case protocols.KindBadRequest:
 		e := api.NewError(http.StatusUnprocessableEntity, "The model rejected the request: "+be.Message)
 		if contextLengthExceeded(be.Message) {

@@ -50,7 +50,7 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *protocols.R
 			res.Content += d // a non-streamed call: the text comes whole
 			continue
 		}
-		if err := onDelta(d); err != nil {
+		if err := onDelta(&protocols.Delta{Text: d, Token: true}); err != nil {
 			return nil, err
 		}
 	}

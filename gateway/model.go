@@ -90,14 +90,26 @@ func (m *Model) call(chat *api.Chat) protocols.Request {
 	if m.MaxTokens > 0 && (s.MaxTokens == 0 || s.MaxTokens > m.MaxTokens) {
 		s.MaxTokens = m.MaxTokens
 	}
-	return protocols.Request{
+	req := protocols.Request{
 		Messages:    m.upstreamMessages(chat),
 		Temperature: s.Temperature,
 		TopP:        s.TopP,
 		MaxTokens:   s.MaxTokens,
 		Stop:        s.Stop,
 		Seed:        s.Seed,
+		Wire:        chat.Wire,
 	}
+	if chat.Wire != nil {
+		// What the gateway changes in a body it carries through: the
+		// model's default system message, its reply cap.
+		if chat.SystemMessage == nil && m.SystemMessage != "" && (len(chat.Messages) == 0 || chat.Messages[0].Role != api.RoleSystem) {
+			req.AddSystem = m.SystemMessage
+		}
+		if s.MaxTokens != chat.Sampling.MaxTokens {
+			req.CapTokens = s.MaxTokens
+		}
+	}
+	return req
 }
 
 // upstreamMessages applies the system message rules: a request's

@@ -78,6 +78,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 
 	call := m.call(chat)
 	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header}
+	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
+		preq.Messages = nil // an embedding reuses no cached prefix: no affinity to it
+	}
 	if ex.Principal != nil {
 		preq.User = ex.Principal.Subject
 		if t := ex.Principal.Tier; t != "" && g.Shares != nil {
@@ -116,7 +119,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			w.Header()[routeHeader] = []string{routeValue(m.Policy, lease.Choice)}
 		}
 		content.Reset()
-		ans.Deltas = 0
+		ans.Deltas, ans.Relayed = 0, false
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
 		res, err := g.attempt(actx, m, rep, call, sse, ans, &content, to, ex, lease.FirstToken)
 		endAttempt(aspan, err)
@@ -181,14 +184,16 @@ func outcome(err error, clientGone bool) pool.Outcome {
 		switch be.Kind {
 		case protocols.KindBadRequest:
 			return pool.Success
-		case protocols.KindOverloaded:
+		case protocols.KindOverloaded, protocols.KindUnsupported:
 			return pool.Excluded
 		}
 	}
 	return pool.Failure
 }
 
-// retryable reports whether another replica may succeed where this failed.
+// retryable reports whether another replica may succeed where this
+// failed. One whose protocol cannot carry the request was not asked, and
+// another replica of the model may speak another protocol.
 func retryable(err error) bool {
 	var be *protocols.Error
 	if !errors.As(err, &be) {
@@ -212,6 +217,7 @@ func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, a
 		ex.Relayed += len(res.Content)
 	}
 	ans.FinishReason, ans.Usage, ans.UsageKnown = res.FinishReason, ex.Usage, res.UsageKnown
+	ans.Raw, ans.RawFormat, ans.RawModel = res.Raw, res.Format, res.Model
 	ans.Inference = done.Sub(res.Sent)
 	total := time.Since(ex.Start)
 	ans.Processing = total

@@ -96,7 +96,7 @@ func Exchange(ctx context.Context, client *http.Client, url string, body any, ap
 }
 
 // Collector gathers the text of a streamed reply, passing each non-empty
-// delta to OnDelta (when not nil) first.
+// delta to OnDelta (when not nil) first, as a Delta of text alone.
 type Collector struct {
 	OnDelta DeltaFunc
 	// Content is the text so far; Deltas counts the pieces.
@@ -104,6 +104,8 @@ type Collector struct {
 	Deltas  int
 	// First is when the first delta arrived (zero if none).
 	First time.Time
+
+	delta Delta // reused: a DeltaFunc must not keep it
 }
 
 // Add takes one delta. It fails with ctx's error (see Canceled) when ctx
@@ -119,13 +121,35 @@ func (c *Collector) Add(ctx context.Context, text string) error {
 		if ctx.Err() != nil {
 			return Canceled(ctx)
 		}
-		if err := c.OnDelta(text); err != nil {
+		c.delta = Delta{Text: text, Token: true}
+		if err := c.OnDelta(&c.delta); err != nil {
 			return err
 		}
 	}
 	c.Deltas++
 	c.Content.WriteString(text)
 	return nil
+}
+
+// Event takes one event of a stream carried through in the client's
+// format: its text is collected, and every event, text or not, is passed
+// to OnDelta for the door to relay. Deltas counts the events that carry
+// output, First is when the first arrived.
+func (c *Collector) Event(ctx context.Context, d *Delta) error {
+	if d.Token {
+		if c.Deltas == 0 {
+			c.First = time.Now()
+		}
+		c.Deltas++
+	}
+	c.Content.WriteString(d.Text)
+	if c.OnDelta == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return Canceled(ctx)
+	}
+	return c.OnDelta(d)
 }
 
 // Fail is a classified stream failure; Started tells whether a delta was

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/wire"
 )
 
 // Request is what the gateway asks of one replica.
@@ -31,6 +32,23 @@ type Request struct {
 	Seed      *int64
 	// APIKey, when set, is sent as "Authorization: Bearer <key>".
 	APIKey string
+	// Wire is the client's request as the door received it, when the
+	// door carries it through: a protocol that speaks its format sends
+	// it on with the edits below and nothing else changed; one that does
+	// not translates the fields above, and refuses (KindUnsupported,
+	// naming the member) what it cannot carry.
+	Wire *api.Wire
+	// AddSystem, when set, is a system message to put first: the model's
+	// default, for a request that brings none.
+	AddSystem string
+	// CapTokens, when set, replaces the reply cap the client gave (or
+	// adds one): the model's max_tokens is lower.
+	CapTokens int
+	// Whole asks a protocol that streams a request carried through for
+	// the one answer the client wants, made of the stream (Result.Raw):
+	// the model streams from its replicas always, for the first-token and
+	// idle timeouts to watch the call.
+	Whole bool
 }
 
 // Result is a finished chat completion.
@@ -40,16 +58,43 @@ type Result struct {
 	Usage        api.Usage
 	// UsageKnown is false when the replica reported no usage at all.
 	UsageKnown bool
+	// Raw is the replica's answer as it wrote it, when it is in the
+	// request's wire format (Format): a door of that format passes it on,
+	// its model's name (at Model, a span of Raw) replaced with its own.
+	Raw    []byte
+	Format api.Format
+	Model  wire.Value
 	// Sent is when the request was written to the replica; FirstByte when the
 	// first token (or the whole answer, non-streamed) arrived; Done when the
 	// last byte arrived. inference_time is Done - Sent.
 	Sent, FirstByte, Done time.Time
 }
 
-// DeltaFunc receives each new piece of text of a streamed reply, in order.
-// Returning an error aborts the stream (the replica request is cancelled)
-// and Chat returns that error.
-type DeltaFunc func(text string) error
+// Delta is one event of a streamed answer. It is valid until the
+// DeltaFunc it is given to returns.
+type Delta struct {
+	// Text is the new text of the answer (of its first choice); "" when
+	// the event brings none.
+	Text string
+	// Data is the replica's event as it wrote it, when it is in the
+	// request's wire format (Format): a door of that format relays it, its
+	// model's name (at Model, a span of Data) replaced with its own.
+	Data   []byte
+	Format api.Format
+	Model  wire.Value
+	// Token is true when the event carries generated output (text, a tool
+	// call's progress, a refusal) or a finish: the first such event ends
+	// the wait for the first token.
+	Token bool
+	// UsageOnly marks an event that carries the usage alone, which the
+	// gateway may have asked for on its own account.
+	UsageOnly bool
+}
+
+// DeltaFunc receives each event of a streamed reply, in order. Returning
+// an error aborts the stream (the replica request is cancelled) and Chat
+// returns that error.
+type DeltaFunc func(d *Delta) error
 
 // Protocol speaks one replica protocol. Implementations are safe for
 // concurrent use.
@@ -86,6 +131,10 @@ const (
 	// KindProtocol: the replica sent something unusable (malformed JSON,
 	// stream cut before completion).
 	KindProtocol
+	// KindUnsupported: the replica's protocol cannot carry what the client
+	// asked for (Message names the member); nothing was sent. The client
+	// gets 400.
+	KindUnsupported
 )
 
 func (k Kind) String() string {
@@ -102,6 +151,8 @@ func (k Kind) String() string {
 		return "bad_request"
 	case KindProtocol:
 		return "protocol"
+	case KindUnsupported:
+		return "unsupported"
 	}
 	return "unknown"
 }
@@ -117,7 +168,9 @@ type Error struct {
 	// Started is true when at least one delta was already delivered to
 	// onDelta before the failure.
 	Started bool
-	Err     error
+	// Param names the request member a KindUnsupported error is about.
+	Param string
+	Err   error
 }
 
 func (e *Error) Error() string {

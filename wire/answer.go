@@ -23,6 +23,9 @@ type Answer struct {
 	Choices []Choice
 	// Usage is the "usage" member.
 	Usage Usage
+	// Model is the "model" member as written, with its span: a door
+	// passing the answer through puts its own model name in its place.
+	Model Value
 }
 
 // IsError reports an error report rather than an answer.
@@ -32,10 +35,15 @@ func (a *Answer) IsError() bool { return a.Error || a.Object == "error" }
 // completions in message.
 type Choice struct {
 	// Delta and Message are the content of delta and of message; "" when
-	// either, or its content, is absent or null.
-	Delta, Message string
+	// either, or its content, is absent or null. Text is a text
+	// completion's "text".
+	Delta, Message, Text string
 	// FinishReason is "" when absent or null.
 	FinishReason string
+	// Output is true when the delta or message carries generated output
+	// beside its content: tool calls, a refusal, reasoning (any member
+	// but role and content that is neither null nor "").
+	Output bool
 }
 
 // Usage is a replica's token accounting.
@@ -160,6 +168,15 @@ func (r *AnswerReader) sameBut(data []byte, a *Answer) bool {
 	choices := append(a.Choices[:0], r.choice)
 	*a = r.answer
 	a.Choices = choices
+	if m := r.answer.Model; m.Raw != nil {
+		// The model member as this chunk holds it: after the text, it
+		// moved by the text's change in length.
+		start := m.Start
+		if start >= r.to {
+			start += len(data) - len(r.last)
+		}
+		a.Model = Value{Raw: data[start : start+len(m.Raw)], Start: start, End: start + len(m.Raw)}
+	}
 	a.Choices[0].Delta, _ = text(s)
 	return true
 }
@@ -203,6 +220,13 @@ func (dec *decoder) answer(a *Answer) error {
 				return err
 			}
 			a.Error = string(v) != "null"
+		case "model":
+			start := dec.start()
+			v, err := dec.raw()
+			if err != nil {
+				return err
+			}
+			a.Model = Value{Raw: v, Start: start, End: start + len(v)}
 		case "choices":
 			dec.choicesSeen++
 			err = dec.choices(a)
@@ -266,9 +290,17 @@ func (dec *decoder) choices(a *Answer) error {
 				if i == 0 {
 					dec.deltas++
 				}
-				err = dec.content(&c.Delta, i, "delta")
+				err = dec.content(&c, &c.Delta, i, "delta")
 			case "message":
-				err = dec.content(&c.Message, i, "message")
+				err = dec.content(&c, &c.Message, i, "message")
+			case "text":
+				var v []byte
+				if v, err = dec.raw(); err == nil {
+					var ok bool
+					if c.Text, ok = text(v); !ok {
+						err = dec.valueErr(v, "a string", "choices", i, "text")
+					}
+				}
 			case "finish_reason":
 				var v []byte
 				if v, err = dec.raw(); err == nil {
@@ -293,7 +325,7 @@ func (dec *decoder) choices(a *Answer) error {
 }
 
 // content reads a delta or a message: its content, if any.
-func (dec *decoder) content(s *string, i int, member string) error {
+func (dec *decoder) content(c *Choice, s *string, i int, member string) error {
 	*s = ""
 	d := &dec.d
 	t, err := d.ReadToken()
@@ -312,13 +344,17 @@ func (dec *decoder) content(s *string, i int, member string) error {
 		if !ok {
 			return err
 		}
-		isContent := string(n) == "content"
-		if d, esc := unescaped(n); !isContent && esc {
-			isContent = string(d) == "content"
+		isContent, isRole := string(n) == "content", string(n) == "role"
+		if d, esc := unescaped(n); !isContent && !isRole && esc {
+			isContent, isRole = string(d) == "content", string(d) == "role"
 		}
 		v, err := dec.raw()
 		if err != nil {
 			return err
+		}
+		if !isContent && !isRole && string(v) != "null" && string(v) != `""` {
+			c.Output = true
+			dec.deltas++ // more than text changes: no stand-in
 		}
 		if isContent {
 			var ok bool

@@ -70,6 +70,8 @@ func answerOracle(data []byte) (Answer, error) {
 			a.Object, err = str(m.raw)
 		case "error":
 			a.Error = !isNull(m.raw)
+		case "model":
+			a.Model = Value{Raw: m.raw} // its span is checked apart
 		case "choices":
 			a.Choices, err = choicesOracle(m.raw, str)
 		case "usage":
@@ -145,12 +147,20 @@ func choicesOracle(raw json.RawMessage, str func(json.RawMessage) (string, error
 						return nil, errors.New("delta: wrong type")
 					}
 					for _, x := range mm {
-						if x.name == "content" {
+						switch x.name {
+						case "content":
 							if *to, err = str(x.raw); err != nil {
 								return nil, err
 							}
+						case "role":
+						default:
+							if string(x.raw) != "null" && string(x.raw) != `""` {
+								c.Output = true
+							}
 						}
 					}
+				case "text":
+					c.Text, err = str(f.raw)
 				case "finish_reason":
 					c.FinishReason, err = str(f.raw)
 				}
@@ -181,6 +191,12 @@ func checkAnswer(t *testing.T, data []byte, a *Answer, read func([]byte, *Answer
 		return
 	}
 	got := *a
+	// The model as written, at its span.
+	if string(got.Model.Raw) != string(want.Model.Raw) ||
+		(got.Model.Raw != nil && string(data[got.Model.Start:got.Model.End]) != string(got.Model.Raw)) {
+		t.Fatalf("%q: model %q at %d:%d, want %q", data, got.Model.Raw, got.Model.Start, got.Model.End, want.Model.Raw)
+	}
+	got.Model, want.Model = Value{}, Value{}
 	if len(got.Choices) == 0 {
 		got.Choices = nil
 	}
@@ -232,6 +248,15 @@ var answerSeeds = []string{
 	`{"usage":{"total_tokens":9223372036854775807}}`, `{"usage":{"total_tokens":9223372036854775808}}`, `{"usage":{"total_tokens":-9223372036854775808}}`,
 	`{"\\\\":1,"\\\\\\\\":{"\\\\":2},"choices":[{"\\\\":3,"delta":{"\\\\":4,"content":"ok"}}],"usage":{"\\\\":5}}`,
 	`{"choices":[]} {"choices":[]}`, `{"choices":[{"delta":{"content":"x"}}]}` + "\n",
+
+	// What pass-through reads beside the text: the model's place, tool
+	// calls and other output, a text completion's text.
+	`{"id":"c","model":"Qwen/Qwen2.5","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t","function":{"name":"f","arguments":""}}]}}]}`,
+	`{"choices":[{"index":0,"delta":{"content":"x"}}],"model":"after"}`,
+	`{"model":"a","model":"b","choices":[]}`, `{"model":null,"choices":[]}`,
+	`{"choices":[{"delta":{"role":"assistant","content":null,"reasoning_content":"think"}}]}`,
+	`{"choices":[{"delta":{"refusal":""}}]}`, `{"object":"text_completion","choices":[{"index":0,"text":" hi","finish_reason":null}]}`,
+	`{"choices":[{"text":5}]}`,
 }
 
 func TestReadAnswer(t *testing.T) {

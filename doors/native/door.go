@@ -12,6 +12,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // Path is where the door takes chat requests.
@@ -43,10 +44,15 @@ func (Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 	writeJSON(w, http.StatusOK, appendResponse(make([]byte, 0, 192+len(a.Content)), a))
 }
 
-// AppendDelta implements gateway.Door: `data: {"content":"<text>"}`.
-func (Door) AppendDelta(b []byte, _ *gateway.Answer, text string) []byte {
+// AppendDelta implements gateway.Door: `data: {"content":"<text>"}`; an
+// event without text (a replica's opening or closing chunk) shows
+// nothing.
+func (Door) AppendDelta(b []byte, _ *gateway.Answer, d *protocols.Delta) []byte {
+	if d.Text == "" {
+		return b
+	}
 	b = append(b, `data: {"content":`...)
-	b = jsonx.String(b, text)
+	b = jsonx.String(b, d.Text)
 	return append(b, "}\n\n"...)
 }
 

@@ -33,7 +33,7 @@ func BenchmarkAppendDelta(b *testing.B) {
 	buf := make([]byte, 0, 512)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = f.AppendDelta(buf[:0], a, " token")
+		buf = f.AppendDelta(buf[:0], a, &protocols.Delta{Text: " token", Token: true})
 	}
 }
 

@@ -19,6 +19,8 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
+	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/wire"
 )
 
 // Door reads chat completions requests and writes OpenAI's answers.
@@ -50,8 +52,14 @@ func (f *Door) Decode(r *http.Request) (api.Chat, []byte, *api.Error) { return f
 // WriteError implements gateway.Door.
 func (*Door) WriteError(w http.ResponseWriter, err *api.Error) { writeError(w, err) }
 
-// WriteAnswer implements gateway.Door: a chat.completion object.
+// WriteAnswer implements gateway.Door: the replica's own answer, when it
+// is in this door's format, with the gateway's model name; else a
+// chat.completion made of the answer's text.
 func (*Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
+	if a.Raw != nil {
+		writeJSON(w, appendRenamed(make([]byte, 0, len(a.Raw)+len(a.Model)), a.Raw, a.RawModel, a.Model))
+		return
+	}
 	b := make([]byte, 0, 256+len(a.Content)+len(a.Content)/8)
 	b = appendHead(b, a, "chat.completion")
 	b = append(b, `{"index":0,"message":{"role":"assistant","content":`...)
@@ -73,10 +81,26 @@ func (*Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 	_, _ = w.Write(b)
 }
 
-// AppendDelta implements gateway.Door: a chat.completion.chunk with the
-// new text; the first one carries the role too, as OpenAI's first chunk
-// does.
-func (*Door) AppendDelta(b []byte, a *gateway.Answer, text string) []byte {
+// AppendDelta implements gateway.Door: the replica's own event, when it
+// is in this door's format (tool calls, several choices, logprobs
+// included), with the gateway's model name, and without the usage event
+// the gateway asked for on its own account; else a chat.completion.chunk
+// with the new text, the first one with the role too, as OpenAI's first
+// chunk has it.
+func (*Door) AppendDelta(b []byte, a *gateway.Answer, d *protocols.Delta) []byte {
+	if d.Data != nil {
+		if d.UsageOnly && !a.IncludeUsage {
+			return b
+		}
+		a.Relayed = true
+		b = append(b, "data: "...)
+		b = appendRenamed(b, d.Data, d.Model, a.Model)
+		return append(b, "\n\n"...)
+	}
+	text := d.Text
+	if text == "" {
+		return b
+	}
 	b = append(b, "data: "...)
 	b = appendHead(b, a, "chat.completion.chunk")
 	b = append(b, `{"index":0,"delta":{`...)
@@ -90,8 +114,12 @@ func (*Door) AppendDelta(b []byte, a *gateway.Answer, text string) []byte {
 
 // AppendEnd implements gateway.Door: the chunk with finish_reason, the
 // usage chunk ("choices":[]) when the client asked for it with
-// stream_options.include_usage, then [DONE].
+// stream_options.include_usage, then [DONE]; after the replica's own
+// events, which carried the first two, [DONE] alone.
 func (f *Door) AppendEnd(b []byte, a *gateway.Answer) []byte {
+	if a.Relayed {
+		return append(b, "data: [DONE]\n\n"...)
+	}
 	if a.Deltas == 0 {
 		// An empty reply still opens with the role, so clients that build
 		// the message from the deltas get an assistant message.
@@ -165,6 +193,18 @@ func finishReason(r string) string {
 		return "length"
 	}
 	return "stop"
+}
+
+// appendRenamed appends data with the model member's value (at model, a
+// span of data; none when it is absent) replaced by name: a replica names
+// its model as it serves it, a client as the gateway does.
+func appendRenamed(b, data []byte, model wire.Value, name string) []byte {
+	if model.Raw == nil || model.End > len(data) {
+		return append(b, data...)
+	}
+	b = append(b, data[:model.Start]...)
+	b = jsonx.String(b, name)
+	return append(b, data[model.End:]...)
 }
 
 var _ gateway.Door = (*Door)(nil)

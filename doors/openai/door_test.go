@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 // chunk is OpenAI's chat.completion.chunk and chat.completion, decoded
@@ -108,7 +109,7 @@ func TestStreamEvents(t *testing.T) {
 			a.IncludeUsage, a.UsageKnown = tt.includeUsage, tt.usageKnown
 			var b []byte
 			for _, d := range tt.deltas {
-				b = f.AppendDelta(b, a, d)
+				b = f.AppendDelta(b, a, &protocols.Delta{Text: d, Token: true})
 				a.Deltas++
 			}
 			a.Content = strings.Join(tt.deltas, "")

@@ -16,6 +16,8 @@ import (
 const (
 	Prefix              = "/v1/"
 	PathChatCompletions = "/v1/chat/completions"
+	PathCompletions     = "/v1/completions"
+	PathEmbeddings      = "/v1/embeddings"
 	PathModels          = "/v1/models"
 	pathModel           = "/v1/models/" // + the model's id
 )
@@ -32,7 +34,7 @@ type Mount struct {
 	done     func(r *http.Request, ex *gateway.Exchange)
 
 	// The handlers, made once: Handler runs per request.
-	chat, models, model http.Handler
+	chat, completions, embeddings, models, model http.Handler
 }
 
 // NewMount returns the API served through pipeline and front; done, when
@@ -40,7 +42,9 @@ type Mount struct {
 // fields).
 func NewMount(pipeline *gateway.Pipeline, door *Door, done func(*http.Request, *gateway.Exchange)) *Mount {
 	a := &Mount{pipeline: pipeline, door: door, done: done}
-	a.chat = http.HandlerFunc(a.serveChat)
+	a.chat = a.inference(door)
+	a.completions = a.inference(Completions{door})
+	a.embeddings = a.inference(Embeddings{door})
 	a.models = http.HandlerFunc(a.serveModels)
 	a.model = http.HandlerFunc(a.serveModel)
 	return a
@@ -51,6 +55,10 @@ func (a *Mount) Handler(path string) http.Handler {
 	switch {
 	case path == PathChatCompletions:
 		return a.chat
+	case path == PathCompletions:
+		return a.completions
+	case path == PathEmbeddings:
+		return a.embeddings
 	case path == PathModels:
 		return a.models
 	case strings.HasPrefix(path, pathModel):
@@ -72,14 +80,18 @@ func (*Mount) NotFound(w http.ResponseWriter, r *http.Request) {
 	writeError(w, api.NewError(http.StatusNotFound, "Invalid URL ("+r.Method+" "+path+")"))
 }
 
-func (a *Mount) serveChat(w http.ResponseWriter, r *http.Request) {
-	if !allow(w, r, http.MethodPost) {
-		return
-	}
-	ex := a.pipeline.Serve(w, r, a.door)
-	if a.done != nil {
-		a.done(r, ex)
-	}
+// inference serves one of the door's inference endpoints through the
+// pipeline, with its codec.
+func (a *Mount) inference(codec gateway.Door) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allow(w, r, http.MethodPost) {
+			return
+		}
+		ex := a.pipeline.Serve(w, r, codec)
+		if a.done != nil {
+			a.done(r, ex)
+		}
+	})
 }
 
 // serveModels answers GET /v1/models: the configured models the

@@ -56,8 +56,8 @@ func TestModelsAndPaths(t *testing.T) {
 		{"one model without a credential", "GET", "/v1/models/qwen", "", false, 401, `"invalid_api_key"`},
 		{"list by POST", "POST", "/v1/models", "model:qwen", false, 405, `"code":"method_not_allowed"`},
 		{"chat by GET", "GET", "/v1/chat/completions", "model:qwen", false, 405, `"code":"method_not_allowed"`},
-		{"unknown /v1 path", "POST", "/v1/embeddings", "model:qwen", false, 404, `"message":"Invalid URL (POST /v1/embeddings)"`},
-		{"unknown /v1 path, passthrough", "POST", "/v1/embeddings", "model:qwen", true, 299, "next"},
+		{"unknown /v1 path", "POST", "/v1/audio/speech", "model:qwen", false, 404, `"message":"Invalid URL (POST /v1/audio/speech)"`},
+		{"unknown /v1 path, passthrough", "POST", "/v1/audio/speech", "model:qwen", true, 299, "next"},
 		{"unknown path", "GET", "/v2/x", "", false, 404, `{"detail":"Not Found"}`},
 	}
 	for _, tt := range tests {

@@ -8,7 +8,6 @@ import (
 	"mime"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,17 +26,21 @@ const (
 	// maxTokensLimit bounds max_tokens to what every engine's integer
 	// fields hold.
 	maxTokensLimit = math.MaxInt32
+	// maxChoices bounds n: each choice is a whole generation on the
+	// replica (vLLM takes any number; OpenAI 128).
+	maxChoices = 128
 )
 
 // decodeChat reads and validates a chat completions request body. The
 // first problem found is reported, as OpenAI's API does, naming its field
 // in param with OpenAI's path syntax ("messages[2].content").
 //
-// Fields the gateway cannot honour are refused rather than ignored, so a
-// client never gets an answer that silently dropped what it asked for:
-// unknown fields (OpenAI refuses them too), n > 1, tools, image parts.
-// Fields whose value asks for nothing (tools: [], logprobs: false,
-// presence_penalty: 0) are accepted, because some clients always send them.
+// The body is carried through to the replica: the door reads what the
+// gateway needs (the model, the messages for routing and limits, stream,
+// the reply cap) and checks the shapes of what it reads, and every other
+// member (tools, response_format, logprobs, n, penalties, a vendor's own)
+// reaches the replica as the client wrote it. A replica whose protocol
+// cannot carry a member refuses it, naming it (see package protocols).
 func (f *Door) decodeChat(r *http.Request) (api.Chat, []byte, *api.Error) {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
@@ -83,7 +86,19 @@ func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
 	if c.Body.Kind() != wire.Object {
 		return api.Chat{}, invalid(codeInvalidType, "", "The request body must be a JSON object.")
 	}
-	return f.validate(c)
+	chat, aerr := f.validate(c)
+	if aerr != nil {
+		return chat, aerr
+	}
+	// What a protocol needs to carry the body through, copied out of the
+	// pooled reader (the spans point into body, which the request keeps).
+	w := &api.Wire{Format: api.FormatOpenAIChat, Body: body, Object: c.Body,
+		Members: append([]wire.Member(nil), c.Members...), Messages: make([]wire.Value, len(c.Items))}
+	for i := range c.Items {
+		w.Messages[i] = c.Items[i].Value
+	}
+	chat.Wire = w
+	return chat, nil
 }
 
 // validate judges the members c holds.
@@ -170,13 +185,8 @@ func (f *Door) validate(c *wire.Chat) (api.Chat, *api.Error) {
 		chat.User = u
 	}
 	if c.N.Given() {
-		n, aerr := integerIn(c.N, "n", 1, math.MaxInt32)
-		if aerr != nil {
+		if _, aerr := integerIn(c.N, "n", 1, maxChoices); aerr != nil {
 			return chat, aerr
-		}
-		if n != 1 {
-			return chat, invalid(codeUnsupportedV, "n",
-				"Unsupported value: 'n' must be 1: this gateway generates one choice per request.")
 		}
 	}
 	if c.StreamOptions.Given() {
@@ -189,27 +199,6 @@ func (f *Door) validate(c *wire.Chat) (api.Chat, *api.Error) {
 			return chat, aerr
 		}
 		chat.IncludeUsage = include
-	}
-	// Members the gateway does not read are refused, unless they are
-	// inert ones whose value asks for nothing.
-	var bad []string
-	for _, m := range c.Members {
-		if m.Known {
-			continue
-		}
-		if accept, ok := inert[m.Name]; ok && (m.Value.IsNull() || accept(m.Value)) {
-			continue
-		}
-		bad = append(bad, m.Name)
-	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		name := bad[0]
-		if _, ok := inert[name]; ok {
-			return chat, invalid(codeUnsupported, name,
-				"Unsupported parameter: '"+name+"' is not supported by this gateway; leave it out.")
-		}
-		return chat, invalid(codeUnknown, name, "Unrecognized request argument supplied: "+name)
 	}
 	return chat, nil
 }
@@ -229,35 +218,6 @@ func (f *Door) model(v wire.Value) (string, *api.Error) {
 		return f.models[i], nil
 	}
 	return "", modelNotFound(model)
-}
-
-// inert are the OpenAI fields the gateway does not pass on, each with the
-// values that ask for nothing and are therefore accepted (null always is).
-// Any other value is refused as unsupported.
-var inert = map[string]func(wire.Value) bool{
-	"frequency_penalty":   isZero,
-	"presence_penalty":    isZero,
-	"logprobs":            isFalse,
-	"top_logprobs":        isZero,
-	"logit_bias":          isEmptyObject,
-	"tools":               isEmptyArray,
-	"functions":           isEmptyArray,
-	"tool_choice":         oneOf("none", "auto"),
-	"function_call":       oneOf("none", "auto"),
-	"parallel_tool_calls": isBool,
-	"response_format":     isTextFormat,
-	"store":               isFalse,
-	"metadata":            isObject,
-	"service_tier":        oneOf("auto", "default"),
-	"modalities":          isTextModality,
-	"reasoning_effort":    never,
-	"verbosity":           never,
-	"audio":               never,
-	"prediction":          never,
-	"web_search_options":  never,
-	// Identifiers and hints that change nothing in the answer.
-	"safety_identifier": isString,
-	"prompt_cache_key":  isString,
 }
 
 func (f *Door) parseMessages(c *wire.Chat) ([]api.Message, *api.Error) {
@@ -303,7 +263,7 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 	if aerr != nil {
 		return api.Message{}, aerr
 	}
-	content, aerr := f.parseContent(c, m, i)
+	content, aerr := f.parseContent(c, m, i, r)
 	if aerr != nil {
 		return api.Message{}, aerr
 	}
@@ -317,26 +277,25 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 			return api.Message{}, typeError(messageParam(i, fv.name), "a string", fv.val)
 		}
 	}
-	for _, fv := range []struct {
-		name string
-		val  wire.Value
-	}{{"tool_calls", m.ToolCalls}, {"function_call", m.FunctionCall}} {
-		if fv.val.Given() && !isEmptyArray(fv.val) {
-			p := messageParam(i, fv.name)
-			return api.Message{}, invalid(codeUnsupported, p,
-				"Unsupported parameter: '"+p+"': this gateway does not support tool calls.")
+	if m.ToolCalls.Given() {
+		if m.ToolCalls.Kind() != wire.Array {
+			return api.Message{}, typeError(messageParam(i, "tool_calls"), "an array", m.ToolCalls)
+		}
+		// A call's name and arguments are part of the conversation a
+		// replica caches: routing sees them as written.
+		if string(m.ToolCalls.Raw) != "[]" {
+			content += string(m.ToolCalls.Raw)
 		}
 	}
-	if m.Other.Value.Raw != nil {
-		p := messageParam(i, m.Other.Name)
-		return api.Message{}, invalid(codeUnknown, p, "Unrecognized request argument supplied: "+p)
+	if m.FunctionCall.Given() {
+		content += string(m.FunctionCall.Raw)
 	}
 	return api.Message{Role: r, Content: content}, nil
 }
 
-// parseRole takes OpenAI's roles; "developer" (OpenAI's new name for
-// system instructions) is sent to replicas as "system", the role their
-// chat templates know.
+// parseRole takes OpenAI's roles. "developer" (OpenAI's new name for
+// system instructions) counts as "system" for routing and for the
+// protocols that translate the request (a body carried through keeps it).
 func parseRole(raw wire.Value, i int) (string, *api.Error) {
 	// The usual roles are compared raw, without decoding.
 	switch {
@@ -346,6 +305,8 @@ func parseRole(raw wire.Value, i int) (string, *api.Error) {
 		return api.RoleAssistant, nil
 	case raw.Is(api.RoleSystem):
 		return api.RoleSystem, nil
+	case raw.Is(api.RoleTool):
+		return api.RoleTool, nil
 	}
 	param := messageParam(i, "role")
 	if !raw.Given() {
@@ -360,32 +321,37 @@ func parseRole(raw wire.Value, i int) (string, *api.Error) {
 		return role, nil // spelled with escapes
 	case "developer":
 		return api.RoleSystem, nil
-	case "tool", "function":
-		return "", invalid(codeUnsupportedV, param,
-			"Unsupported value: '"+param+"' does not support '"+role+"': this gateway does not support tool calls.")
+	case api.RoleTool, "function":
+		return role, nil
 	}
 	return "", invalid(codeInvalidValue, param, "Invalid value: '"+role+
-		"'. Supported values are: 'system', 'developer', 'user' and 'assistant'.")
+		"'. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.")
 }
 
-// parseContent takes a string, or an array of text parts, joined with
-// newlines (as vLLM joins them for a chat template). Other parts (images,
-// audio, files) are refused: the replicas behind this gateway are asked
-// for text only.
-func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int) (string, *api.Error) {
+// parseContent takes a string, or an array of content parts: text parts
+// joined with newlines (as vLLM joins them for a chat template), other
+// parts (images, audio, files) as written, for routing to see them. An
+// assistant's content may be null (a message of tool calls alone).
+func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role string) (string, *api.Error) {
 	var content string
+	textLen := -1 // the text's length in bytes, when content is more than text
 	switch m.Content.Kind() {
 	case wire.String:
 		content = m.Content.Text()
 	case wire.Array:
+		textLen = 0
 		var b strings.Builder
 		for j, part := range c.PartsOf(m) {
-			text, aerr := contentPart(part, i, j)
+			text, isText, aerr := contentPart(part, i, j)
 			if aerr != nil {
 				return "", aerr
 			}
 			if j > 0 {
 				b.WriteByte('\n')
+				textLen++
+			}
+			if isText {
+				textLen += len(text)
 			}
 			b.WriteString(text)
 		}
@@ -393,22 +359,48 @@ func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int) (string, *
 	default:
 		param := messageParam(i, "content")
 		if !m.Content.Given() {
+			if role == api.RoleAssistant && (m.ToolCalls.Given() || m.FunctionCall.Given() || m.Refusal.Given()) {
+				return "", nil
+			}
 			return "", invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
 		}
 		return "", typeError(param, "a string or an array of content parts", m.Content)
 	}
-	if max := f.limits.MaxContentChars; len(content) > max && utf8.RuneCountInString(content) > max {
+	if textLen < 0 {
+		textLen = len(content)
+	}
+	// The limit is on text: an image's bytes are bounded by the body's.
+	if max := f.limits.MaxContentChars; textLen > max && textChars(c, m, content) > max {
 		param := messageParam(i, "content")
 		return "", invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param, max, utf8.RuneCountInString(content)))
+			param, max, textChars(c, m, content)))
 	}
 	return content, nil
 }
 
-// contentPart reads part j of message i's content: a text part. Members
-// beside type and text (a client's cache hints) are ignored.
-func contentPart(part wire.ChatPart, i, j int) (string, *api.Error) {
+// textChars counts the characters of a message's text: its content
+// string, or its text parts and the newlines that join them.
+func textChars(c *wire.Chat, m *wire.ChatMessage, content string) int {
+	if m.Content.Kind() != wire.Array {
+		return utf8.RuneCountInString(content)
+	}
+	n := 0
+	for j, part := range c.PartsOf(m) {
+		if j > 0 {
+			n++
+		}
+		if part.Type.Is("text") {
+			n += utf8.RuneCountInString(part.Text.Text())
+		}
+	}
+	return n
+}
+
+// contentPart reads part j of message i's content: a text part's text,
+// or another part as written. Members beside type and text (a client's
+// cache hints) are the replica's to read.
+func contentPart(part wire.ChatPart, i, j int) (text string, isText bool, aerr *api.Error) {
 	param := func(name string) string {
 		p := messageParam(i, "content") + "[" + strconv.Itoa(j) + "]"
 		if name != "" {
@@ -417,28 +409,27 @@ func contentPart(part wire.ChatPart, i, j int) (string, *api.Error) {
 		return p
 	}
 	if part.Kind() != wire.Object {
-		return "", typeError(param(""), "an object", part.Value)
+		return "", false, typeError(param(""), "an object", part.Value)
 	}
 	if typ := part.Type; !typ.Is("text") {
 		t, ok := typ.Str()
 		switch {
 		case !typ.Given():
-			return "", invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
+			return "", false, invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
 		case !ok:
-			return "", typeError(param("type"), "a string", typ)
+			return "", false, typeError(param("type"), "a string", typ)
 		case t != "text":
-			return "", invalid(codeUnsupportedV, param("type"), "Unsupported value: content parts of type '"+t+
-				"' are not supported: this gateway serves text-only models; send text parts only.")
+			return string(part.Raw), false, nil // an image, audio or file part, as written
 		}
 	}
 	s, ok := part.Text.Str()
 	if !ok {
 		if !part.Text.Given() {
-			return "", invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
+			return "", false, invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
 		}
-		return "", typeError(param("text"), "a string", part.Text)
+		return "", false, typeError(param("text"), "a string", part.Text)
 	}
-	return s, nil
+	return s, true, nil
 }
 
 // parseStop takes a string or an array of strings.
@@ -480,19 +471,16 @@ func (f *Door) parseStop(c *wire.Chat) ([]string, *api.Error) {
 }
 
 // parseStreamOptions reads include_usage; OpenAI's include_obfuscation
-// (padding against side channels on its own service) is accepted and has
-// nothing to do here.
+// (padding against side channels on its own service) is checked as a
+// boolean, other options are the replica's.
 func parseStreamOptions(c *wire.Chat) (bool, *api.Error) {
 	if c.StreamOptions.Kind() != wire.Object {
 		return false, typeError("stream_options", "an object", c.StreamOptions)
 	}
 	var include bool
 	for _, o := range c.Options {
-		if !o.Known {
-			return false, invalid(codeUnknown, "stream_options."+o.Name, "Unrecognized request argument supplied: stream_options."+o.Name)
-		}
-		if !o.Value.Given() {
-			continue
+		if !o.Known || !o.Value.Given() {
+			continue // a replica's own option (vLLM's continuous_usage_stats) is its to read
 		}
 		b, ok := boolValue(o.Value)
 		if !ok {
@@ -585,65 +573,4 @@ func boolValue(raw wire.Value) (bool, bool) {
 		return false, true
 	}
 	return false, false
-}
-
-// Acceptors of inert fields' values.
-
-func isZero(raw wire.Value) bool {
-	if raw.Kind() != wire.Number {
-		return false
-	}
-	v, err := strconv.ParseFloat(string(raw.Raw), 64)
-	return err == nil && v == 0
-}
-
-func isFalse(raw wire.Value) bool { return raw.Kind() == wire.False }
-
-func isBool(raw wire.Value) bool { _, ok := boolValue(raw); return ok }
-
-func isString(raw wire.Value) bool { return raw.Kind() == wire.String }
-
-func isObject(raw wire.Value) bool { return raw.Kind() == wire.Object }
-
-func isEmptyObject(raw wire.Value) bool {
-	empty := true
-	err := raw.Members(func(wire.Member) bool { empty = false; return false })
-	return raw.Kind() == wire.Object && empty && err == nil
-}
-
-func isEmptyArray(raw wire.Value) bool {
-	empty := true
-	err := raw.Elements(func(int, wire.Value) bool { empty = false; return false })
-	return raw.Kind() == wire.Array && empty && err == nil
-}
-
-func never(wire.Value) bool { return false }
-
-func oneOf(values ...string) func(wire.Value) bool {
-	return func(raw wire.Value) bool {
-		s, ok := raw.Str()
-		return ok && slices.Contains(values, s)
-	}
-}
-
-// isTextFormat accepts response_format {"type":"text"}, the default.
-func isTextFormat(raw wire.Value) bool {
-	n, text := 0, false
-	err := raw.Members(func(m wire.Member) bool {
-		n++
-		text = m.Name == "type" && m.Value.Is("text")
-		return true
-	})
-	return raw.Kind() == wire.Object && err == nil && n == 1 && text
-}
-
-// isTextModality accepts modalities ["text"], the default.
-func isTextModality(raw wire.Value) bool {
-	n, text := 0, false
-	err := raw.Elements(func(_ int, v wire.Value) bool {
-		n++
-		text = v.Is("text")
-		return true
-	})
-	return raw.Kind() == wire.Array && err == nil && n == 1 && text
 }

@@ -57,8 +57,51 @@ func TestParseAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("refused: %v (param %q code %q)", err, err.Param, err.Code)
 			}
+			if got.Wire == nil || got.Wire.Format != api.FormatOpenAIChat || string(got.Wire.Body) != tt.body {
+				t.Fatalf("the body is not kept to carry through: %+v", got.Wire)
+			}
+			got.Wire = nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// What the gateway once refused is carried through: the replica judges
+// the members the gateway does not read.
+func TestParsePassesThrough(t *testing.T) {
+	f := testDoor()
+	for _, tc := range []struct {
+		name, body, member string
+		content            string // the first message's text, as routing sees it
+	}{
+		{"tools", `{"model":"qwen",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}`, "tools", "hi"},
+		{"a tool round trip", `{"model":"qwen","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
+			`{"role":"tool","tool_call_id":"1","content":"42"}]}`, "messages", `[{"id":"1","type":"function","function":{"name":"f","arguments":"{}"}}]`},
+		{"an image part, its bytes not counted as text", `{"model":"qwen","messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 64) + `"}}]}]}`,
+			"messages", `look` + "\n" + `{"type":"image_url","image_url":{"url":"data:image/png;base64,` + strings.Repeat("A", 64) + `"}}`},
+		{"n of 2", `{"model":"qwen",` + hi + `,"n":2}`, "n", "hi"},
+		{"json schema", `{"model":"qwen",` + hi + `,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object"}}}}`, "response_format", "hi"},
+		{"penalties, logprobs, logit_bias, seed", `{"model":"qwen",` + hi + `,"presence_penalty":0.5,"frequency_penalty":-1,"logprobs":true,"top_logprobs":3,"logit_bias":{"50256":-100}}`, "logit_bias", "hi"},
+		{"a vendor's own members", `{"model":"qwen",` + hi + `,"top_k":40,"chat_template_kwargs":{"enable_thinking":false},"cache_salt":"s"}`, "chat_template_kwargs", "hi"},
+		{"a vendor's stream option", `{"model":"qwen",` + hi + `,"stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`, "stream_options", "hi"},
+		{"reasoning effort, an unknown message member", `{"model":"qwen","messages":[{"role":"user","content":"hi","mood":"happy"}],"reasoning_effort":"low"}`, "reasoning_effort", "hi"},
+		{"names are read exactly: Model is not model", `{"Model":"gemma","model":"qwen",` + hi + `}`, "Model", "hi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			chat, err := f.parse([]byte(tc.body))
+			if err != nil {
+				t.Fatalf("refused: %v (param %q code %q)", err, err.Param, err.Code)
+			}
+			if chat.Wire == nil || string(chat.Wire.Body) != tc.body {
+				t.Fatal("the body is not kept")
+			}
+			if _, ok := chat.Wire.Member(tc.member); !ok {
+				t.Fatalf("no member %s among %+v", tc.member, chat.Wire.Members)
+			}
+			if chat.Model != "qwen" || chat.Messages[0].Content != tc.content {
+				t.Fatalf("model %q, first message %q, want %q", chat.Model, chat.Messages[0].Content, tc.content)
 			}
 		})
 	}
@@ -87,20 +130,14 @@ func TestParseRefuses(t *testing.T) {
 		{"message not an object", `{"model":"qwen","messages":["hi"]}`, 400, codeInvalidType, "messages[0]", ""},
 		{"no role", `{"model":"qwen","messages":[{"content":"hi"}]}`, 400, codeMissing, "messages[0].role", ""},
 		{"bad role", `{"model":"qwen","messages":[{"role":"user","content":"a"},{"role":"robot","content":"hi"}]}`, 400, codeInvalidValue, "messages[1].role", "'robot'"},
-		{"tool role", `{"model":"qwen","messages":[{"role":"tool","content":"hi"}]}`, 400, codeUnsupportedV, "messages[0].role", "tool calls"},
 		{"no content", `{"model":"qwen","messages":[{"role":"user"}]}`, 400, codeMissing, "messages[0].content", ""},
 		{"null content", `{"model":"qwen","messages":[{"role":"assistant","content":null}]}`, 400, codeMissing, "messages[0].content", ""},
 		{"content a number", `{"model":"qwen","messages":[{"role":"user","content":5}]}`, 400, codeInvalidType, "messages[0].content", "got an integer"},
-		{"image part", `{"model":"qwen","messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://x/y.png"}}]}]}`,
-			400, codeUnsupportedV, "messages[0].content[1].type", "'image_url'"},
 		{"part without text", `{"model":"qwen","messages":[{"role":"user","content":[{"type":"text"}]}]}`, 400, codeMissing, "messages[0].content[0].text", ""},
 		{"part not an object", `{"model":"qwen","messages":[{"role":"user","content":["hi"]}]}`, 400, codeInvalidType, "messages[0].content[0]", ""},
 		{"content too long", `{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}]}`, 400, codeStringTooLong, "messages[0].content", "maximum length 20"},
 		{"joined parts too long", `{"model":"qwen","messages":[{"role":"user","content":[{"type":"text","text":"0123456789"},{"type":"text","text":"0123456789"}]}]}`,
 			400, codeStringTooLong, "messages[0].content", ""},
-		{"tool calls", `{"model":"qwen","messages":[{"role":"assistant","content":"x","tool_calls":[{"id":"1"}]}]}`, 400, codeUnsupported, "messages[0].tool_calls", "tool calls"},
-		{"unknown message field", `{"model":"qwen","messages":[{"role":"user","content":"x","mood":"happy"}]}`, 400, codeUnknown, "messages[0].mood", ""},
-		{"message field named nothing", `{"model":"qwen","messages":[{"":"x","role":"user","content":"x"}]}`, 400, codeUnknown, "messages[0]", ""},
 		{"temperature too high", `{"model":"qwen",` + hi + `,"temperature":2.5}`, 400, codeInvalidValue, "temperature", "between 0 and 2"},
 		{"temperature negative", `{"model":"qwen",` + hi + `,"temperature":-0.1}`, 400, codeInvalidValue, "temperature", ""},
 		{"temperature huge", `{"model":"qwen",` + hi + `,"temperature":1e400}`, 400, codeInvalidValue, "temperature", ""},
@@ -118,19 +155,10 @@ func TestParseRefuses(t *testing.T) {
 		{"too many stops", `{"model":"qwen",` + hi + `,"stop":["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"]}`,
 			400, codeArrayTooLong, "stop", ""},
 		{"user a number", `{"model":"qwen",` + hi + `,"user":1}`, 400, codeInvalidType, "user", ""},
-		{"n of 2", `{"model":"qwen",` + hi + `,"n":2}`, 400, codeUnsupportedV, "n", "one choice"},
 		{"n of 0", `{"model":"qwen",` + hi + `,"n":0}`, 400, codeInvalidValue, "n", ""},
 		{"stream a string", `{"model":"qwen",` + hi + `,"stream":"yes"}`, 400, codeInvalidType, "stream", "boolean"},
 		{"stream_options without stream", `{"model":"qwen",` + hi + `,"stream_options":{"include_usage":true}}`, 400, codeInvalidValue, "stream_options", "only allowed"},
-		{"stream_options unknown key", `{"model":"qwen",` + hi + `,"stream":true,"stream_options":{"chunk_size":4}}`, 400, codeUnknown, "stream_options.chunk_size", ""},
 		{"include_usage a string", `{"model":"qwen",` + hi + `,"stream":true,"stream_options":{"include_usage":"yes"}}`, 400, codeInvalidType, "stream_options.include_usage", ""},
-		{"tools", `{"model":"qwen",` + hi + `,"tools":[{"type":"function","function":{"name":"f"}}]}`, 400, codeUnsupported, "tools", "not supported"},
-		{"json mode", `{"model":"qwen",` + hi + `,"response_format":{"type":"json_object"}}`, 400, codeUnsupported, "response_format", ""},
-		{"penalty", `{"model":"qwen",` + hi + `,"presence_penalty":0.5}`, 400, codeUnsupported, "presence_penalty", ""},
-		{"logprobs", `{"model":"qwen",` + hi + `,"logprobs":true}`, 400, codeUnsupported, "logprobs", ""},
-		{"unknown field", `{"model":"qwen",` + hi + `,"top_k":40}`, 400, codeUnknown, "top_k", "Unrecognized request argument supplied: top_k"},
-		{"unknown fields: the first by name", `{"model":"qwen",` + hi + `,"zeta":1,"alpha":2}`, 400, codeUnknown, "alpha", ""},
-		{"field names are case-sensitive", `{"Model":"qwen","model":"qwen",` + hi + `}`, 400, codeUnknown, "Model", ""},
 		// Two readers of one body must never see two models: a repeated
 		// member, however spelled, is refused, not resolved.
 		{"a repeated model, spelled with escapes", `{"mod\u0065l":"gemma","model":"qwen",` + hi + `}`, 400, codeDuplicate, "model", "'model' is given more than once"},

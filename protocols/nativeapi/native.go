@@ -60,6 +60,9 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 	if req == nil {
 		return nil, &protocols.Error{Kind: protocols.KindBadRequest, Message: "no chat request"}
 	}
+	if err := protocols.Refuse(req, "native", carried, protocols.TextOnly); err != nil {
+		return nil, err
+	}
 	body := inferenceRequest{Messages: req.Messages, ModelType: req.Model, Temperature: req.Temperature, Stream: true}
 	if body.Messages == nil {
 		body.Messages = []api.Message{}
@@ -69,6 +72,13 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 		return parseStream(ctx, r, b.maxLineBytes(), onDelta)
 	})
 }
+
+// carried are the members of an OpenAI chat request the native API
+// carries, or that only shape the door's answer (stream_options); the
+// sampling members it has no place for (top_p, max_tokens, stop, seed)
+// are left to the replica's defaults, as they always were.
+var carried = protocols.Carried{"model": true, "messages": true, "stream": true, "stream_options": true,
+	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true}
 
 func (b *Protocol) maxLineBytes() int {
 	if b == nil || b.MaxLineBytes <= 0 {

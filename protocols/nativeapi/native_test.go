@@ -77,7 +77,7 @@ func TestChat(t *testing.T) {
 				var deltas []string
 				var onDelta protocols.DeltaFunc
 				if stream {
-					onDelta = func(s string) error { deltas = append(deltas, s); return nil }
+					onDelta = func(d *protocols.Delta) error { deltas = append(deltas, d.Text); return nil }
 				}
 				res, err := (&Protocol{}).Chat(t.Context(), srv.Client(), testRequest(srv.URL), onDelta)
 				if got.path != "/tasks/assistant_inference" || got.auth != "Bearer k" || got.body["stream"] != true ||

@@ -69,6 +69,9 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 	if req == nil {
 		return nil, &protocols.Error{Kind: protocols.KindBadRequest, Message: "no chat request"}
 	}
+	if err := protocols.Refuse(req, "ollama", carried, protocols.TextOnly); err != nil {
+		return nil, err
+	}
 	body := chatRequest{Model: req.Model, Messages: req.Messages, Stream: true,
 		Options: options{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed, Stop: req.Stop,
 			NumPredict: max(req.MaxTokens, 0)}}
@@ -80,6 +83,11 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 		return parseStream(ctx, r, b.maxLineBytes(), onDelta)
 	})
 }
+
+// carried are the members of an OpenAI chat request /api/chat carries
+// (or that only shape the door's answer: stream_options).
+var carried = protocols.Carried{"model": true, "messages": true, "stream": true, "stream_options": true,
+	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true}
 
 func (b *Protocol) maxLineBytes() int {
 	if b == nil || b.MaxLineBytes <= 0 {

@@ -80,7 +80,7 @@ func TestChat(t *testing.T) {
 				var deltas []string
 				var onDelta protocols.DeltaFunc
 				if stream {
-					onDelta = func(s string) error { deltas = append(deltas, s); return nil }
+					onDelta = func(d *protocols.Delta) error { deltas = append(deltas, d.Text); return nil }
 				}
 				res, err := (&Protocol{}).Chat(t.Context(), srv.Client(), testRequest(srv.URL), onDelta)
 				if got.path != "/api/chat" || got.auth != "Bearer k" || got.body["stream"] != true ||
@@ -134,7 +134,7 @@ func TestChatDeltaError(t *testing.T) {
 	srv := httptest.NewServer(ndjsonHandler(200, lineHel, lineLo, lineDone))
 	defer srv.Close()
 	stop := errors.New("client gone")
-	_, err := (&Protocol{}).Chat(t.Context(), srv.Client(), testRequest(srv.URL), func(string) error { return stop })
+	_, err := (&Protocol{}).Chat(t.Context(), srv.Client(), testRequest(srv.URL), func(*protocols.Delta) error { return stop })
 	if err != stop {
 		t.Fatalf("err = %v, want %v", err, stop)
 	}

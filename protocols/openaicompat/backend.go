@@ -6,8 +6,34 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/wire"
 )
+
+// wholeAnswer puts the answer made of a stream in res, as a one-JSON call
+// would have (see accumulator).
+func wholeAnswer(acc *accumulator, res *protocols.Result) error {
+	raw, err := acc.answer()
+	if err != nil {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "cannot make one answer of the stream", Err: err}
+	}
+	var w wire.Answer
+	if err := wire.ReadAnswer(raw, &w); err != nil {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "cannot make one answer of the stream", Err: err}
+	}
+	res.Raw, res.Format, res.Model = raw, acc.format, w.Model
+	return nil
+}
+
+// format is the wire format the replica answers in when the request is
+// carried through ("" when the gateway translated it).
+func format(req *protocols.Request) api.Format {
+	if passes(req) {
+		return req.Wire.Format
+	}
+	return ""
+}
 
 // Limits applied by the zero Protocol.
 const (
@@ -87,26 +113,34 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 	if !stream || isJSON(resp.Header) {
 		// A replica that ignored "stream": true answers with one JSON
 		// completion; it is delivered as a single delta.
-		if err := readCompletion(ctx, resp.Body, resp.ContentLength, b.maxBodyBytes(), res); err != nil {
+		if err := readCompletion(ctx, resp.Body, resp.ContentLength, b.maxBodyBytes(), format(req), res); err != nil {
 			return nil, withStatus(err, resp.StatusCode)
 		}
 		if stream && res.Content != "" {
 			if ctx.Err() != nil {
 				return nil, protocols.Canceled(ctx)
 			}
-			if err := onDelta(res.Content); err != nil {
+			// One answer where a stream was asked for: its text alone, for
+			// the door to write as a stream of its own.
+			res.Raw, res.Format = nil, ""
+			if err := onDelta(&protocols.Delta{Text: res.Content, Token: true}); err != nil {
 				return nil, err
 			}
 		}
 		return res, nil
 	}
 
-	out, err := parseStream(ctx, resp.Body, b.maxLineBytes(), onDelta)
+	out, err := parseStream(ctx, resp.Body, b.maxLineBytes(), format(req), req.Whole, onDelta)
 	if err != nil {
 		return nil, withStatus(err, resp.StatusCode)
 	}
 	res.Content = out.Content.String()
 	res.FinishReason = out.finishReason
+	if out.whole != nil {
+		if err := wholeAnswer(out.whole, res); err != nil {
+			return nil, err
+		}
+	}
 	res.Usage, res.UsageKnown = out.usage, out.usageKnown
 	res.Done = out.done
 	res.FirstByte = out.First

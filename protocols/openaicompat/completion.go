@@ -8,13 +8,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/wire"
 )
 
-// readCompletion reads a non-streamed chat.completion of at most limit
-// bytes from body and fills res (Content, FinishReason, Usage, Done).
-func readCompletion(ctx context.Context, body io.Reader, size, limit int64, res *protocols.Result) error {
+// readCompletion reads a non-streamed answer of at most limit bytes from
+// body and fills res (Content, FinishReason, Usage, Done; Raw when it is
+// passed through in format f).
+func readCompletion(ctx context.Context, body io.Reader, size, limit int64, f api.Format, res *protocols.Result) error {
 	data, err := readAll(body, size, limit)
 	if err != nil {
 		return protocols.BodyError(ctx, err, "response body broken", false)
@@ -31,13 +33,19 @@ func readCompletion(ctx context.Context, body io.Reader, size, limit int64, res 
 	if w.IsError() {
 		return &protocols.Error{Kind: protocols.KindServer, Message: protocols.PayloadMessage(data, "replica reported an error")}
 	}
+	res.Usage, res.UsageKnown = usage(w.Usage)
+	if f != "" {
+		res.Raw, res.Format, res.Model = data, f, w.Model
+	}
+	if f == api.FormatOpenAIEmbeddings {
+		return nil // vectors, no choices
+	}
 	if len(w.Choices) == 0 {
 		return &protocols.Error{Kind: protocols.KindProtocol, Message: "response has no choices"}
 	}
 	c := w.Choices[0]
-	res.Content = c.Message
+	res.Content = c.Message + c.Text
 	res.FinishReason = c.FinishReason
-	res.Usage, res.UsageKnown = usage(w.Usage)
 	return nil
 }
 

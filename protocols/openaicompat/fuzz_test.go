@@ -18,7 +18,8 @@ const fuzzMaxLine = 512
 // invariants and describes the outcome.
 func fuzzRun(t *testing.T, data []byte, oneByte bool) (string, []string) {
 	var deltas []string
-	onDelta := func(s string) error {
+	onDelta := func(d *protocols.Delta) error {
+		s := d.Text
 		if s == "" {
 			t.Fatal("onDelta called with empty text")
 		}
@@ -29,9 +30,9 @@ func fuzzRun(t *testing.T, data []byte, oneByte bool) (string, []string) {
 	var out *streamOutcome
 	var err error
 	if oneByte {
-		out, err = parseStream(context.Background(), iotest.OneByteReader(r), fuzzMaxLine, onDelta)
+		out, err = parseStream(context.Background(), iotest.OneByteReader(r), fuzzMaxLine, "", false, onDelta)
 	} else {
-		out, err = parseStream(context.Background(), r, fuzzMaxLine, onDelta)
+		out, err = parseStream(context.Background(), r, fuzzMaxLine, "", false, onDelta)
 	}
 	if err != nil {
 		var be *protocols.Error

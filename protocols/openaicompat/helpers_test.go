@@ -53,7 +53,8 @@ func bodyHandler(status int, contentType, body string) http.HandlerFunc {
 // recorder collects deltas.
 type recorder struct{ deltas []string }
 
-func (r *recorder) onDelta(s string) error {
+func (r *recorder) onDelta(d *protocols.Delta) error {
+	s := d.Text
 	r.deltas = append(r.deltas, s)
 	return nil
 }

@@ -18,14 +18,22 @@ const chatPath = "/v1/chat/completions"
 
 // newHTTPRequest builds the replica request for req, bound to ctx.
 func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*http.Request, error) {
-	buf, err := appendChatRequest(make([]byte, 0, 256+messagesSize(req.Messages)), req, stream)
-	if err != nil {
-		// Only non-finite sampling values can get here; the message names
-		// the value kind, never prompt text.
-		return nil, &protocols.Error{Kind: protocols.KindBadRequest, Message: "cannot encode the chat request", Err: err}
+	var buf []byte
+	path := chatPath
+	if passes(req) {
+		buf = appendPassBody(make([]byte, 0, len(req.Wire.Body)+64), req, stream)
+		path = paths[req.Wire.Format]
+	} else {
+		var err error
+		buf, err = appendChatRequest(make([]byte, 0, 256+messagesSize(req.Messages)), req, stream)
+		if err != nil {
+			// Only non-finite sampling values can get here; the message
+			// names the value kind, never prompt text.
+			return nil, &protocols.Error{Kind: protocols.KindBadRequest, Message: "cannot encode the chat request", Err: err}
+		}
 	}
 
-	url := strings.TrimRight(req.BaseURL, "/") + chatPath
+	url := strings.TrimRight(req.BaseURL, "/") + path
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
 	if err != nil {
 		return nil, &protocols.Error{Kind: protocols.KindConnect, Message: "invalid replica URL", Err: err}

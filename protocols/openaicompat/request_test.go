@@ -85,7 +85,7 @@ func TestChatRequestWire(t *testing.T) {
 			}
 			var onDelta protocols.DeltaFunc
 			if tc.stream {
-				onDelta = func(string) error { return nil }
+				onDelta = func(*protocols.Delta) error { return nil }
 			}
 			if _, err := (&Protocol{}).Chat(t.Context(), srv.Client(), req, onDelta); err != nil {
 				t.Fatal(err)

@@ -26,6 +26,29 @@ type streamOutcome struct {
 	// sawDone is true when the stream ended with [DONE] (rather than at
 	// the end of input after a finish_reason).
 	sawDone bool
+	delta   protocols.Delta // reused event by event
+	// whole, when set, builds the one answer the client wants.
+	whole *accumulator
+}
+
+// pass passes one event of a stream carried through on, with what the
+// gateway read of it: the text of the first choice, whether it carries
+// output or a finish (on any choice), whether it carries the usage alone.
+func (out *streamOutcome) pass(ctx context.Context, data []byte, f api.Format, c *wire.Answer, hasUsage bool) error {
+	d := &out.delta
+	*d = protocols.Delta{Data: data, Format: f, Model: c.Model, UsageOnly: len(c.Choices) == 0 && hasUsage}
+	for i, ch := range c.Choices {
+		if i == 0 {
+			d.Text = ch.Delta + ch.Text
+			if ch.FinishReason != "" {
+				out.finishReason = ch.FinishReason
+			}
+		}
+		if ch.Delta != "" || ch.Text != "" || ch.Output || ch.FinishReason != "" {
+			d.Token = true
+		}
+	}
+	return out.Event(ctx, d)
 }
 
 // parseStream reads an OpenAI-compatible stream of chat.completion.chunk
@@ -43,8 +66,14 @@ type streamOutcome struct {
 // short are KindProtocol; a read timeout is KindTimeout; Started tells
 // whether onDelta had been called. When ctx ends first the result wraps
 // ctx.Err(). An error from onDelta stops reading and is returned as is.
-func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocols.DeltaFunc) (*streamOutcome, error) {
+//
+// A stream carried through in format f passes every event on, as the
+// replica wrote it, with what the gateway read of it (see protocols.Delta).
+func parseStream(ctx context.Context, r io.Reader, maxLine int, f api.Format, whole bool, onDelta protocols.DeltaFunc) (*streamOutcome, error) {
 	out := &streamOutcome{Collector: protocols.Collector{OnDelta: onDelta}}
+	if whole && f != "" {
+		out.whole = &accumulator{format: f}
+	}
 	events := sse.NewReader(r, maxLine)
 	fail := func(kind protocols.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
 	chunks := wire.NewAnswerReader() // one reader for the stream's chunks
@@ -94,8 +123,18 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 		if c.IsError() {
 			return nil, fail(protocols.KindServer, protocols.PayloadMessage(data, "replica reported an error in the stream"), nil)
 		}
-		if u, ok := usage(c.Usage); ok {
+		u, hasUsage := usage(c.Usage)
+		if hasUsage {
 			out.usage, out.usageKnown = u, true
+		}
+		if f != "" {
+			if out.whole != nil {
+				out.whole.add(data)
+			}
+			if err := out.pass(ctx, data, f, &c, hasUsage); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		if len(c.Choices) == 0 {
 			continue // e.g. vLLM's separate usage chunk

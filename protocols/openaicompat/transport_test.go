@@ -37,7 +37,7 @@ func TestChatConnectionRefused(t *testing.T) {
 	for _, stream := range []bool{false, true} {
 		var onDelta protocols.DeltaFunc
 		if stream {
-			onDelta = func(string) error { return nil }
+			onDelta = func(*protocols.Delta) error { return nil }
 		}
 		_, err := (&Protocol{}).Chat(t.Context(), &http.Client{}, testRequest(base), onDelta)
 		checkError(t, err, protocols.KindConnect, 0, false, "connect")
@@ -148,8 +148,8 @@ func TestChatCallerCancelsMidStream(t *testing.T) {
 	var rec recorder
 	done := make(chan error, 1)
 	go func() {
-		_, err := (&Protocol{}).Chat(ctx, srv.Client(), testRequest(srv.URL), func(s string) error {
-			_ = rec.onDelta(s)
+		_, err := (&Protocol{}).Chat(ctx, srv.Client(), testRequest(srv.URL), func(d *protocols.Delta) error {
+			_ = rec.onDelta(d)
 			cancel() // the client went away after the first token
 			return nil
 		})
@@ -236,7 +236,7 @@ func TestChatOnDeltaErrorAborts(t *testing.T) {
 	stop := errors.New("client write failed")
 	calls := 0
 	start := time.Now()
-	_, err := (&Protocol{}).Chat(t.Context(), srv.Client(), testRequest(srv.URL), func(s string) error {
+	_, err := (&Protocol{}).Chat(t.Context(), srv.Client(), testRequest(srv.URL), func(d *protocols.Delta) error {
 		calls++
 		return stop
 	})
@@ -258,7 +258,7 @@ func TestChatStreamConnectionReused(t *testing.T) {
 	defer srv.Close()
 	client := srv.Client()
 	b := &Protocol{}
-	if _, err := b.Chat(t.Context(), client, testRequest(srv.URL), func(string) error { return nil }); err != nil {
+	if _, err := b.Chat(t.Context(), client, testRequest(srv.URL), func(*protocols.Delta) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 40; i++ {
@@ -266,7 +266,7 @@ func TestChatStreamConnectionReused(t *testing.T) {
 		ctx := httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
 			GotConn: func(info httptrace.GotConnInfo) { reused = info.Reused },
 		})
-		if _, err := b.Chat(ctx, client, testRequest(srv.URL), func(string) error { return nil }); err != nil {
+		if _, err := b.Chat(ctx, client, testRequest(srv.URL), func(*protocols.Delta) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if reused {
@@ -288,7 +288,8 @@ func TestChatConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var parts []string
-			res, err := b.Chat(t.Context(), srv.Client(), testRequest(srv.URL), func(s string) error {
+			res, err := b.Chat(t.Context(), srv.Client(), testRequest(srv.URL), func(d *protocols.Delta) error {
+				s := d.Text
 				parts = append(parts, s)
 				return nil
 			})
@@ -339,7 +340,7 @@ func TestChatReusesConnections(t *testing.T) {
 				ctx, cancel := context.WithCancel(t.Context())
 				var onDelta protocols.DeltaFunc
 				if stream {
-					onDelta = func(string) error { return nil }
+					onDelta = func(*protocols.Delta) error { return nil }
 				}
 				_, err := (&Protocol{}).Chat(ctx, client, testRequest(srv.URL), onDelta)
 				cancel()

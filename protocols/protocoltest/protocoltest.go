@@ -30,7 +30,8 @@ func CheckStream(t *testing.T, data []byte, parse ParseFunc) {
 		if oneByte {
 			rd = iotest.OneByteReader(rd)
 		}
-		res, err := parse(context.Background(), rd, func(s string) error {
+		res, err := parse(context.Background(), rd, func(d *protocols.Delta) error {
+			s := d.Text
 			if s == "" {
 				t.Fatal("empty delta")
 			}

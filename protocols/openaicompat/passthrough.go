@@ -1,0 +1,132 @@
+package openaicompat
+
+import (
+	"strconv"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/internal/jsonx"
+	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/wire"
+)
+
+// The paths of the OpenAI-compatible engines' endpoints, by the format of
+// the requests they take (vLLM serves all of them; Ollama, llama.cpp and
+// SGLang most).
+var paths = map[api.Format]string{
+	api.FormatOpenAIChat:        chatPath,
+	api.FormatOpenAICompletions: "/v1/completions",
+	api.FormatOpenAIEmbeddings:  "/v1/embeddings",
+	api.FormatOpenAIResponses:   "/v1/responses",
+	api.FormatAnthropicMessages: "/v1/messages",
+}
+
+// passes reports whether req is carried through: its door's format is one
+// the engine serves.
+func passes(req *protocols.Request) bool {
+	if req.Wire == nil {
+		return false
+	}
+	_, ok := paths[req.Wire.Format]
+	return ok
+}
+
+// appendPassBody appends the client's body with the gateway's edits and
+// no other change: the model's name (the replica's own, or none when the
+// model sets none), the model's default system message, its reply cap,
+// and, on a stream, stream_options.include_usage, which the gateway needs
+// for its token accounting (the door drops the usage event when the
+// client did not ask for it).
+func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
+	w := req.Wire
+	edits := make([]wire.Edit, 0, 4)
+	for i, m := range w.Members {
+		if m.Name != "model" {
+			continue
+		}
+		if req.Model == "" {
+			edits = append(edits, wire.RemoveMember(w.Members, i))
+		} else {
+			edits = append(edits, wire.Replace(m.Value, jsonx.String(nil, req.Model)))
+		}
+		break
+	}
+	if req.AddSystem != "" && len(w.Messages) > 0 {
+		msg := jsonx.String(append([]byte(nil), `{"role":"system","content":`...), req.AddSystem)
+		edits = append(edits, wire.Edit{Start: w.Messages[0].Start, End: w.Messages[0].Start, Text: append(msg, "},"...)})
+	}
+	if req.CapTokens > 0 {
+		edits = capTokens(edits, w, req.CapTokens)
+	}
+	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && w.Format != api.FormatAnthropicMessages {
+		edits = includeUsage(edits, w)
+	}
+	return wire.Apply(b, w.Body, edits)
+}
+
+// replyCaps are the members that cap a reply, by format.
+var replyCaps = map[api.Format][]string{
+	api.FormatOpenAIChat:        {"max_completion_tokens", "max_tokens"},
+	api.FormatOpenAICompletions: {"max_tokens"},
+	api.FormatOpenAIResponses:   {"max_output_tokens"},
+	api.FormatAnthropicMessages: {"max_tokens"},
+}
+
+// capTokens sets every reply cap the body gives to n, or adds the
+// format's first one.
+func capTokens(edits []wire.Edit, w *api.Wire, n int) []wire.Edit {
+	names := replyCaps[w.Format]
+	if len(names) == 0 {
+		return edits
+	}
+	val := strconv.AppendInt(nil, int64(n), 10)
+	found := false
+	for _, m := range w.Members {
+		for _, name := range names {
+			if m.Name == name && m.Value.Given() {
+				edits = append(edits, wire.Replace(m.Value, val))
+				found = true
+			}
+		}
+	}
+	if !found {
+		edits = addOrReplace(edits, w, names[len(names)-1], val)
+	}
+	return edits
+}
+
+// includeUsage makes stream_options.include_usage true, keeping the
+// client's other stream options as written.
+func includeUsage(edits []wire.Edit, w *api.Wire) []wire.Edit {
+	m, ok := w.Member("stream_options")
+	if !ok {
+		return addOrReplace(edits, w, "stream_options", []byte(`{"include_usage":true}`))
+	}
+	opts := []byte(`{"include_usage":true`)
+	already := false
+	_ = m.Value.Members(func(o wire.Member) bool {
+		if o.Name == "include_usage" {
+			already = o.Value.Kind() == wire.True
+			return true
+		}
+		opts = append(opts, ',')
+		opts = jsonx.String(opts, o.Name)
+		opts = append(opts, ':')
+		opts = append(opts, o.Value.Raw...)
+		return true
+	})
+	if already {
+		return edits
+	}
+	return append(edits, wire.Replace(m.Value, append(opts, '}')))
+}
+
+// addOrReplace sets member name to value: in the place of a null one, or
+// added at the end of the body.
+func addOrReplace(edits []wire.Edit, w *api.Wire, name string, value []byte) []wire.Edit {
+	for _, m := range w.Members {
+		if m.Name == name { // null: Member would have found a value
+			return append(edits, wire.Replace(m.Value, value))
+		}
+	}
+	return append(edits, wire.AddMember(w.Object, w.Members, name, value))
+}
