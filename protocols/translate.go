@@ -26,7 +26,7 @@ func Refuse(req *Request, protocol string, carried Carried, msgs MessageCheck) *
 		return nil
 	}
 	if w.Format != api.FormatOpenAIChat {
-		return unsupported(protocol, string(w.Format), "the "+string(w.Format)+" API")
+		return unsupported(protocol, string(w.Format), APIName(w.Format))
 	}
 	var bad []string
 	for _, m := range w.Members {
@@ -51,6 +51,29 @@ func Refuse(req *Request, protocol string, carried Carried, msgs MessageCheck) *
 	}
 	return nil
 }
+
+// APIName names the API of a request format in words, for a refusal:
+// "OpenAI's Responses API (/v1/responses)".
+func APIName(f api.Format) string {
+	switch f {
+	case api.FormatOpenAIChat:
+		return "OpenAI's chat completions API (/v1/chat/completions)"
+	case api.FormatOpenAICompletions:
+		return "OpenAI's completions API (/v1/completions)"
+	case api.FormatOpenAIEmbeddings:
+		return "OpenAI's embeddings API (/v1/embeddings)"
+	case api.FormatOpenAIResponses:
+		return "OpenAI's Responses API (/v1/responses)"
+	case api.FormatAnthropicMessages:
+		return "Anthropic's Messages API (/v1/messages)"
+	}
+	return "the " + string(f) + " API"
+}
+
+// Unsupported is the KindUnsupported error of a protocol that cannot
+// carry what (in words) of the member param: it names both, and the
+// protocol.
+func Unsupported(protocol, param, what string) *Error { return unsupported(protocol, param, what) }
 
 // MessageCheck names what a message (as the client wrote it) holds that a
 // protocol cannot carry; "" when nothing.
