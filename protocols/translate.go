@@ -137,6 +137,8 @@ var inert = map[string]func(wire.Value) bool{
 	"service_tier":        oneOf("auto", "default"),
 	"modalities":          isTextModality,
 	"n":                   isOne,
+	"top_p":               isOneNumber,
+	"stop":                isEmptyArray,
 	// Identifiers and hints that change nothing in the answer.
 	"user":              isString,
 	"safety_identifier": isString,
@@ -152,6 +154,15 @@ func isZero(v wire.Value) bool {
 }
 
 func isOne(v wire.Value) bool { return string(v.Raw) == "1" }
+
+// isOneNumber accepts 1 however written (1, 1.0): top_p's default.
+func isOneNumber(v wire.Value) bool {
+	if v.Kind() != wire.Number {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(v.Raw), 64)
+	return err == nil && f == 1
+}
 
 func isFalse(v wire.Value) bool { return v.Kind() == wire.False }
 
