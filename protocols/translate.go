@@ -26,7 +26,10 @@ func Refuse(req *Request, protocol string, carried Carried, msgs MessageCheck) *
 		return nil
 	}
 	if w.Format != api.FormatOpenAIChat {
-		return unsupported(protocol, string(w.Format), APIName(w.Format))
+		// The whole API: no member to name, nothing to leave out.
+		return &Error{Kind: KindUnsupported,
+			Message: "this model's replicas speak the " + protocol + " protocol, which cannot carry " + APIName(w.Format) +
+				"; use a model served over the OpenAI-compatible protocol"}
 	}
 	var bad []string
 	for _, m := range w.Members {

@@ -140,7 +140,7 @@ func TestTranslateRefuses(t *testing.T) {
 	if !errors.As(err, &pe) {
 		t.Fatal(err)
 	}
-	checkRefusal(t, pe, "openai.responses", "OpenAI's Responses API (/v1/responses)")
+	checkRefusal(t, pe, "", "OpenAI's Responses API (/v1/responses)")
 }
 
 func checkRefusal(t *testing.T, err *protocols.Error, param, what string) {
