@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 )
@@ -79,4 +80,33 @@ func TestReadResponse(t *testing.T) {
 	if err := ReadResponse([]byte(`"x"`), &r); err == nil {
 		t.Fatal("a string read as a response")
 	}
+}
+
+// FuzzResponsesEvent: any data is read or refused without a panic, a
+// body encoding/json refuses is refused, and the spans read are spans of
+// the data.
+func FuzzResponsesEvent(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.completed","response":{"model":"m","status":"completed","usage":{"input_tokens":1,"output_tokens":2},"output":[{"type":"message","content":[{"type":"output_text","text":"a"}]}]}}`,
+		`{"type":"response.output_text.delta","delta":"x"}`, `{"type":"error","message":"m"}`, `{"response":null}`, `{"response":{"error":"x"}}`,
+		"{\"type\":\"\xff\"}", `{"a":1,"a":2}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var e ResponsesEvent
+		err := ReadResponsesEvent(data, &e)
+		var x any
+		if json.Unmarshal(data, &x) != nil && err == nil {
+			t.Fatalf("read what encoding/json refuses: %q", data)
+		}
+		if err != nil {
+			return
+		}
+		for _, v := range []Value{e.Response.Model, e.Response.Span} {
+			if v.Raw != nil && string(data[v.Start:v.End]) != string(v.Raw) {
+				t.Fatalf("span %d:%d of %q", v.Start, v.End, data)
+			}
+		}
+	})
 }
