@@ -34,7 +34,7 @@ func TestSDK(t *testing.T) {
 			)
 			t.Run("node", func(t *testing.T) {
 				installNodeSDK(t, npm)
-				run(t, 5*time.Minute, nodeSDKDir, env, node, "--test", "--test-reporter=spec", "sdk.test.mjs")
+				run(t, 5*time.Minute, nodeSDKDir, env, node, "--test", "--test-reporter=spec", "sdk.test.mjs", "responses.test.mjs")
 			})
 			t.Run("go", func(t *testing.T) {
 				// The first run compiles the SDK, a few minutes on two cores.

@@ -82,6 +82,10 @@ type Delta struct {
 	Data   []byte
 	Format api.Format
 	Model  wire.Value
+	// Event is the SSE event name the replica gave the event ("" when it
+	// gave none): a door that relays named events (the Responses API's)
+	// writes it back.
+	Event string
 	// Token is true when the event carries generated output (text, a tool
 	// call's progress, a refusal) or a finish: the first such event ends
 	// the wait for the first token.

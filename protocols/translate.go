@@ -26,7 +26,10 @@ func Refuse(req *Request, protocol string, carried Carried, msgs MessageCheck) *
 		return nil
 	}
 	if w.Format != api.FormatOpenAIChat {
-		return unsupported(protocol, string(w.Format), "the "+string(w.Format)+" API")
+		// The whole API: no member to name, nothing to leave out.
+		return &Error{Kind: KindUnsupported,
+			Message: "this model's replicas speak the " + protocol + " protocol, which cannot carry " + APIName(w.Format) +
+				"; use a model served over the OpenAI-compatible protocol"}
 	}
 	var bad []string
 	for _, m := range w.Members {
@@ -51,6 +54,29 @@ func Refuse(req *Request, protocol string, carried Carried, msgs MessageCheck) *
 	}
 	return nil
 }
+
+// APIName names the API of a request format in words, for a refusal:
+// "OpenAI's Responses API (/v1/responses)".
+func APIName(f api.Format) string {
+	switch f {
+	case api.FormatOpenAIChat:
+		return "OpenAI's chat completions API (/v1/chat/completions)"
+	case api.FormatOpenAICompletions:
+		return "OpenAI's completions API (/v1/completions)"
+	case api.FormatOpenAIEmbeddings:
+		return "OpenAI's embeddings API (/v1/embeddings)"
+	case api.FormatOpenAIResponses:
+		return "OpenAI's Responses API (/v1/responses)"
+	case api.FormatAnthropicMessages:
+		return "Anthropic's Messages API (/v1/messages)"
+	}
+	return "the " + string(f) + " API"
+}
+
+// Unsupported is the KindUnsupported error of a protocol that cannot
+// carry what (in words) of the member param: it names both, and the
+// protocol.
+func Unsupported(protocol, param, what string) *Error { return unsupported(protocol, param, what) }
 
 // MessageCheck names what a message (as the client wrote it) holds that a
 // protocol cannot carry; "" when nothing.
@@ -114,6 +140,8 @@ var inert = map[string]func(wire.Value) bool{
 	"service_tier":        oneOf("auto", "default"),
 	"modalities":          isTextModality,
 	"n":                   isOne,
+	"top_p":               isOneNumber,
+	"stop":                isEmptyArray,
 	// Identifiers and hints that change nothing in the answer.
 	"user":              isString,
 	"safety_identifier": isString,
@@ -129,6 +157,15 @@ func isZero(v wire.Value) bool {
 }
 
 func isOne(v wire.Value) bool { return string(v.Raw) == "1" }
+
+// isOneNumber accepts 1 however written (1, 1.0): top_p's default.
+func isOneNumber(v wire.Value) bool {
+	if v.Kind() != wire.Number {
+		return false
+	}
+	f, err := strconv.ParseFloat(string(v.Raw), 64)
+	return err == nil && f == 1
+}
 
 func isFalse(v wire.Value) bool { return v.Kind() == wire.False }
 

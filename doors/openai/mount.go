@@ -34,7 +34,7 @@ type Mount struct {
 	done     func(r *http.Request, ex *gateway.Exchange)
 
 	// The handlers, made once: Handler runs per request.
-	chat, completions, embeddings, models, model http.Handler
+	chat, completions, embeddings, responses, models, model http.Handler
 }
 
 // NewMount returns the API served through pipeline and front; done, when
@@ -45,6 +45,7 @@ func NewMount(pipeline *gateway.Pipeline, door *Door, done func(*http.Request, *
 	a.chat = a.inference(door)
 	a.completions = a.inference(Completions{door})
 	a.embeddings = a.inference(Embeddings{door})
+	a.responses = a.inference(Responses{door})
 	a.models = http.HandlerFunc(a.serveModels)
 	a.model = http.HandlerFunc(a.serveModel)
 	return a
@@ -59,6 +60,10 @@ func (a *Mount) Handler(path string) http.Handler {
 		return a.completions
 	case path == PathEmbeddings:
 		return a.embeddings
+	case path == PathResponses:
+		return a.responses
+	case strings.HasPrefix(path, PathResponses+"/"):
+		return http.HandlerFunc(serveStoredResponse)
 	case path == PathModels:
 		return a.models
 	case strings.HasPrefix(path, pathModel):

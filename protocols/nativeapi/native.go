@@ -74,11 +74,16 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 }
 
 // carried are the members of an OpenAI chat request the native API
-// carries, or that only shape the door's answer (stream_options); the
-// sampling members it has no place for (top_p, max_tokens, stop, seed)
-// are left to the replica's defaults, as they always were.
+// carries: text messages, temperature, and what only shapes the door's
+// answer (stream_options). The reply cap (max_tokens,
+// max_completion_tokens) has no place in the native API and is ignored:
+// the replica (another llmedge) caps replies with its own model's
+// max_tokens, and a cap only shortens an answer. Every other member is
+// refused, naming it: top_p (but 1), stop (but []), seed, tools,
+// response_format and the rest, which would change the answer if they
+// were honoured.
 var carried = protocols.Carried{"model": true, "messages": true, "stream": true, "stream_options": true,
-	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true}
+	"temperature": true, "max_tokens": true, "max_completion_tokens": true}
 
 func (b *Protocol) maxLineBytes() int {
 	if b == nil || b.MaxLineBytes <= 0 {

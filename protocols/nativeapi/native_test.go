@@ -11,6 +11,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/protocols/protocoltest"
+	"github.com/llmedge/llmedge/wire"
 )
 
 // Events as llmedge (or a FastAPI twin) writes them.
@@ -113,5 +114,56 @@ func TestChatLineTooLong(t *testing.T) {
 	var be *protocols.Error
 	if !errors.As(err, &be) || be.Kind != protocols.KindProtocol || !be.Started {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// What the native API cannot carry of an OpenAI chat request is refused,
+// naming the member and the protocol; what it ignores or carries passes.
+func TestNativeRefuses(t *testing.T) {
+	for _, tc := range []struct{ members, param string }{
+		{`"top_p":0.9`, "top_p"},
+		{`"stop":["x"]`, "stop"},
+		{`"seed":1`, "seed"},
+		{`"tools":[{"type":"function","function":{"name":"f"}}]`, "tools"},
+		{`"response_format":{"type":"json_object"}`, "response_format"},
+		{`"logprobs":true`, "logprobs"},
+		{`"n":2`, "n"},
+		{`"top_p":1,"stop":[],"max_tokens":5,"temperature":0.2,"n":1,"tools":[],"stream_options":{"include_usage":true}`, ""},
+	} {
+		body := `{"model":"m","messages":[{"role":"user","content":"x"}],` + tc.members + `}`
+		var o wire.Request
+		if err := wire.ReadRequest([]byte(body), &o); err != nil {
+			t.Fatal(err)
+		}
+		req := &protocols.Request{Wire: &api.Wire{Format: api.FormatOpenAIChat, Body: []byte(body), Object: o.Body, Members: o.Members}}
+		err := protocols.Refuse(req, "native", carried, protocols.TextOnly)
+		if tc.param == "" {
+			if err != nil {
+				t.Errorf("%s: refused %v", tc.members, err)
+			}
+			continue
+		}
+		if err == nil || err.Kind != protocols.KindUnsupported || err.Param != tc.param ||
+			!strings.Contains(err.Message, "the native protocol, which cannot carry '"+tc.param+"'") {
+			t.Errorf("%s: %v", tc.members, err)
+		}
+	}
+	for _, msgs := range []string{
+		`[{"role":"tool","tool_call_id":"c","content":"1"}]`,
+		`[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:;base64,AA=="}}]}]`,
+		`[{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]}]`,
+	} {
+		var c wire.Chat
+		if err := wire.ReadChat([]byte(`{"messages":`+msgs+`}`), &c); err != nil {
+			t.Fatal(err)
+		}
+		w := &api.Wire{Format: api.FormatOpenAIChat, Members: c.Members}
+		for _, it := range c.Items {
+			w.Messages = append(w.Messages, it.Value)
+		}
+		err := protocols.Refuse(&protocols.Request{Wire: w}, "native", carried, protocols.TextOnly)
+		if err == nil || err.Param != "messages[0]" || !strings.Contains(err.Message, "native protocol") {
+			t.Errorf("%s: %v", msgs, err)
+		}
 	}
 }

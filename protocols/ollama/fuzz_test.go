@@ -27,7 +27,7 @@ func FuzzParseStream(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		protocoltest.CheckStream(t, data, func(ctx context.Context, r io.Reader, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
-			return parseStream(ctx, r, 256, onDelta)
+			return parseStream(ctx, r, 256, nil, onDelta)
 		})
 	})
 }

@@ -9,6 +9,13 @@
 // Ollama reports a failure after the 200 as an {"error": "..."} line, which
 // is KindServer; its 503 "server busy" (queue full) is KindOverloaded.
 //
+// An OpenAI chat request that its door carries through is translated into
+// what /api/chat carries (tools, tool calls and tool messages, a JSON
+// format or schema, images, penalties and options; translate.go), and the
+// answer back into OpenAI's chat completion and chunks (answer.go); what
+// /api/chat cannot carry is refused, naming the member. llmedge's own
+// requests (no Wire) are sent as text messages, as always.
+//
 // The package imports nothing from Caddy and uses only the standard library.
 package ollama
 
@@ -69,8 +76,18 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 	if req == nil {
 		return nil, &protocols.Error{Kind: protocols.KindBadRequest, Message: "no chat request"}
 	}
-	if err := protocols.Refuse(req, "ollama", carried, protocols.TextOnly); err != nil {
-		return nil, err
+	url := strings.TrimRight(req.BaseURL, "/") + chatPath
+	if req.Wire != nil {
+		// Carried through by its door: translated, and answered in the
+		// door's format (translate.go, answer.go).
+		body, err := translate(req)
+		if err != nil {
+			return nil, err
+		}
+		c := newChunker(req.Model, onDelta == nil || req.Whole)
+		return protocols.Exchange(ctx, client, url, body, req.APIKey, "application/x-ndjson", func(r io.Reader) (*protocols.Result, error) {
+			return parseStream(ctx, r, b.maxLineBytes(), c, onDelta)
+		})
 	}
 	body := chatRequest{Model: req.Model, Messages: req.Messages, Stream: true,
 		Options: options{Temperature: req.Temperature, TopP: req.TopP, Seed: req.Seed, Stop: req.Stop,
@@ -78,16 +95,10 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 	if body.Messages == nil {
 		body.Messages = []api.Message{}
 	}
-	url := strings.TrimRight(req.BaseURL, "/") + chatPath
 	return protocols.Exchange(ctx, client, url, body, req.APIKey, "application/x-ndjson", func(r io.Reader) (*protocols.Result, error) {
-		return parseStream(ctx, r, b.maxLineBytes(), onDelta)
+		return parseStream(ctx, r, b.maxLineBytes(), nil, onDelta)
 	})
 }
-
-// carried are the members of an OpenAI chat request /api/chat carries
-// (or that only shape the door's answer: stream_options).
-var carried = protocols.Carried{"model": true, "messages": true, "stream": true, "stream_options": true,
-	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true}
 
 func (b *Protocol) maxLineBytes() int {
 	if b == nil || b.MaxLineBytes <= 0 {
@@ -98,8 +109,11 @@ func (b *Protocol) maxLineBytes() int {
 
 // wireLine is one NDJSON line of an /api/chat answer.
 type wireLine struct {
+	Model   string `json:"model"`
 	Message struct {
-		Content string `json:"content"`
+		Content   string         `json:"content"`
+		Thinking  string         `json:"thinking"`
+		ToolCalls []wireToolCall `json:"tool_calls"`
 	} `json:"message"`
 	Done            bool            `json:"done"`
 	DoneReason      string          `json:"done_reason"`
@@ -117,8 +131,14 @@ type wireLine struct {
 // KindProtocol; a read timeout is KindTimeout; Started tells whether onDelta
 // had been called. When ctx ends first the error wraps ctx.Err(); an error
 // from onDelta is returned as is.
-func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
+//
+// With a chunker (a request carried through), every line is translated
+// into OpenAI's chat format as it arrives (see answer.go), each chunk
+// passed to onDelta, and the whole answer made when the chunker is to.
+func parseStream(ctx context.Context, r io.Reader, maxLine int, c *chunker, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	out := protocols.Collector{OnDelta: onDelta}
+	var d protocols.Delta
+	stream := onDelta != nil
 	lines := sse.NewLineReader(r, maxLine)
 	for {
 		if ctx.Err() != nil {
@@ -139,8 +159,14 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 			if e := bytes.TrimSpace(l.Error); len(e) > 0 && !bytes.Equal(e, []byte("null")) {
 				return nil, out.Fail(protocols.KindServer, protocols.PayloadMessage(line, "replica reported an error in the stream"), nil)
 			}
-			if err := out.Add(ctx, l.Message.Content); err != nil {
-				return nil, err
+			if c == nil {
+				if err := out.Add(ctx, l.Message.Content); err != nil {
+					return nil, err
+				}
+			} else if ev := c.line(&l, &d, stream); ev != nil {
+				if err := out.Event(ctx, ev); err != nil {
+					return nil, err
+				}
 			}
 			if l.Done {
 				res := &protocols.Result{Content: out.Content.String(), FinishReason: l.DoneReason,
@@ -149,6 +175,11 @@ func parseStream(ctx context.Context, r io.Reader, maxLine int, onDelta protocol
 					res.FirstByte = res.Done
 				}
 				res.Usage, res.UsageKnown = usage(l.PromptEvalCount, l.EvalCount)
+				if c != nil {
+					if err := c.end(ctx, &out, &l, res, &d, stream); err != nil {
+						return nil, err
+					}
+				}
 				return res, nil
 			}
 		}

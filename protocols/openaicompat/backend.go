@@ -130,7 +130,12 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 		return res, nil
 	}
 
-	out, err := parseStream(ctx, resp.Body, b.maxLineBytes(), format(req), req.Whole, onDelta)
+	var out *streamOutcome
+	if f := format(req); f == api.FormatOpenAIResponses {
+		out, err = parseResponsesStream(ctx, resp.Body, b.maxLineBytes(), req.Whole, onDelta)
+	} else {
+		out, err = parseStream(ctx, resp.Body, b.maxLineBytes(), f, req.Whole, onDelta)
+	}
 	if err != nil {
 		return nil, withStatus(err, resp.StatusCode)
 	}
@@ -140,6 +145,9 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 		if err := wholeAnswer(out.whole, res); err != nil {
 			return nil, err
 		}
+	}
+	if out.raw != nil {
+		res.Raw, res.Format, res.Model = out.raw, req.Wire.Format, out.rawModel
 	}
 	res.Usage, res.UsageKnown = out.usage, out.usageKnown
 	res.Done = out.done

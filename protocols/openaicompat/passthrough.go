@@ -32,10 +32,12 @@ func passes(req *protocols.Request) bool {
 
 // appendPassBody appends the client's body with the gateway's edits and
 // no other change: the model's name (the replica's own, or none when the
-// model sets none), the model's default system message, its reply cap,
-// and, on a stream, stream_options.include_usage, which the gateway needs
-// for its token accounting (the door drops the usage event when the
-// client did not ask for it).
+// model sets none), the model's default system message (a Responses
+// request's instructions), its reply cap, "stream": true when the gateway
+// streams what the client did not ask to, and, on a stream,
+// stream_options.include_usage, which the gateway needs for its token
+// accounting (the door drops the usage event when the client did not ask
+// for it); a Responses request without "store" gets "store": false.
 func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 	w := req.Wire
 	edits := make([]wire.Edit, 0, 4)
@@ -50,17 +52,44 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 		}
 		break
 	}
-	if req.AddSystem != "" && len(w.Messages) > 0 {
+	switch {
+	case req.AddSystem == "":
+	case len(w.Messages) > 0:
 		msg := jsonx.String(append([]byte(nil), `{"role":"system","content":`...), req.AddSystem)
 		edits = append(edits, wire.Edit{Start: w.Messages[0].Start, End: w.Messages[0].Start, Text: append(msg, "},"...)})
+	case w.Format == api.FormatOpenAIResponses:
+		// The Responses API's system message is its instructions, which
+		// the request then has none of (the door reads them as one).
+		edits = addOrReplace(edits, w, "instructions", jsonx.String(nil, req.AddSystem))
 	}
 	if req.CapTokens > 0 {
 		edits = capTokens(edits, w, req.CapTokens)
 	}
+	if stream && w.Format != api.FormatOpenAIEmbeddings {
+		edits = streamOn(edits, w)
+	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && w.Format != api.FormatAnthropicMessages {
 		edits = includeUsage(edits, w)
 	}
+	if w.Format == api.FormatOpenAIResponses {
+		if _, ok := w.Member("store"); !ok {
+			// Stateless: no replica behind a gateway can be counted on to
+			// keep what another stored (the door refuses store: true).
+			edits = addOrReplace(edits, w, "store", []byte("false"))
+		}
+	}
 	return wire.Apply(b, w.Body, edits)
+}
+
+// streamOn makes "stream" true when the gateway streams a request the
+// client did not (a model that streams upstream always, so that its
+// timeouts watch every call): the client then gets the one answer made of
+// the stream.
+func streamOn(edits []wire.Edit, w *api.Wire) []wire.Edit {
+	if m, ok := w.Member("stream"); ok && m.Value.Kind() == wire.True {
+		return edits
+	}
+	return addOrReplace(edits, w, "stream", []byte("true"))
 }
 
 // replyCaps are the members that cap a reply, by format.

@@ -29,6 +29,10 @@ type streamOutcome struct {
 	delta   protocols.Delta // reused event by event
 	// whole, when set, builds the one answer the client wants.
 	whole *accumulator
+	// raw, when set, is that answer as the replica sent it whole (a
+	// Responses stream's last response object), its model at rawModel.
+	raw      []byte
+	rawModel wire.Value
 }
 
 // pass passes one event of a stream carried through on, with what the

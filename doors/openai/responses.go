@@ -1,0 +1,587 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/internal/jsonx"
+	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/wire"
+)
+
+// Responses is the door's codec of POST /v1/responses, OpenAI's Responses
+// API, carried through to replicas that serve it (the OpenAI-compatible
+// protocol: vLLM, Ollama 0.13.3 and later; the others refuse it, naming
+// the API).
+//
+// The gateway keeps no state between requests, and its replicas cannot be
+// counted on to keep any either: the next request may reach another one.
+// So the endpoint is stateless, as with "store": false: a request without
+// "store" is sent on with "store": false, and what needs a stored response
+// is refused with a 400 naming the member: previous_response_id,
+// conversation, background: true, store: true, a stored prompt template
+// (prompt) and input items that refer to stored items (item_reference). A
+// client carries a conversation on by sending its items again, as input.
+type Responses struct{ *Door }
+
+// PathResponses is the Responses API's path; under it, paths that name a
+// stored response (GET, DELETE, cancel, input_items) are answered 404.
+const PathResponses = "/v1/responses"
+
+// stateful are the members that need a response store, and why each is
+// refused.
+var stateful = []struct {
+	name string
+	// refuse reports whether the value asks for the store.
+	refuse func(wire.Value) bool
+	why    string
+}{
+	{"previous_response_id", wire.Value.Given, "it continues a response a server stored"},
+	{"conversation", wire.Value.Given, "it continues a conversation a server stored"},
+	{"background", func(v wire.Value) bool { return v.Kind() == wire.True }, "a background response is stored to be polled"},
+	{"store", func(v wire.Value) bool { return v.Kind() == wire.True }, "a stored response could not be found again: each request may reach another replica"},
+	{"prompt", wire.Value.Given, "it names a prompt template a server stored"},
+}
+
+// Decode implements gateway.Door: the model, the input and instructions
+// (the text routing and the limits count), stream and the reply cap are
+// read, the shapes of tools and text.format checked, and what needs a
+// response store refused; the rest is carried through as written.
+func (rs Responses) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return api.Chat{}, nil, invalid(codeInvalidValue, "",
+				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
+		}
+	}
+	body, aerr := api.ReadBody(r, rs.limits.MaxBodyBytes)
+	if aerr != nil {
+		return api.Chat{}, nil, aerr
+	}
+	chat, aerr := rs.parseResponses(body)
+	return chat, body, aerr
+}
+
+// parseResponses validates a Responses request body.
+func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
+	var o wire.Request
+	if err := wire.ReadRequest(body, &o); err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) && we.Duplicate {
+			p := wire.PathString(we.Path)
+			return api.Chat{}, invalid(codeDuplicate, p,
+				"Duplicate parameter: '"+p+"' is given more than once in the request body; give each parameter once.")
+		}
+		return api.Chat{}, invalid(codeInvalidJSON, "", "We could not parse the JSON body of your request: it is not valid JSON.")
+	}
+	if o.Body.Kind() != wire.Object {
+		return api.Chat{}, invalid(codeInvalidType, "", "The request body must be a JSON object.")
+	}
+	var chat api.Chat
+	mv := o.Member("model")
+	if !mv.Given() {
+		return chat, invalid(codeMissing, "model", "You must provide a model parameter.")
+	}
+	var aerr *api.Error
+	if chat.Model, aerr = rs.model(mv); aerr != nil {
+		return chat, aerr
+	}
+	for _, s := range stateful {
+		if v := o.Member(s.name); s.refuse(v) {
+			return chat, statefulError(s.name, s.why)
+		}
+	}
+	if v := o.Member("instructions"); v.Given() {
+		text, ok := v.Str()
+		if !ok {
+			return chat, typeError("instructions", "a string", v)
+		}
+		if text, aerr = rs.withinLimit(text, "instructions"); aerr != nil {
+			return chat, aerr
+		}
+		chat.Messages = append(chat.Messages, api.Message{Role: api.RoleSystem, Content: text})
+	}
+	msgs, aerr := rs.inputMessages(o.Member("input"))
+	if aerr != nil {
+		return chat, aerr
+	}
+	chat.Messages = append(chat.Messages, msgs...)
+	if v := o.Member("stream"); v.Given() {
+		b, ok := boolValue(v)
+		if !ok {
+			return chat, typeError("stream", "a boolean", v)
+		}
+		chat.Stream = b
+	}
+	if v := o.Member("stream_options"); v.Given() {
+		if !chat.Stream {
+			return chat, invalid(codeInvalidValue, "stream_options",
+				"The 'stream_options' parameter is only allowed when 'stream' is enabled.")
+		}
+		if v.Kind() != wire.Object {
+			return chat, typeError("stream_options", "an object", v)
+		}
+	}
+	if v := o.Member("max_output_tokens"); v.Given() {
+		n, aerr := integerIn(v, "max_output_tokens", 1, maxTokensLimit)
+		if aerr != nil {
+			return chat, aerr
+		}
+		chat.Sampling.MaxTokens = int(n)
+	}
+	if v := o.Member("temperature"); v.Given() {
+		x, aerr := numberIn(v, "temperature", 0, api.MaxTemperature)
+		if aerr != nil {
+			return chat, aerr
+		}
+		chat.Sampling.Temperature = &x
+	}
+	if v := o.Member("top_p"); v.Given() {
+		x, aerr := numberIn(v, "top_p", 0, 1)
+		if aerr != nil {
+			return chat, aerr
+		}
+		chat.Sampling.TopP = &x
+	}
+	if v := o.Member("tools"); v.Given() {
+		if aerr := checkTools(v); aerr != nil {
+			return chat, aerr
+		}
+	}
+	if v := o.Member("text"); v.Given() {
+		if aerr := checkText(v); aerr != nil {
+			return chat, aerr
+		}
+	}
+	if v := o.Member("user"); v.Given() {
+		u, ok := v.Str()
+		if !ok {
+			return chat, typeError("user", "a string", v)
+		}
+		chat.User = u
+	}
+	chat.Wire = &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: o.Members}
+	return chat, nil
+}
+
+// statefulError refuses a member that needs a response store.
+func statefulError(name, why string) *api.Error {
+	return invalid(codeUnsupported, name, "Unsupported parameter: '"+name+"': "+why+
+		", and this gateway keeps no responses (every request is served as with store: false). "+
+		"Send the whole conversation as input instead.")
+}
+
+// inputMessages reads input, a string or an array of items, as messages
+// for routing and the limits: a message item's text (its text parts
+// joined with newlines, other parts as written), and any other item (a
+// function call, its output, reasoning) as written, under the role whose
+// turn it is part of.
+func (rs Responses) inputMessages(v wire.Value) ([]api.Message, *api.Error) {
+	switch v.Kind() {
+	case wire.String:
+		text, aerr := rs.withinLimit(v.Text(), "input")
+		if aerr != nil {
+			return nil, aerr
+		}
+		return []api.Message{{Role: api.RoleUser, Content: text}}, nil
+	case wire.Array:
+	case wire.Absent, wire.Null:
+		return nil, invalid(codeMissing, "input", "Missing required parameter: 'input'.")
+	default:
+		return nil, typeError("input", "a string or an array of input items", v)
+	}
+	var msgs []api.Message
+	var bad *api.Error
+	err := v.Elements(func(i int, item wire.Value) bool {
+		if len(msgs) == rs.limits.MaxMessages {
+			bad = invalid(codeArrayTooLong, "input", fmt.Sprintf(
+				"Invalid 'input': array too long. Expected an array with maximum length %d.", rs.limits.MaxMessages))
+			return false
+		}
+		var m api.Message
+		m, bad = rs.inputItem(item, i)
+		msgs = append(msgs, m)
+		return bad == nil
+	})
+	if bad != nil {
+		return nil, bad
+	}
+	if err != nil || len(msgs) == 0 {
+		return nil, invalid(codeEmptyArray, "input", "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	}
+	return msgs, nil
+}
+
+// inputItem reads item i of input.
+func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) {
+	param := func(name string) string {
+		p := "input[" + strconv.Itoa(i) + "]"
+		if name != "" {
+			p += "." + name
+		}
+		return p
+	}
+	if item.Kind() != wire.Object {
+		return api.Message{}, typeError(param(""), "an object", item)
+	}
+	var typ, role, content wire.Value
+	_ = item.Members(func(m wire.Member) bool {
+		switch m.Name {
+		case "type":
+			typ = m.Value
+		case "role":
+			role = m.Value
+		case "content":
+			content = m.Value
+		}
+		return true
+	})
+	t := "message"
+	if typ.Given() {
+		s, ok := typ.Str()
+		if !ok {
+			return api.Message{}, typeError(param("type"), "a string", typ)
+		}
+		t = s
+	}
+	switch t {
+	case "message":
+	case "item_reference":
+		return api.Message{}, invalid(codeUnsupported, param("type"), "Unsupported parameter: '"+param("type")+
+			"': an item reference names an item a server stored, and this gateway keeps none (every request is served as with store: false). "+
+			"Send the item itself instead.")
+	case "function_call_output", "custom_tool_call_output", "computer_call_output", "local_shell_call_output", "mcp_approval_response":
+		return api.Message{Role: api.RoleTool, Content: string(item.Raw)}, nil
+	default:
+		// A call, reasoning: the model's turn, as written.
+		return api.Message{Role: api.RoleAssistant, Content: string(item.Raw)}, nil
+	}
+	r, ok := role.Str()
+	if !role.Given() {
+		return api.Message{}, invalid(codeMissing, param("role"), "Missing required parameter: '"+param("role")+"'.")
+	}
+	if !ok {
+		return api.Message{}, typeError(param("role"), "a string", role)
+	}
+	switch r {
+	case api.RoleUser, api.RoleAssistant, api.RoleSystem:
+	case "developer":
+		r = api.RoleSystem
+	default:
+		return api.Message{}, invalid(codeInvalidValue, param("role"), "Invalid value: '"+r+
+			"'. Supported values are: 'user', 'assistant', 'system' and 'developer'.")
+	}
+	var text string
+	chars := -1 // the text's characters, when content is more than text
+	switch content.Kind() {
+	case wire.String:
+		text = content.Text()
+	case wire.Array:
+		chars = 0
+		var b strings.Builder
+		var bad *api.Error
+		_ = content.Elements(func(j int, part wire.Value) bool {
+			if part.Kind() != wire.Object {
+				bad = typeError(param("content")+"["+strconv.Itoa(j)+"]", "an object", part)
+				return false
+			}
+			if j > 0 {
+				b.WriteByte('\n')
+				chars++
+			}
+			var ptype, ptext wire.Value
+			_ = part.Members(func(m wire.Member) bool {
+				switch m.Name {
+				case "type":
+					ptype = m.Value
+				case "text":
+					ptext = m.Value
+				}
+				return true
+			})
+			if s, ok := ptext.Str(); ok && (ptype.Is("input_text") || ptype.Is("output_text") || ptype.Is("text")) {
+				b.WriteString(s)
+				chars += utf8.RuneCountInString(s)
+			} else {
+				b.Write(part.Raw) // an image, a file, a refusal: as written
+			}
+			return true
+		})
+		if bad != nil {
+			return api.Message{}, bad
+		}
+		text = b.String()
+	case wire.Absent, wire.Null:
+		return api.Message{}, invalid(codeMissing, param("content"), "Missing required parameter: '"+param("content")+"'.")
+	default:
+		return api.Message{}, typeError(param("content"), "a string or an array of content parts", content)
+	}
+	// The limit is on text: an image's bytes are bounded by the body's.
+	if chars < 0 && len(text) > rs.limits.MaxContentChars {
+		chars = utf8.RuneCountInString(text)
+	}
+	if max := rs.limits.MaxContentChars; chars > max {
+		return api.Message{}, invalid(codeStringTooLong, param("content"), fmt.Sprintf(
+			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
+			param("content"), max, chars))
+	}
+	return api.Message{Role: r, Content: text}, nil
+}
+
+// checkTools checks that tools is an array of objects, each with a type.
+func checkTools(v wire.Value) *api.Error {
+	if v.Kind() != wire.Array {
+		return typeError("tools", "an array", v)
+	}
+	var bad *api.Error
+	_ = v.Elements(func(i int, tool wire.Value) bool {
+		p := "tools[" + strconv.Itoa(i) + "]"
+		if tool.Kind() != wire.Object {
+			bad = typeError(p, "an object", tool)
+			return false
+		}
+		var typ wire.Value
+		_ = tool.Members(func(m wire.Member) bool {
+			if m.Name == "type" {
+				typ = m.Value
+			}
+			return true
+		})
+		switch {
+		case !typ.Given():
+			bad = invalid(codeMissing, p+".type", "Missing required parameter: '"+p+".type'.")
+		case typ.Kind() != wire.String:
+			bad = typeError(p+".type", "a string", typ)
+		}
+		return bad == nil
+	})
+	return bad
+}
+
+// checkText checks text.format's shape: an object with a type, and for
+// json_schema a name and a schema object.
+func checkText(v wire.Value) *api.Error {
+	if v.Kind() != wire.Object {
+		return typeError("text", "an object", v)
+	}
+	var format wire.Value
+	_ = v.Members(func(m wire.Member) bool {
+		if m.Name == "format" {
+			format = m.Value
+		}
+		return true
+	})
+	if !format.Given() {
+		return nil
+	}
+	if format.Kind() != wire.Object {
+		return typeError("text.format", "an object", format)
+	}
+	var typ, name, schema wire.Value
+	_ = format.Members(func(m wire.Member) bool {
+		switch m.Name {
+		case "type":
+			typ = m.Value
+		case "name":
+			name = m.Value
+		case "schema":
+			schema = m.Value
+		}
+		return true
+	})
+	t, ok := typ.Str()
+	switch {
+	case !typ.Given():
+		return invalid(codeMissing, "text.format.type", "Missing required parameter: 'text.format.type'.")
+	case !ok:
+		return typeError("text.format.type", "a string", typ)
+	case t == "text", t == "json_object":
+		return nil
+	case t != "json_schema":
+		return invalid(codeInvalidValue, "text.format.type", "Invalid value: '"+t+
+			"'. Supported values are: 'text', 'json_object' and 'json_schema'.")
+	case !name.Given():
+		return invalid(codeMissing, "text.format.name", "Missing required parameter: 'text.format.name'.")
+	case name.Kind() != wire.String:
+		return typeError("text.format.name", "a string", name)
+	case !schema.Given():
+		return invalid(codeMissing, "text.format.schema", "Missing required parameter: 'text.format.schema'.")
+	case schema.Kind() != wire.Object:
+		return typeError("text.format.schema", "an object", schema)
+	}
+	return nil
+}
+
+// WriteAnswer implements gateway.Door: the replica's response object
+// with the gateway's model name; else (a replica that answered a
+// stream's request with one JSON object) a response made of the text.
+func (rs Responses) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
+	if a.Raw != nil {
+		writeJSON(w, appendRenamed(make([]byte, 0, len(a.Raw)+len(a.Model)), a.Raw, a.RawModel, a.Model))
+		return
+	}
+	writeJSON(w, appendResponse(make([]byte, 0, 512+len(a.Content)), a, true))
+}
+
+// appendResponse appends a response object made of the answer's text:
+// one message with one output_text part, in progress or done.
+func appendResponse(b []byte, a *gateway.Answer, done bool) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonx.String(b, "resp_"+a.ID)
+	b = append(b, `,"object":"response","created_at":`...)
+	b = jsonx.Int(b, a.Created.Unix())
+	status := "in_progress"
+	if done {
+		status = "completed"
+		if finishReason(a.FinishReason) == "length" {
+			status = "incomplete"
+		}
+	}
+	b = append(b, `,"status":"`...)
+	b = append(b, status...)
+	b = append(b, `","error":null,"incomplete_details":`...)
+	if status == "incomplete" {
+		b = append(b, `{"reason":"max_output_tokens"}`...)
+	} else {
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"model":`...)
+	b = jsonx.String(b, a.Model)
+	b = append(b, `,"output":[`...)
+	if done {
+		b = appendOutputMessage(b, a, a.Content)
+	}
+	b = append(b, `],"store":false,"usage":`...)
+	if done && a.UsageKnown {
+		b = append(b, `{"input_tokens":`...)
+		b = jsonx.Int(b, int64(a.Usage.PromptTokens))
+		b = append(b, `,"output_tokens":`...)
+		b = jsonx.Int(b, int64(a.Usage.CompletionTokens))
+		b = append(b, `,"total_tokens":`...)
+		b = jsonx.Int(b, int64(a.Usage.TotalTokens))
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, '}')
+}
+
+// appendOutputMessage appends the one output message of a response made
+// of text.
+func appendOutputMessage(b []byte, a *gateway.Answer, text string) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonx.String(b, "msg_"+a.ID)
+	b = append(b, `,"type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":`...)
+	b = jsonx.String(b, text)
+	return append(b, `,"annotations":[]}]}`...)
+}
+
+// AppendDelta implements gateway.Door: the replica's event as it wrote it,
+// under its name, with the gateway's model name in the response it
+// carries. A replica that answered a stream's request with one JSON
+// object gives text alone: it is written as the Responses API's events of
+// a text answer.
+func (rs Responses) AppendDelta(b []byte, a *gateway.Answer, d *protocols.Delta) []byte {
+	if d.Data != nil {
+		a.Relayed = true
+		if d.Event != "" {
+			b = append(b, "event: "...)
+			b = append(b, d.Event...)
+			b = append(b, '\n')
+		}
+		b = append(b, "data: "...)
+		b = appendRenamed(b, d.Data, d.Model, a.Model)
+		return append(b, "\n\n"...)
+	}
+	if d.Text == "" {
+		return b
+	}
+	if a.Deltas == 0 {
+		b = appendEvent(b, "response.created", func(b []byte) []byte {
+			b = append(b, `,"response":`...)
+			return appendResponse(b, a, false)
+		})
+	}
+	return appendEvent(b, "response.output_text.delta", func(b []byte) []byte {
+		b = append(b, `,"item_id":`...)
+		b = jsonx.String(b, "msg_"+a.ID)
+		b = append(b, `,"output_index":0,"content_index":0,"delta":`...)
+		return jsonx.String(b, d.Text)
+	})
+}
+
+// appendEvent appends an event named typ, its data {"type":typ, ...}
+// with the members fields appends.
+func appendEvent(b []byte, typ string, fields func([]byte) []byte) []byte {
+	b = append(b, "event: "...)
+	b = append(b, typ...)
+	b = append(b, "\ndata: {\"type\":\""...)
+	b = append(b, typ...)
+	b = append(b, '"')
+	b = fields(b)
+	return append(b, "}\n\n"...)
+}
+
+// AppendEnd implements gateway.Door: nothing after the replica's events,
+// whose last one ended the stream (the Responses API sends no [DONE]);
+// after text alone, response.completed with the whole response.
+func (rs Responses) AppendEnd(b []byte, a *gateway.Answer) []byte {
+	if a.Relayed {
+		return b
+	}
+	if a.Deltas == 0 {
+		b = appendEvent(b, "response.created", func(b []byte) []byte {
+			b = append(b, `,"response":`...)
+			return appendResponse(b, a, false)
+		})
+	}
+	typ := "response.completed"
+	if finishReason(a.FinishReason) == "length" {
+		typ = "response.incomplete"
+	}
+	return appendEvent(b, typ, func(b []byte) []byte {
+		b = append(b, `,"response":`...)
+		return appendResponse(b, a, true)
+	})
+}
+
+// AppendStreamError implements gateway.Door: a failure after the stream
+// started is the Responses API's error event, after which the stream
+// ends.
+func (rs Responses) AppendStreamError(b []byte, _ *gateway.Answer, err *api.Error) []byte {
+	_, _, code := describe(err)
+	return appendEvent(b, "error", func(b []byte) []byte {
+		b = append(b, `,"code":`...)
+		b = appendNullableString(b, code)
+		b = append(b, `,"message":`...)
+		b = jsonx.String(b, message(err))
+		b = append(b, `,"param":`...)
+		return appendNullableString(b, err.Param)
+	})
+}
+
+// serveStoredResponse answers the paths under /v1/responses/ that name a
+// stored response (retrieve, delete, cancel, its input items): the
+// gateway stores none.
+func serveStoredResponse(w http.ResponseWriter, r *http.Request) {
+	writeError(w, &api.Error{Status: http.StatusNotFound, Code: "not_found",
+		Detail: "This gateway stores no responses (every request is served as with store: false): " +
+			r.Method + " " + clipPath(r.URL.Path) + " has none to find."})
+}
+
+func clipPath(p string) string {
+	if len(p) > 200 {
+		return p[:200] + "..."
+	}
+	return p
+}
+
+var _ gateway.Door = Responses{}

@@ -1,0 +1,349 @@
+package wire
+
+import (
+	"strconv"
+	"strings"
+)
+
+// ResponsesEvent is what ReadResponsesEvent read of one event of an
+// OpenAI Responses API stream (the data of a server-sent event): its
+// type, its text, and the response object that several events carry
+// (response.created, response.in_progress, response.completed,
+// response.incomplete, response.failed).
+type ResponsesEvent struct {
+	// Type is the "type" member ("response.output_text.delta").
+	Type string
+	// Delta is the "delta" member when it is a string: the new text of an
+	// output_text, a refusal, a function call's arguments or reasoning.
+	Delta string
+	// Message is the "message" member: an error event's text.
+	Message string
+	// Error is true when an "error" member other than null was sent (an
+	// error in the place of an event, as vLLM and llama.cpp write one).
+	Error bool
+	// Response is the "response" member.
+	Response Response
+}
+
+// Response is what the readers read of a Responses API response object.
+type Response struct {
+	// Given is true when the response was an object.
+	Given bool
+	// Span is the object as written, with its span in the data read.
+	Span Value
+	// Model is the "model" member as written, with its span in the data
+	// read: a door passing the response on puts its own name in its place.
+	Model Value
+	// Status is "completed", "incomplete", "failed", "in_progress"...
+	Status string
+	// IncompleteReason is incomplete_details.reason ("max_output_tokens").
+	IncompleteReason string
+	// Error is true when "error" is not null; ErrorMessage is its message.
+	Error        bool
+	ErrorMessage string
+	// Object is the "object" member: "response", or "error" in old vLLM's
+	// flat error shape.
+	Object string
+	// Usage are the counts of "usage" (input_tokens, output_tokens,
+	// total_tokens), in the chat answer's terms.
+	Usage Usage
+	// Text is the text of the output's messages: their output_text parts,
+	// joined.
+	Text string
+}
+
+// ReadResponsesEvent reads one event of a Responses stream into e,
+// leniently, as the answer readers read (see the package documentation):
+// a repeated member's last occurrence counts, invalid UTF-8 becomes
+// U+FFFD, members the gateway does not read may hold anything. A member it
+// reads of the wrong type (a number for "type") is an *Error.
+func ReadResponsesEvent(data []byte, e *ResponsesEvent) error {
+	*e = ResponsesEvent{}
+	dec := newDecoder(data, true)
+	defer dec.free()
+	if err := dec.responsesEvent(e); err != nil {
+		return err
+	}
+	return dec.end()
+}
+
+// ReadResponse reads a whole Responses API response object (a
+// non-streamed answer) into r, as ReadResponsesEvent reads.
+func ReadResponse(data []byte, r *Response) error {
+	*r = Response{}
+	dec := newDecoder(data, true)
+	defer dec.free()
+	if err := dec.response(r); err != nil {
+		return err
+	}
+	return dec.end()
+}
+
+func (dec *decoder) responsesEvent(e *ResponsesEvent) error {
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
+	}
+	if t.Kind() != '{' {
+		return dec.kindErr(t.Kind(), "an object")
+	}
+	for {
+		n, ok, err := dec.member()
+		if !ok {
+			return err
+		}
+		if d, esc := unescaped(n); esc {
+			n = d
+		}
+		switch string(n) {
+		case "type", "message":
+			v, err := dec.raw()
+			if err != nil {
+				return err
+			}
+			s, ok := text(v)
+			if !ok {
+				return dec.valueErr(v, "a string", string(n))
+			}
+			if string(n) == "type" {
+				e.Type = s
+			} else {
+				e.Message = s
+			}
+		case "delta":
+			v, err := dec.raw()
+			if err != nil {
+				return err
+			}
+			e.Delta, _ = text(v) // an object delta (a hosted tool's) carries no text
+		case "error":
+			v, err := dec.raw()
+			if err != nil {
+				return err
+			}
+			e.Error = string(v) != "null"
+		case "response":
+			if err := dec.response(&e.Response); err != nil {
+				return err
+			}
+		default:
+			if _, err := dec.raw(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// response reads a response object, or null.
+func (dec *decoder) response(r *Response) error {
+	*r = Response{}
+	start := dec.start()
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
+	}
+	switch t.Kind() {
+	case '{':
+	case 'n':
+		return nil
+	default:
+		return dec.kindErr(t.Kind(), "an object", "response")
+	}
+	r.Given = true
+	for {
+		n, ok, err := dec.member()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if d, esc := unescaped(n); esc {
+			n = d
+		}
+		at := dec.start()
+		v, err := dec.raw()
+		if err != nil {
+			return err
+		}
+		switch string(n) {
+		case "model":
+			end := at + len(v)
+			r.Model = Value{Raw: dec.body[at:end:end], Start: at, End: end}
+		case "status", "object":
+			s, ok := text(v)
+			if !ok {
+				return dec.valueErr(v, "a string", "response", string(n))
+			}
+			if string(n) == "status" {
+				r.Status = s
+			} else {
+				r.Object = s
+			}
+		case "error":
+			r.Error = string(v) != "null"
+			if r.Error {
+				r.ErrorMessage = lookupString(v, "message")
+				if r.ErrorMessage == "" {
+					r.ErrorMessage, _ = text(v) // {"error":"..."}
+				}
+			}
+		case "incomplete_details":
+			r.IncompleteReason = lookupString(v, "reason")
+		case "usage":
+			if err := readResponsesUsage(v, &r.Usage); err != nil {
+				return &Error{Offset: at, Path: []any{"response", "usage"}, Err: err}
+			}
+		case "output":
+			r.Text = outputText(v)
+		}
+	}
+	end := dec.offset()
+	r.Span = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	return nil
+}
+
+// lookupString is the string member name of the object v ("" when v is
+// not an object, or has none).
+func lookupString(v []byte, name string) string {
+	var s string
+	_ = Value{Raw: v}.membersLax(func(n string, mv []byte) bool {
+		if n == name {
+			s, _ = text(mv)
+		}
+		return true
+	})
+	return s
+}
+
+// readResponsesUsage reads the Responses API's counts into u, in the chat
+// answer's terms (input_tokens as PromptTokens, output_tokens as
+// CompletionTokens).
+func readResponsesUsage(v []byte, u *Usage) error {
+	*u = Usage{}
+	if (Value{Raw: v}).Kind() != Object {
+		return nil // null, or what no count can be read of
+	}
+	u.Given = true
+	var bad error
+	_ = Value{Raw: v}.membersLax(func(n string, mv []byte) bool {
+		var c *Count
+		switch n {
+		case "input_tokens":
+			c = &u.PromptTokens
+		case "output_tokens":
+			c = &u.CompletionTokens
+		case "total_tokens":
+			c = &u.TotalTokens
+		default:
+			return true
+		}
+		*c = Count{}
+		if string(mv) == "null" {
+			return true
+		}
+		x, err := strconv.ParseInt(string(mv), 10, strconv.IntSize)
+		if err != nil {
+			bad = err
+			return false
+		}
+		*c = Count{N: int(x), Given: true}
+		return true
+	})
+	return bad
+}
+
+// outputText joins the output_text parts of the message items of an
+// output array.
+func outputText(v []byte) string {
+	var b strings.Builder
+	_ = Value{Raw: v}.elementsLax(func(item []byte) bool {
+		var typ string
+		var content []byte
+		_ = Value{Raw: item}.membersLax(func(n string, mv []byte) bool {
+			switch n {
+			case "type":
+				typ, _ = text(mv)
+			case "content":
+				content = mv
+			}
+			return true
+		})
+		if typ != "message" {
+			return true
+		}
+		_ = Value{Raw: content}.elementsLax(func(part []byte) bool {
+			var ptype, ptext string
+			_ = Value{Raw: part}.membersLax(func(n string, mv []byte) bool {
+				switch n {
+				case "type":
+					ptype, _ = text(mv)
+				case "text":
+					ptext, _ = text(mv)
+				}
+				return true
+			})
+			if ptype == "output_text" {
+				b.WriteString(ptext)
+			}
+			return true
+		})
+		return true
+	})
+	return b.String()
+}
+
+// membersLax calls fn with the decoded name and raw value of each member
+// of the object v, read leniently, until fn returns false.
+func (v Value) membersLax(fn func(name string, raw []byte) bool) error {
+	if v.Kind() != Object {
+		return nil
+	}
+	dec := newDecoder(v.Raw, true)
+	defer dec.free()
+	if _, err := dec.open(); err != nil {
+		return err
+	}
+	for {
+		n, ok, err := dec.member()
+		if err != nil || !ok {
+			return err
+		}
+		if d, esc := unescaped(n); esc {
+			n = d
+		}
+		name := string(n)
+		raw, err := dec.raw()
+		if err != nil {
+			return err
+		}
+		if !fn(name, raw) {
+			return nil
+		}
+	}
+}
+
+// elementsLax calls fn with each element of the array v, read leniently,
+// until fn returns false.
+func (v Value) elementsLax(fn func(raw []byte) bool) error {
+	if v.Kind() != Array {
+		return nil
+	}
+	dec := newDecoder(v.Raw, true)
+	defer dec.free()
+	if _, err := dec.open(); err != nil {
+		return err
+	}
+	for {
+		if end, err := dec.close(); end || err != nil {
+			return err
+		}
+		raw, err := dec.raw()
+		if err != nil {
+			return err
+		}
+		if !fn(raw) {
+			return nil
+		}
+	}
+}
