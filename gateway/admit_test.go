@@ -84,8 +84,8 @@ func TestAdmissionStage(t *testing.T) {
 			script: script{err: errBadReq}, wantStatus: 422, wantCalls: 1,
 			want: &tenancy.Settlement{Status: 422, Served: true}},
 		{name: "client left mid-stream: settled with what was relayed", admitter: &fakeAdmitter{},
-			script: script{deltas: []string{"aa", "bb", "cc", "dd"}, delay: 50 * time.Millisecond}, stream: true,
-			cancelAfter: 120 * time.Millisecond, wantCalls: 1,
+			script: script{deltas: []string{"aa", "bb", "cc", "dd"}, hangAfter: 2}, stream: true,
+			cancelAfter: 300 * time.Millisecond, wantCalls: 1,
 			want: &tenancy.Settlement{Status: statusClientGone, Served: true, Relayed: 4}},
 	}
 	for _, tt := range tests {

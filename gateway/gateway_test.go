@@ -23,6 +23,9 @@ type script struct {
 	err    error         // returned after the deltas
 	// noUsage: the replica reports no usage.
 	noUsage bool
+	// hangAfter, when > 0, stops the script after that many deltas until
+	// the caller gives up (a replica that stalls mid-answer).
+	hangAfter int
 }
 
 // fakeBackend plays one script per replica URL and records the requests.
@@ -40,7 +43,11 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *protocols.R
 	s := f.scripts[req.BaseURL]
 	f.mu.Unlock()
 	res := &protocols.Result{Sent: time.Now()}
-	for _, d := range s.deltas {
+	for i, d := range s.deltas {
+		if s.hangAfter > 0 && i == s.hangAfter {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
 		select {
 		case <-time.After(s.delay):
 		case <-ctx.Done():
