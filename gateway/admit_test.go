@@ -85,7 +85,7 @@ func TestAdmissionStage(t *testing.T) {
 			want: &tenancy.Settlement{Status: 422, Served: true}},
 		{name: "client left mid-stream: settled with what was relayed", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"aa", "bb", "cc", "dd"}, hangAfter: 2}, stream: true,
-			cancelAfter: 300 * time.Millisecond, wantCalls: 1,
+			cancelAfter: 150 * time.Millisecond, wantCalls: 1, // before the idle timeout (300ms)
 			want: &tenancy.Settlement{Status: statusClientGone, Served: true, Relayed: 4}},
 	}
 	for _, tt := range tests {
