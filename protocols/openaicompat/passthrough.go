@@ -33,9 +33,11 @@ func passes(req *protocols.Request) bool {
 // appendPassBody appends the client's body with the gateway's edits and
 // no other change: the model's name (the replica's own, or none when the
 // model sets none), the model's default system message, its reply cap,
-// and, on a stream, stream_options.include_usage, which the gateway needs
-// for its token accounting (the door drops the usage event when the
-// client did not ask for it).
+// and, on a stream, "stream": true (when the model streams from its
+// replicas always and the client did not ask for a stream) and
+// stream_options.include_usage, which the gateway needs for its token
+// accounting (the door drops the usage event when the client did not ask
+// for it).
 func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 	w := req.Wire
 	edits := make([]wire.Edit, 0, 4)
@@ -56,6 +58,11 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 	}
 	if req.CapTokens > 0 {
 		edits = capTokens(edits, w, req.CapTokens)
+	}
+	if stream && w.Format != api.FormatOpenAIEmbeddings {
+		// A client that wants one answer of a model that streams from
+		// its replicas always: the replica is asked for the stream.
+		edits = streamOn(edits, w)
 	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && w.Format != api.FormatAnthropicMessages {
 		edits = includeUsage(edits, w)
@@ -92,6 +99,17 @@ func capTokens(edits []wire.Edit, w *api.Wire, n int) []wire.Edit {
 		edits = addOrReplace(edits, w, names[len(names)-1], val)
 	}
 	return edits
+}
+
+// streamOn makes "stream" true, unless the client made it so.
+func streamOn(edits []wire.Edit, w *api.Wire) []wire.Edit {
+	if m, ok := w.Member("stream"); ok {
+		if m.Value.Kind() == wire.True {
+			return edits
+		}
+		return append(edits, wire.Replace(m.Value, []byte("true")))
+	}
+	return addOrReplace(edits, w, "stream", []byte("true"))
 }
 
 // includeUsage makes stream_options.include_usage true, keeping the
