@@ -1,6 +1,10 @@
 package openaicompat
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/llmedge/llmedge/api"
@@ -42,6 +46,37 @@ func TestAppendPassBodyStream(t *testing.T) {
 			if got := string(appendPassBody(nil, req, tc.stream)); got != tc.want {
 				t.Fatalf("got  %s\nwant %s", got, tc.want)
 			}
+			pieces, n := passBody(req, tc.stream)
+			if got := string(bytes.Join(pieces, nil)); got != tc.want || n != len(tc.want) {
+				t.Fatalf("in pieces: got %s (%d bytes)\nwant %s", got, n, tc.want)
+			}
 		})
+	}
+}
+
+// TestNewHTTPRequestLargeBody: a large body carried through is sent in
+// pieces, the client's bytes in place; every reading of it (the first,
+// and GetBody's for a retry) is the whole edited body.
+func TestNewHTTPRequestLargeBody(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("word ", piecesFrom/4) + `"}],"stream":true}`)
+	var o wire.Request
+	if err := wire.ReadRequest(body, &o); err != nil {
+		t.Fatal(err)
+	}
+	req := &protocols.Request{Model: "upstream", BaseURL: "http://replica:8000", CapTokens: 9,
+		Wire: &api.Wire{Format: api.FormatOpenAIChat, Body: body, Object: o.Body, Members: o.Members}}
+	want := string(appendPassBody(nil, req, true))
+	hr, err := newHTTPRequest(context.Background(), req, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := io.ReadAll(hr.Body)
+	again, err := hr.GetBody()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, _ := io.ReadAll(again)
+	if string(first) != want || string(second) != want || hr.ContentLength != int64(len(want)) || !strings.Contains(want, `"model":"upstream"`) {
+		t.Fatalf("body %d and %d bytes, Content-Length %d, want %d", len(first), len(second), hr.ContentLength, len(want))
 	}
 }
