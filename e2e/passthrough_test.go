@@ -499,7 +499,8 @@ func readAll(t *testing.T, r io.Reader) []byte {
 // TestCompletionsAndEmbeddings: /v1/completions and /v1/embeddings go
 // through the pipeline chat goes through: answers in OpenAI's shapes with
 // the gateway's model name, streamed completions, the model scope,
-// metrics, and a tokens-per-minute limit settled from the replica's usage.
+// metrics, the status page, and a tokens-per-minute limit settled from the
+// replica's usage.
 func TestCompletionsAndEmbeddings(t *testing.T) {
 	f := startPassFixture(t)
 	g := f.g
@@ -613,6 +614,37 @@ func TestCompletionsAndEmbeddings(t *testing.T) {
 			if got := delta(series); got != want {
 				t.Errorf("%s moved by %v, want %v", series, got, want)
 			}
+		}
+	})
+	t.Run("status page", func(t *testing.T) {
+		var snap struct {
+			Models []struct {
+				Name     string
+				Replicas []struct {
+					Served int `json:"served"`
+				} `json:"replicas"`
+			} `json:"models"`
+			Tenants struct {
+				TopTokens []struct {
+					User   string `json:"user"`
+					Tokens int    `json:"tokens"`
+				} `json:"top_tokens"`
+			} `json:"tenants"`
+		}
+		resp, err := http.Get(g.Admin + "/llmedge/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := readJSON(t, resp, &snap)
+		served := -1
+		for _, m := range snap.Models {
+			if m.Name == "qwen" && len(m.Replicas) == 1 {
+				served = m.Replicas[0].Served
+			}
+		}
+		top := snap.Tenants.TopTokens
+		if served != 4 || len(top) != 1 || top[0].User != "demo" || top[0].Tokens != 24 {
+			t.Fatalf("qwen's replica served %d, top users %+v: %.500s", served, top, raw)
 		}
 	})
 }
