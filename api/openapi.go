@@ -12,7 +12,8 @@ var openAPITemplate []byte
 
 // OpenAPI returns the OpenAPI 3.1 description of the public API as v
 // configures it: its model types (the model_type and model enums and the
-// token scopes) and its limits, for the native API and OpenAI's.
+// token scopes) and its limits, for the native API and OpenAI's (chat
+// completions, completions, embeddings).
 func OpenAPI(v *Validator) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(openAPITemplate, &doc); err != nil {
@@ -48,6 +49,8 @@ func OpenAPI(v *Validator) ([]byte, error) {
 		{schemas, []string{"ChatCompletionRequest", "properties", "model"}, "enum", models},
 		{schemas, []string{"ChatCompletionRequest", "properties", "messages"}, "maxItems", lim.MaxMessages},
 		{schemas, []string{"ChatText"}, "maxLength", lim.MaxContentChars},
+		{schemas, []string{"CompletionRequest", "properties", "model"}, "enum", models},
+		{schemas, []string{"EmbeddingRequest", "properties", "model"}, "enum", models},
 		{doc, []string{"components", "securitySchemes", "OAuth2PasswordBearer", "flows", "password"}, "scopes", scopes},
 	}
 	for _, s := range set {

@@ -41,7 +41,7 @@ func TestRunTiny(t *testing.T) {
 		t.Errorf("no CPU profile written: %v", err)
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "#### Targets", "Idle RSS of llmedge",
+	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "| large-10k | llmedge |", "CPU per request ≤ 1.25× stock Caddy (large-10k)", "#### Targets", "Idle RSS of llmedge",
 		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "| no errors (every policy, both workloads) | 0 errors"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
@@ -101,7 +101,7 @@ func checkResult(t *testing.T, cfg Config, s scenario, r *Result) {
 			t.Errorf("%s: achieved %g req/s", where, r.AchievedRate)
 		}
 		checkSummary(t, where+" latency", r.Latency, r.OK)
-	case "max":
+	case "max", "large":
 		checkSummary(t, where+" latency", r.Latency, r.OK)
 		if r.Path != PathReplica && r.CPUSeconds <= 0 {
 			t.Errorf("%s: a proxy at full speed used no CPU", where)

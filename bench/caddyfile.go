@@ -46,10 +46,13 @@ https://localhost:{{.Port}} {
 `))
 
 // caddyfileLLMEdge is llmedge's full path: one model whose only replica is
-// the simulator, one user, the whole API.
+// the simulator, one user, the whole API. Message contents may be as long
+// as the large-prompt scenario's (stock Caddy has no such limit).
 var caddyfileLLMEdge = template.Must(template.New("llmedge").Parse(`{
 ` + globalOptions + `	llmedge {
 		token_ttl 24h
+		max_content_chars 4194304
+		max_body_size 5MiB
 		user bench {{.Hash}}
 		model ` + benchModel + ` {
 			static {{.Replica}}

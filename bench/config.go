@@ -22,6 +22,13 @@ type Config struct {
 	StreamRamp   time.Duration // streams are opened over this time
 	StreamSteady time.Duration // then measured for this long with all open
 
+	// LargePrompt is the size in bytes of the one user message of the
+	// large-prompt scenario (0 skips it): a closed loop of LargeWorkers
+	// sending it, llmedge through its OpenAI door, whose body is carried
+	// through to the replica rather than encoded again.
+	LargePrompt  int
+	LargeWorkers int
+
 	Paths []string // subset of replica, caddy, llmedge; empty means all
 
 	Routing RoutingConfig // the routing scenario; its own processes
@@ -47,6 +54,8 @@ func DefaultConfig() Config {
 		StreamITL:       100 * time.Millisecond,
 		StreamRamp:      2 * time.Second,
 		StreamSteady:    5 * time.Second,
+		LargePrompt:     100_000,
+		LargeWorkers:    4,
 		ProfileScenario: "rate-1000",
 		Routing:         DefaultRoutingConfig(),
 	}
@@ -73,15 +82,21 @@ func TinyConfig(binDir string) Config {
 		StreamITL:       50 * time.Millisecond,
 		StreamRamp:      200 * time.Millisecond,
 		StreamSteady:    time.Second,
+		LargePrompt:     10_000,
+		LargeWorkers:    1,
 		ProfileScenario: "rate-50",
 		Routing:         tinyRoutingConfig(),
 	}
 }
 
+// maxLargePrompt keeps the large prompt's body within the gateway's
+// max_body_size in the benchmark's Caddyfile.
+const maxLargePrompt = 4 << 20
+
 // scenario is one load shape, run against every path.
 type scenario struct {
 	Name    string
-	Kind    string // "rate", "max" or "streams"
+	Kind    string // "rate", "max", "streams" or "large"
 	Rate    float64
 	Workers int
 	Streams int
@@ -99,7 +114,18 @@ func (c Config) scenarios() []scenario {
 	for _, n := range c.Streams {
 		s = append(s, scenario{Name: fmt.Sprintf("streams-%d", n), Kind: "streams", Streams: n})
 	}
+	if c.LargePrompt > 0 {
+		s = append(s, scenario{Name: c.largeName(), Kind: "large", Workers: c.LargeWorkers})
+	}
 	return s
+}
+
+// largeName names the large-prompt scenario by its prompt's size.
+func (c Config) largeName() string {
+	if c.LargePrompt%1000 == 0 {
+		return fmt.Sprintf("large-%dk", c.LargePrompt/1000)
+	}
+	return fmt.Sprintf("large-%db", c.LargePrompt)
 }
 
 // streamTokens is the reply length that keeps a stream opened at the end
@@ -125,6 +151,10 @@ func (c Config) validate() error {
 		return fmt.Errorf("duration must be positive and warm-up not negative")
 	case c.MaxInFlight <= 0:
 		return fmt.Errorf("max in-flight must be positive")
+	case c.LargePrompt < 0 || c.LargePrompt > maxLargePrompt:
+		return fmt.Errorf("large prompt %d bytes: must be within 0..%d", c.LargePrompt, maxLargePrompt)
+	case c.LargePrompt > 0 && c.LargeWorkers <= 0:
+		return fmt.Errorf("the large-prompt scenario needs workers")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
 	case len(c.scenarios()) == 0 && !c.Routing.Enabled():

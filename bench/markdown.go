@@ -54,8 +54,13 @@ func (r *Report) pathsMarkdown() string {
 	c := r.Config
 	fmt.Fprintf(&b, "Non-streamed: %d-token replies, the replica answers at once; %g s warm-up, %g s measured; open loop capped at %d in flight; max = closed loop, %d workers.  \n",
 		c.ReplyTokens, c.WarmupS, c.DurationS, c.MaxInFlight, c.MaxWorkers)
-	fmt.Fprintf(&b, "Streams: the replica sends a token every %g ms (%d tokens); streams open over %g s, then %g s measured with all open.\n\n",
+	fmt.Fprintf(&b, "Streams: the replica sends a token every %g ms (%d tokens); streams open over %g s, then %g s measured with all open.",
 		c.StreamITLMs, c.StreamTokens, c.StreamRampS, c.StreamSteady)
+	if c.LargePrompt > 0 {
+		fmt.Fprintf(&b, "  \nLarge prompt: one user message of %d bytes, %d-token replies, closed loop of %d workers; llmedge through its OpenAI door (`/v1/chat/completions`, the body carried through), the others the same OpenAI body.",
+			c.LargePrompt, c.ReplyTokens, c.LargeWorkers)
+	}
+	b.WriteString("\n\n")
 
 	b.WriteString("#### Non-streamed requests\n\n")
 	b.WriteString("| scenario | path | achieved req/s | p50 ms | p90 ms | p99 ms | max ms | errors | CPU s / 1k req | CPU cores | peak RSS MB | other load |\n")

@@ -25,6 +25,8 @@ type Report struct {
 		StreamRampS  float64   `json:"stream_ramp_s"`
 		StreamSteady float64   `json:"stream_steady_s"`
 		StreamTokens int       `json:"stream_tokens"`
+		LargePrompt  int       `json:"large_prompt_bytes,omitempty"`
+		LargeWorkers int       `json:"large_workers,omitempty"`
 	} `json:"config"`
 	Idle map[string]IdleMem `json:"idle"` // per proxy, after start and before any load
 	// PeakRSSCumulative is set when VmHWM could not be reset between runs:
@@ -90,6 +92,9 @@ func newReport(cfg Config) *Report {
 	c.StreamRampS, c.StreamSteady = cfg.StreamRamp.Seconds(), cfg.StreamSteady.Seconds()
 	if len(cfg.Streams) > 0 {
 		c.StreamTokens = cfg.streamTokens()
+	}
+	if cfg.LargePrompt > 0 {
+		c.LargePrompt, c.LargeWorkers = cfg.LargePrompt, cfg.LargeWorkers
 	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{

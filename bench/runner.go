@@ -144,14 +144,24 @@ func (r *runner) setUp(ctx context.Context, dir string) error {
 		return err
 	}
 	openAI := http.Header{"Content-Type": {"application/json"}}
+	var large, largeGateway []byte
+	if r.cfg.LargePrompt > 0 {
+		large = largeBody(`"model":"sim-model"`, r.cfg.LargePrompt)
+		largeGateway = largeBody(`"model":"`+benchModel+`"`, r.cfg.LargePrompt)
+	}
 	r.targets[PathReplica] = &Target{Name: PathReplica, URL: r.simURL + "/v1/chat/completions", DialAddr: u.Host,
-		PID: r.sim.pid(), Header: openAI, Body: []byte(openAIBody), StreamBody: []byte(openAIStreamBody)}
+		PID: r.sim.pid(), Header: openAI, Body: []byte(openAIBody), StreamBody: []byte(openAIStreamBody),
+		LargeURL: r.simURL + "/v1/chat/completions", LargeBody: large}
 	c := r.caddy.target(PathCaddy, "/v1/chat/completions")
 	c.Header, c.Body, c.StreamBody = openAI, []byte(openAIBody), []byte(openAIStreamBody)
+	c.LargeURL, c.LargeBody = c.URL, large
 	r.targets[PathCaddy] = c
 	l := r.llmedge.target(PathLLMEdge, "/tasks/assistant_inference")
 	l.Header = http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + token}}
 	l.Body, l.StreamBody = []byte(gatewayBody), []byte(gatewayStream)
+	// The large prompt goes through llmedge's OpenAI door: the body is
+	// carried through to the replica, as stock Caddy carries it.
+	l.LargeURL, l.LargeBody = strings.TrimSuffix(l.URL, "/tasks/assistant_inference")+"/v1/chat/completions", largeGateway
 	r.targets[PathLLMEdge] = l
 	return nil
 }
@@ -229,6 +239,11 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 		res.fromLoad(lr)
 	case "max":
 		lr := closedLoop(ctx, c, t, s.Workers, r.cfg.Warmup, r.cfg.Duration, win)
+		res.fromLoad(lr)
+	case "large":
+		lt := *t
+		lt.URL, lt.Body = t.LargeURL, t.LargeBody
+		lr := closedLoop(ctx, c, &lt, s.Workers, r.cfg.Warmup, r.cfg.Duration, win)
 		res.fromLoad(lr)
 	case "streams":
 		spec := streamSpec{N: s.Streams, Ramp: r.cfg.StreamRamp, Steady: r.cfg.StreamSteady, ITL: r.cfg.StreamITL, Tokens: r.cfg.streamTokens()}

@@ -25,6 +25,10 @@ type Target struct {
 	URL        string // the chat endpoint
 	Body       []byte // a non-streamed request
 	StreamBody []byte // the same request, streamed
+	// LargeURL and LargeBody are the large-prompt scenario's: an OpenAI
+	// chat request on every path (llmedge's OpenAI door).
+	LargeURL  string
+	LargeBody []byte
 	Header     http.Header
 	RootCA     string // PEM file of the root to trust; empty for plain HTTP
 	DialAddr   string // host:port every connection goes to

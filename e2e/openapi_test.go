@@ -86,6 +86,19 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{name: "openai models no token", method: "GET", path: "/v1/models", status: 401},
 		{name: "openai model", method: "GET", path: "/v1/models/qwen", token: tok, status: 200, checkRequest: true},
 		{name: "openai model unknown", method: "GET", path: "/v1/models/llama", token: tok, status: 404, checkRequest: true},
+		// Carried through (issue 20): the request is open, the answer the
+		// replica's.
+		{name: "openai chat tools", method: "POST", path: "/v1/chat/completions", token: tok, status: 200, checkRequest: true},
+		{name: "openai chat n and logprobs", method: "POST", path: "/v1/chat/completions", token: tok, status: 200, checkRequest: true},
+		{name: "openai chat tools stream", method: "POST", path: "/v1/chat/completions", token: tok, status: 200, checkRequest: true},
+		{name: "openai completion", method: "POST", path: "/v1/completions", token: tok, status: 200, checkRequest: true},
+		{name: "openai completion stream", method: "POST", path: "/v1/completions", token: tok, status: 200, checkRequest: true},
+		{name: "openai completion invalid", method: "POST", path: "/v1/completions", token: tok, status: 400},
+		{name: "openai completion scope", method: "POST", path: "/v1/completions", token: aliceTok, status: 403, checkRequest: true},
+		{name: "openai embeddings", method: "POST", path: "/v1/embeddings", token: tok, status: 200, checkRequest: true},
+		{name: "openai embeddings base64", method: "POST", path: "/v1/embeddings", token: tok, status: 200, checkRequest: true},
+		{name: "openai embeddings no token", method: "POST", path: "/v1/embeddings", status: 401},
+		{name: "openai embeddings no replica", method: "POST", path: "/v1/embeddings", token: tok, status: 503, checkRequest: true},
 	}
 	bodies := map[string]func() (string, string){
 		"token":                func() (string, string) { return form(url.Values{"username": {"demo"}, "password": {"demo"}}) },
@@ -129,6 +142,35 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		"openai no replica": func() (string, string) {
 			return jsonBody(`{"model":"gemma","messages":[{"role":"user","content":"hi"}]}`)
 		},
+		"openai chat tools": func() (string, string) {
+			return jsonBody(`{"model":"qwen","messages":[{"role":"user","content":[{"type":"text","text":"look"},{"type":"image_url","image_url":{"url":"https://example.com/cat.png"}}]},` +
+				`{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}],` +
+				`"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}}}],"tool_choice":"required","chat_template_kwargs":{"a":1}}`)
+		},
+		"openai chat n and logprobs": func() (string, string) {
+			return jsonBody(`{"model":"qwen","messages":[{"role":"developer","content":"hi"},{"role":"user","content":"hi"}],"n":2,"logprobs":true,"top_logprobs":2,"response_format":{"type":"json_object"}}`)
+		},
+		"openai chat tools stream": func() (string, string) {
+			return jsonBody(`{"model":"qwen","messages":[{"role":"user","content":"hi"}],"stream":true,"tools":[{"type":"function","function":{"name":"f"}}]}`)
+		},
+		"openai completion": func() (string, string) {
+			return jsonBody(`{"model":"qwen","prompt":["a b","c"],"max_tokens":3,"logprobs":1,"echo":true}`)
+		},
+		"openai completion stream": func() (string, string) {
+			return jsonBody(`{"model":"qwen","prompt":"a b","stream":true,"stream_options":{"include_usage":true}}`)
+		},
+		"openai completion invalid": func() (string, string) { return jsonBody(`{"model":"qwen","prompt":[]}`) },
+		"openai completion scope": func() (string, string) {
+			return jsonBody(`{"model":"gemma","prompt":"hi"}`)
+		},
+		"openai embeddings": func() (string, string) { return jsonBody(`{"model":"qwen","input":["a","b c"]}`) },
+		"openai embeddings base64": func() (string, string) {
+			return jsonBody(`{"model":"qwen","input":"a","encoding_format":"base64","dimensions":4}`)
+		},
+		"openai embeddings no token": func() (string, string) {
+			return jsonBody(`{"model":"qwen","input":"a"}`)
+		},
+		"openai embeddings no replica": func() (string, string) { return jsonBody(`{"model":"gemma","input":"a"}`) },
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,7 +16,11 @@ import (
 // and the Go module github.com/openai/openai-go/v3 (e2e/sdk/go, a module
 // of its own, pinned in its go.mod). Each lists models, chats, streams
 // with usage, and checks that every error class of the fixture reaches
-// the caller as the SDK's error for it. The SDKs get the gateway's
+// the caller as the SDK's error for it; then what the gateway carries
+// through to the replica (issue 20): a tool-calling round trip, streamed
+// tool calls through the SDK's accumulator, a structured output (npm: the
+// SDK's parse helper), several choices with logprobs, embeddings and
+// completions. The SDKs get the gateway's
 // address, CA and credentials from the environment; they run once per
 // kind of credential.
 func TestSDK(t *testing.T) {

@@ -26,6 +26,9 @@ func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) b
 	if m.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > m.MaxTokens) {
 		a.MaxTokens = m.MaxTokens
 	}
+	if w := ex.Chat.Wire; w != nil && w.Format == api.FormatOpenAIEmbeddings {
+		a.MaxTokens = tenancy.NoReply // an embedding generates no tokens
+	}
 	start := time.Now()
 	t, err := p.Admitter.Admit(r.Context(), a, w.Header())
 	ex.traceStage(r.Context(), SpanAdmit, start, err)

@@ -27,9 +27,14 @@ type Admission struct {
 	// estimate of its tokens.
 	PromptBytes, Messages int
 	// MaxTokens is the reply cap the replica is given: the client's
-	// max_tokens within the model's; 0 when neither sets one.
+	// max_tokens within the model's; 0 when neither sets one; NoReply
+	// for a request that generates no tokens (embeddings).
 	MaxTokens int
 }
+
+// NoReply is the MaxTokens of a request that generates no tokens: its
+// reservation is its prompt's estimate alone.
+const NoReply = -1
 
 // Ticket is an admitted request's hold on its limits. The pipeline
 // settles it exactly once, when the request has ended however it ended

@@ -86,7 +86,10 @@ func (ad *limitsAdmitter) Admit(ctx context.Context, adm *Admission, h http.Head
 		return nil, nil
 	}
 	reply := adm.MaxTokens
-	if reply <= 0 {
+	switch {
+	case reply == NoReply:
+		reply = 0
+	case reply <= 0:
 		reply = ad.l.ReplyReservation
 	}
 	prompt := limits.EstimateTokens(adm.PromptBytes, adm.Messages)

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"strconv"
+	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -101,12 +102,89 @@ func (v Value) Is(s string) bool {
 }
 
 // unquote decodes the JSON string raw, which a decoder has read. The
-// usual string, without escapes and valid UTF-8, costs one copy.
+// usual string, without escapes and valid UTF-8, costs one copy; a valid
+// one with escapes is decoded in one pass, the text between escapes copied
+// whole; anything else (invalid UTF-8, a lone surrogate) as jsontext
+// decodes it.
 func unquote(raw []byte) string {
 	inner := raw[1 : len(raw)-1]
-	if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+	if !utf8.Valid(inner) {
+		return unquoteExact(raw)
+	}
+	if bytes.IndexByte(inner, '\\') < 0 {
 		return string(inner)
 	}
+	out := make([]byte, len(inner)) // escapes only shorten the text
+	j := 0
+	for i := 0; i < len(inner); {
+		k := bytes.IndexByte(inner[i:], '\\')
+		if k < 0 {
+			j += copy(out[j:], inner[i:])
+			break
+		}
+		j += copy(out[j:], inner[i:i+k])
+		i += k
+		if i+1 >= len(inner) {
+			return unquoteExact(raw)
+		}
+		if c := unescapes[inner[i+1]]; c != 0 {
+			out[j] = c
+			j++
+			i += 2
+			continue
+		}
+		if inner[i+1] != 'u' {
+			return unquoteExact(raw)
+		}
+		r, ok := hex4(inner[i+2:])
+		n := 6
+		if ok && utf16.IsSurrogate(r) {
+			// Only a high surrogate followed by a low one is a character.
+			r2, ok2 := rune(0), false
+			if i+12 <= len(inner) && inner[i+6] == '\\' && inner[i+7] == 'u' {
+				r2, ok2 = hex4(inner[i+8:])
+			}
+			r, ok, n = utf16.DecodeRune(r, r2), ok2, 12
+			ok = ok && r != utf8.RuneError
+		}
+		if !ok {
+			return unquoteExact(raw)
+		}
+		j += utf8.EncodeRune(out[j:], r)
+		i += n
+	}
+	out = out[:j]
+	return unsafe.String(unsafe.SliceData(out), len(out)) // out is not kept
+}
+
+// unescapes maps the character after a backslash to the one it stands
+// for, for the one-character escapes.
+var unescapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// hex4 reads the 4 hexadecimal digits s starts with.
+func hex4(s []byte) (rune, bool) {
+	if len(s) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// unquoteExact decodes raw as jsontext does, replacing what is invalid.
+func unquoteExact(raw []byte) string {
 	// AppendUnquote grows dst by len(raw) first: with that room it
 	// allocates nothing more.
 	b, _ := jsontext.AppendUnquote(make([]byte, 0, len(raw)), raw)

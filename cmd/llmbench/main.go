@@ -82,10 +82,12 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.DurationVar(&cfg.StreamITL, "itl", cfg.StreamITL, "the replica's inter-token latency in streams runs")
 	fs.DurationVar(&cfg.StreamRamp, "ramp", cfg.StreamRamp, "time over which streams are opened")
 	fs.DurationVar(&cfg.StreamSteady, "steady", cfg.StreamSteady, "measured window with all streams open")
+	fs.IntVar(&cfg.LargePrompt, "large-prompt", cfg.LargePrompt, "bytes of the large-prompt scenario's one message (0 skips it)")
+	fs.IntVar(&cfg.LargeWorkers, "large-workers", cfg.LargeWorkers, "closed-loop workers of the large-prompt scenario")
 	long := fs.Duration("long", 0, "set every measured window to this (e.g. 30s) for steadier numbers")
 	paths := fs.String("paths", "", "comma-separated subset of replica,caddy,llmedge (default all)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of llmedge (from its admin /debug/pprof) to this file")
-	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N)")
+	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N, large-Nk)")
 	scenarios := fs.String("scenarios", strings.Join(scenarioGroups, ","), "comma-separated scenario groups to run: "+strings.Join(scenarioGroups, ", "))
 	rc := &cfg.Routing
 	policies := fs.String("routing-policies", strings.Join(rc.Policies, ","), "routing: lb_policy names to compare")
@@ -134,7 +136,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "routing"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "routing"}
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -159,6 +161,9 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	}
 	if !on["streams"] {
 		cfg.Streams = nil
+	}
+	if !on["large"] {
+		cfg.LargePrompt = 0
 	}
 	if !on["routing"] {
 		cfg.Routing.Policies = nil

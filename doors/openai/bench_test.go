@@ -103,7 +103,8 @@ func BenchmarkDecode(b *testing.B) {
 // llm_gateway runs it (a signed token verified, the body decoded, the
 // scope checked, a replica called through the openai backend over an
 // in-memory transport, the answer written): the same path as the native
-// door's BenchmarkPipeline (doors/native), through this door.
+// door's BenchmarkPipeline (doors/native), through this door; and one
+// whose user message is about 100 KB, carried through.
 func BenchmarkPipeline(b *testing.B) {
 	_, priv, _ := ed25519.GenerateKey(rand.Reader)
 	ring := auth.NewKeyRing(priv)
@@ -112,10 +113,17 @@ func BenchmarkPipeline(b *testing.B) {
 		b.Fatal(err)
 	}
 	verifier := &auth.Verifier{Keys: ring, Issuer: "llmedge", Audience: "llmedge", Cache: auth.NewTokenCache(1000)}
-	for _, stream := range []bool{false, true} {
+	for _, tc := range []struct {
+		stream bool
+		prompt string
+	}{{false, "Say hello in a few words, please."}, {true, "Say hello in a few words, please."}, {false, prompt100KB()}} {
+		stream := tc.stream
 		name := "json"
 		if stream {
 			name = "stream"
+		}
+		if len(tc.prompt) > 1000 {
+			name += "-100KB"
 		}
 		b.Run(name, func(b *testing.B) {
 			p := pool.New(b.Name(), routing.P2C{})
@@ -128,7 +136,7 @@ func BenchmarkPipeline(b *testing.B) {
 				Client: &http.Client{Transport: protocoltest.NewReplay(16)}, PingInterval: -1,
 			}}
 			door := New(api.Limits{}, []string{"qwen"})
-			body := []byte(`{"model":"qwen","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in a few words, please."}]` +
+			body := []byte(`{"model":"qwen","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"` + tc.prompt + `"}]` +
 				map[bool]string{false: `}`, true: `,"stream":true,"stream_options":{"include_usage":true}}`}[stream])
 			hdr := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + tok}}
 			u := httptest.NewRequest("POST", PathChatCompletions, nil).URL

@@ -207,6 +207,11 @@ func (acc *accumulator) answer() ([]byte, error) {
 	out["object"] = object
 	choices := make([]map[string]any, len(acc.choices))
 	copy(choices, acc.choices)
+	for _, c := range choices {
+		if msg, ok := c["message"].(map[string]any); ok {
+			finishMessage(msg)
+		}
+	}
 	out["choices"] = choices
 	if acc.usage != nil {
 		out["usage"] = acc.usage
@@ -218,4 +223,15 @@ func (acc *accumulator) answer() ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// finishMessage gives a message built of deltas the content a replica's
+// one answer has: null when no text came (a message of tool calls alone,
+// whose stream opened with an empty content in the role chunk).
+func finishMessage(msg map[string]any) {
+	if text, ok := msg["content"].(string); !ok && msg["content"] == nil || ok && text == "" {
+		if _, calls := msg["tool_calls"]; calls || !ok {
+			msg["content"] = nil
+		}
+	}
 }

@@ -31,6 +31,16 @@ func TestAccumulator(t *testing.T) {
 			`{"id":"c2","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
 		}, `{"id":"c2","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,
 			"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}]}`},
+		{"a tool call after an empty content, as vLLM streams it", api.FormatOpenAIChat, []string{
+			`{"id":"c3","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
+			`{"id":"c3","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_1","type":"function","index":0,"function":{"name":"f","arguments":""}}]},"finish_reason":null}]}`,
+			`{"id":"c3","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":null}]}`,
+			`{"id":"c3","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+		}, `{"id":"c3","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,
+			"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`},
+		{"an empty reply keeps its empty content", api.FormatOpenAIChat, []string{
+			`{"id":"c4","model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":"stop"}]}`,
+		}, `{"id":"c4","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":""},"finish_reason":"stop"}]}`},
 		{"a text completion", api.FormatOpenAICompletions, []string{
 			`{"id":"cmpl-1","object":"text_completion","model":"m","choices":[{"index":0,"text":" one","finish_reason":null}]}`,
 			`{"id":"cmpl-1","object":"text_completion","model":"m","choices":[{"index":0,"text":" two","finish_reason":"length"}]}`,

@@ -1,6 +1,8 @@
 package openaicompat
 
 import (
+	"net"
+	"slices"
 	"strconv"
 
 	"github.com/llmedge/llmedge/api"
@@ -39,6 +41,43 @@ func passes(req *protocols.Request) bool {
 // accounting (the door drops the usage event when the client did not ask
 // for it); a Responses request without "store" gets "store": false.
 func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
+	return wire.Apply(b, req.Wire.Body, passEdits(req, stream))
+}
+
+// piecesFrom is the body size from which passBody sends the client's
+// bytes in place, in pieces between the edits, rather than copied into
+// one buffer: a large prompt is then neither copied nor allocated again.
+const piecesFrom = 16 << 10
+
+// passBody is the body appendPassBody makes, as pieces: spans of the
+// client's body between the gateway's edits, and the edits' texts. Its
+// length is n.
+func passBody(req *protocols.Request, stream bool) (pieces net.Buffers, n int) {
+	edits := passEdits(req, stream)
+	slices.SortStableFunc(edits, func(a, b wire.Edit) int { return a.Start - b.Start })
+	body := req.Wire.Body
+	pieces = make(net.Buffers, 0, 2*len(edits)+1)
+	at := 0
+	for _, e := range edits {
+		if e.Start > at {
+			pieces = append(pieces, body[at:e.Start])
+		}
+		if len(e.Text) > 0 {
+			pieces = append(pieces, e.Text)
+		}
+		at = e.End
+	}
+	if at < len(body) {
+		pieces = append(pieces, body[at:])
+	}
+	for _, p := range pieces {
+		n += len(p)
+	}
+	return pieces, n
+}
+
+// passEdits are the gateway's edits of the client's body.
+func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	w := req.Wire
 	edits := make([]wire.Edit, 0, 4)
 	for i, m := range w.Members {
@@ -66,6 +105,8 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 		edits = capTokens(edits, w, req.CapTokens)
 	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings {
+		// A client that wants one answer of a model that streams from
+		// its replicas always: the replica is asked for the stream.
 		edits = streamOn(edits, w)
 	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && w.Format != api.FormatAnthropicMessages {
@@ -78,18 +119,7 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 			edits = addOrReplace(edits, w, "store", []byte("false"))
 		}
 	}
-	return wire.Apply(b, w.Body, edits)
-}
-
-// streamOn makes "stream" true when the gateway streams a request the
-// client did not (a model that streams upstream always, so that its
-// timeouts watch every call): the client then gets the one answer made of
-// the stream.
-func streamOn(edits []wire.Edit, w *api.Wire) []wire.Edit {
-	if m, ok := w.Member("stream"); ok && m.Value.Kind() == wire.True {
-		return edits
-	}
-	return addOrReplace(edits, w, "stream", []byte("true"))
+	return edits
 }
 
 // replyCaps are the members that cap a reply, by format.
@@ -121,6 +151,17 @@ func capTokens(edits []wire.Edit, w *api.Wire, n int) []wire.Edit {
 		edits = addOrReplace(edits, w, names[len(names)-1], val)
 	}
 	return edits
+}
+
+// streamOn makes "stream" true, unless the client made it so.
+func streamOn(edits []wire.Edit, w *api.Wire) []wire.Edit {
+	if m, ok := w.Member("stream"); ok {
+		if m.Value.Kind() == wire.True {
+			return edits
+		}
+		return append(edits, wire.Replace(m.Value, []byte("true")))
+	}
+	return addOrReplace(edits, w, "stream", []byte("true"))
 }
 
 // includeUsage makes stream_options.include_usage true, keeping the

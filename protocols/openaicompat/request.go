@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
@@ -19,11 +22,17 @@ const chatPath = "/v1/chat/completions"
 // newHTTPRequest builds the replica request for req, bound to ctx.
 func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*http.Request, error) {
 	var buf []byte
+	var pieces net.Buffers
+	size := 0
 	path := chatPath
-	if passes(req) {
+	switch {
+	case passes(req) && len(req.Wire.Body) >= piecesFrom:
+		pieces, size = passBody(req, stream)
+		path = paths[req.Wire.Format]
+	case passes(req):
 		buf = appendPassBody(make([]byte, 0, len(req.Wire.Body)+64), req, stream)
 		path = paths[req.Wire.Format]
-	} else {
+	default:
 		var err error
 		buf, err = appendChatRequest(make([]byte, 0, 256+messagesSize(req.Messages)), req, stream)
 		if err != nil {
@@ -34,9 +43,23 @@ func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*
 	}
 
 	url := strings.TrimRight(req.BaseURL, "/") + path
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(buf))
+	var body io.Reader = bytes.NewReader(buf)
+	if pieces != nil {
+		body = nil
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
 	if err != nil {
 		return nil, &protocols.Error{Kind: protocols.KindConnect, Message: "invalid replica URL", Err: err}
+	}
+	if pieces != nil {
+		// The client's bytes in place: net.Buffers is consumed as it is
+		// read, so each reading (a retry on a new connection) gets its own.
+		hr.ContentLength = int64(size)
+		hr.GetBody = func() (io.ReadCloser, error) {
+			p := slices.Clone(pieces)
+			return io.NopCloser(&p), nil
+		}
+		hr.Body, _ = hr.GetBody()
 	}
 	h := hr.Header
 	h["Content-Type"] = jsonType

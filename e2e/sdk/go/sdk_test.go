@@ -108,7 +108,10 @@ func TestChatAndStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Object != "chat.completion" || c.Model != "qwen" || c.ID != "chatcmpl-"+resp.Header.Get("X-Request-ID") || len(c.Choices) != 1 {
+	// The replica's own id is kept; the gateway's request id is in
+	// X-Request-ID.
+	if c.Object != "chat.completion" || c.Model != "qwen" || !strings.HasPrefix(c.ID, "chatcmpl-") ||
+		c.ID == "chatcmpl-"+resp.Header.Get("X-Request-ID") || resp.Header.Get("X-Request-ID") == "" || len(c.Choices) != 1 {
 		t.Fatalf("completion %s", c.RawJSON())
 	}
 	ch := c.Choices[0]
@@ -183,14 +186,18 @@ func TestErrors(t *testing.T) {
 			404, "invalid_request_error", "model_not_found", "model", false},
 		{"temperature", chat(full, "qwen", func(p *openai.ChatCompletionNewParams) { p.Temperature = openai.Float(5) }),
 			400, "invalid_request_error", "invalid_value", "temperature", false},
-		{"n", chat(full, "qwen", func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(2) }),
-			400, "invalid_request_error", "unsupported_value", "n", false},
-		{"image part", chat(full, "qwen", func(p *openai.ChatCompletionNewParams) {
-			p.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
-				openai.TextContentPart("what is this?"),
-				openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "https://example.com/cat.png"}),
-			})}
-		}), 400, "invalid_request_error", "unsupported_value", "messages[0].content[1].type", false},
+		{"n", chat(full, "qwen", func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(129) }),
+			400, "invalid_request_error", "invalid_value", "n", false},
+		{"completions outside the scope", func() error {
+			_, err := limited.Completions.New(context.Background(), openai.CompletionNewParams{Model: "gemma",
+				Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("hi")}})
+			return err
+		}, 403, "invalid_request_error", "model_not_allowed", "model", false},
+		{"embeddings outside the scope", func() error {
+			_, err := limited.Embeddings.New(context.Background(), openai.EmbeddingNewParams{Model: "gemma",
+				Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("hi")}})
+			return err
+		}, 403, "invalid_request_error", "model_not_allowed", "model", false},
 		{"context length", chat(full, "tiny", func(p *openai.ChatCompletionNewParams) {
 			p.Messages = []openai.ChatCompletionMessageParamUnion{openai.UserMessage("far too many words for it")}
 		}), 400, "invalid_request_error", "context_length_exceeded", "messages", false},

@@ -14,6 +14,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { standardFunction, standardResponseFormat } from 'openai/helpers/standard-schema';
 
 const baseURL = process.env.LLMEDGE_OPENAI_BASE_URL;
 if (!baseURL) {
@@ -50,7 +51,11 @@ test('chat completion', async () => {
   });
   assert.equal(c.object, 'chat.completion');
   assert.equal(c.model, 'qwen');
-  assert.equal(c.id, `chatcmpl-${c._request_id}`, 'the id carries the X-Request-ID the SDK exposes');
+  // The replica's own id is kept; the gateway's request id is the
+  // X-Request-ID the SDK exposes.
+  assert.match(c.id, /^chatcmpl-/);
+  assert.notEqual(c.id, `chatcmpl-${c._request_id}`);
+  assert.ok(c._request_id);
   assert.equal(c.choices.length, 1);
   assert.equal(c.choices[0].message.role, 'assistant');
   assert.ok(c.choices[0].message.content.length > 0);
@@ -128,6 +133,10 @@ test('a bad credential is an AuthenticationError', async () => {
 test('a model outside the scope is a PermissionDeniedError', async () => {
   await expectError(limited.chat.completions.create({ model: 'gemma', messages: hi }),
     OpenAI.PermissionDeniedError, 403, 'model_not_allowed', 'model');
+  await expectError(limited.completions.create({ model: 'gemma', prompt: 'hi' }),
+    OpenAI.PermissionDeniedError, 403, 'model_not_allowed', 'model');
+  await expectError(limited.embeddings.create({ model: 'gemma', input: 'hi' }),
+    OpenAI.PermissionDeniedError, 403, 'model_not_allowed', 'model');
 });
 
 test('an unknown model is a NotFoundError', async () => {
@@ -139,12 +148,12 @@ test('an unknown model is a NotFoundError', async () => {
 test('a bad field is a BadRequestError naming it', async () => {
   await expectError(client.chat.completions.create({ model: 'qwen', messages: hi, temperature: 5 }),
     OpenAI.BadRequestError, 400, 'invalid_value', 'temperature');
-  await expectError(client.chat.completions.create({ model: 'qwen', messages: hi, n: 2 }),
-    OpenAI.BadRequestError, 400, 'unsupported_value', 'n');
-  await expectError(client.chat.completions.create({
-    model: 'qwen',
-    messages: [{ role: 'user', content: [{ type: 'text', text: 'what is this?' }, { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }],
-  }), OpenAI.BadRequestError, 400, 'unsupported_value', 'messages[0].content[1].type');
+  await expectError(client.chat.completions.create({ model: 'qwen', messages: hi, n: 129 }),
+    OpenAI.BadRequestError, 400, 'invalid_value', 'n');
+  await expectError(client.completions.create({ model: 'qwen', prompt: 'hi', max_tokens: 0 }),
+    OpenAI.BadRequestError, 400, 'invalid_value', 'max_tokens');
+  await expectError(client.embeddings.create({ model: 'qwen', input: [] }),
+    OpenAI.BadRequestError, 400, 'empty_array', 'input');
   // A replica's refusal of the prompt, in OpenAI's terms.
   await expectError(client.chat.completions.create({ model: 'tiny', messages: [{ role: 'user', content: 'far too many words for it' }] }),
     OpenAI.BadRequestError, 400, 'context_length_exceeded', 'messages');
@@ -183,4 +192,171 @@ test('a failure mid-stream is an APIError after the text so far', async () => {
     return true;
   });
   assert.ok(text.length > 0, 'the tokens before the failure arrived');
+});
+
+// ---- what OpenAI-compatible replicas take, carried through (issue 20) ----
+
+// The arguments of get_weather, as a JSON Schema and as a check.
+const weatherParams = {
+  type: 'object',
+  properties: {
+    city: { type: 'string' },
+    days: { type: 'integer', minimum: 1, maximum: 7 },
+  },
+  required: ['city', 'days'],
+  additionalProperties: false,
+};
+const isWeatherArgs = (v) => typeof v === 'object' && v !== null && typeof v.city === 'string' &&
+  Number.isInteger(v.days) && v.days >= 1 && v.days <= 7 && Object.keys(v).length === 2;
+const weatherTools = [{
+  type: 'function',
+  function: { name: 'get_weather', description: 'The weather in a city for some days', parameters: weatherParams },
+}];
+const askWeather = [{ role: 'user', content: 'What is the weather in Paris this week?' }];
+
+// A Standard Schema validator written out by hand: the pinned packages
+// have no validation library, and the SDK's helpers take any validator
+// with a `~standard` member.
+function standard(check) {
+  return {
+    '~standard': {
+      version: 1,
+      vendor: 'llmedge-tests',
+      validate: (value) => (check(value) ? { value } : { issues: [{ message: `does not match: ${JSON.stringify(value)}` }] }),
+    },
+  };
+}
+
+test('a tool-calling round trip', async () => {
+  const first = await client.chat.completions.create({ model: 'qwen', messages: askWeather, tools: weatherTools });
+  assert.equal(first.model, 'qwen');
+  const choice = first.choices[0];
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.equal(choice.message.tool_calls.length, 1);
+  const call = choice.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.equal(call.function.name, 'get_weather');
+  assert.ok(call.id);
+  assert.ok(isWeatherArgs(JSON.parse(call.function.arguments)), call.function.arguments);
+
+  // The assistant's message as the SDK returned it, then the tool's
+  // result: the replica answers in text.
+  const second = await client.chat.completions.create({
+    model: 'qwen',
+    tools: weatherTools,
+    messages: [...askWeather, choice.message, { role: 'tool', tool_call_id: call.id, content: JSON.stringify({ temp: 21, sky: 'clear' }) }],
+  });
+  assert.equal(second.choices[0].finish_reason, 'stop');
+  assert.ok(second.choices[0].message.content.length > 0);
+  assert.ok(!second.choices[0].message.tool_calls?.length);
+  assert.ok(second.usage.prompt_tokens > first.usage.prompt_tokens, 'the tool call and its result were in the prompt');
+});
+
+test('streamed tool calls, through the SDK accumulator', async () => {
+  const whole = await client.chat.completions.create({ model: 'qwen', messages: askWeather, tools: weatherTools });
+  const stream = client.chat.completions.stream({ model: 'qwen', messages: askWeather, tools: weatherTools });
+  const done = [];
+  stream.on('tool_calls.function.arguments.done', (e) => done.push(e));
+  let deltas = 0;
+  stream.on('chunk', (c) => { if (c.choices[0]?.delta?.tool_calls) deltas++; });
+  const final = await stream.finalChatCompletion();
+  assert.ok(deltas >= 3, `the arguments came in ${deltas} deltas`);
+  const msg = final.choices[0].message;
+  assert.equal(final.choices[0].finish_reason, 'tool_calls');
+  assert.equal(msg.tool_calls.length, 1);
+  assert.equal(msg.tool_calls[0].function.name, 'get_weather');
+  assert.equal(msg.tool_calls[0].function.arguments, whole.choices[0].message.tool_calls[0].function.arguments,
+    'the replica is deterministic: the same call streamed and whole');
+  assert.equal(done.length, 1);
+  assert.equal(done[0].name, 'get_weather');
+  assert.ok(isWeatherArgs(done[0].parsed_arguments ?? JSON.parse(done[0].arguments)));
+});
+
+test('a parse-only tool, its arguments parsed by the SDK', async () => {
+  const tool = standardFunction({ name: 'get_weather', parameters: standard(isWeatherArgs), schema: weatherParams });
+  const c = await client.chat.completions.parse({ model: 'qwen', messages: askWeather, tools: [tool] });
+  const call = c.choices[0].message.tool_calls[0];
+  assert.equal(call.function.name, 'get_weather');
+  assert.ok(isWeatherArgs(call.function.parsed_arguments), JSON.stringify(call.function));
+});
+
+test('a structured output parsed by the SDK helper', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      temp: { type: 'number', minimum: -40, maximum: 50 },
+      sky: { type: 'string', enum: ['clear', 'cloudy', 'rain'] },
+      hours: { type: 'array', items: { type: 'integer', minimum: 0, maximum: 23 } },
+    },
+    required: ['temp', 'sky', 'hours'],
+    additionalProperties: false,
+  };
+  const isForecast = (v) => typeof v === 'object' && v !== null && typeof v.temp === 'number' && v.temp >= -40 && v.temp <= 50 &&
+    ['clear', 'cloudy', 'rain'].includes(v.sky) && Array.isArray(v.hours) && v.hours.every((h) => Number.isInteger(h) && h >= 0 && h <= 23);
+  const c = await client.chat.completions.parse({
+    model: 'qwen', messages: askWeather, response_format: standardResponseFormat(standard(isForecast), 'forecast', { schema }),
+  });
+  const parsed = c.choices[0].message.parsed;
+  assert.ok(isForecast(parsed), c.choices[0].message.content);
+  assert.deepEqual(parsed, JSON.parse(c.choices[0].message.content));
+
+  // json_object, parsed by hand.
+  const o = await client.chat.completions.create({ model: 'qwen', messages: askWeather, response_format: { type: 'json_object' } });
+  assert.equal(typeof JSON.parse(o.choices[0].message.content), 'object');
+});
+
+test('several choices, logprobs, and what else the replica takes', async () => {
+  const c = await client.chat.completions.create({
+    model: 'qwen', messages: askWeather, n: 2, logprobs: true, top_logprobs: 2, seed: 7,
+    frequency_penalty: 0.5, presence_penalty: -0.5, logit_bias: { 50256: -100 }, reasoning_effort: 'low',
+    // A vendor's own member, as the SDK passes unknown members.
+    chat_template_kwargs: { enable_thinking: false },
+  });
+  assert.equal(c.choices.length, 2);
+  assert.notEqual(c.choices[0].message.content, c.choices[1].message.content);
+  for (const ch of c.choices) {
+    assert.equal(ch.logprobs.content.length, 8);
+    assert.equal(ch.logprobs.content[0].top_logprobs.length, 2);
+  }
+  assert.equal(c.usage.completion_tokens, 16);
+});
+
+test('embeddings, as floats and as base64', async () => {
+  // The SDK asks for base64 unless told otherwise, and decodes it.
+  const e = await client.embeddings.create({ model: 'qwen', input: ['first text', 'second text'] });
+  assert.equal(e.object, 'list');
+  assert.equal(e.model, 'qwen');
+  assert.equal(e.data.length, 2);
+  assert.equal(e.data[1].index, 1);
+  const norm = Math.hypot(...e.data[0].embedding);
+  assert.ok(Math.abs(norm - 1) < 1e-4, `a unit vector, norm ${norm}`);
+  assert.ok(e.usage.prompt_tokens > 0);
+  const f = await client.embeddings.create({ model: 'qwen', input: ['first text', 'second text'], encoding_format: 'float' });
+  for (let i = 0; i < 2; i++) {
+    assert.deepEqual(f.data[i].embedding.map((x) => x.toFixed(5)), e.data[i].embedding.map((x) => x.toFixed(5)));
+  }
+  const small = await client.embeddings.create({ model: 'qwen', input: 'one', dimensions: 4, encoding_format: 'float' });
+  assert.equal(small.data[0].embedding.length, 4);
+});
+
+test('completions, whole and streamed', async () => {
+  const c = await client.completions.create({ model: 'qwen', prompt: 'Once upon a time', max_tokens: 5 });
+  assert.equal(c.object, 'text_completion');
+  assert.equal(c.model, 'qwen');
+  assert.equal(c.choices[0].finish_reason, 'length');
+  assert.ok(c.choices[0].text.length > 0);
+  assert.equal(c.usage.completion_tokens, 5);
+
+  const stream = await client.completions.create({
+    model: 'qwen', prompt: 'Once upon a time', max_tokens: 5, stream: true, stream_options: { include_usage: true },
+  });
+  let text = '';
+  let usage;
+  for await (const chunk of stream) {
+    assert.equal(chunk.model, 'qwen');
+    if (chunk.usage) usage = chunk.usage;
+    for (const ch of chunk.choices) text += ch.text;
+  }
+  assert.equal(text, c.choices[0].text, 'the replica is deterministic');
+  assert.equal(usage.completion_tokens, 5);
 });
