@@ -29,8 +29,15 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 )
+
+// TB is what Must and Refusing use of a testing.TB (this package does not
+// import testing: the benchmark tool, a program, uses it too).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
 
 // lowest is the smallest port handed out.
 const lowest = 10000
@@ -77,7 +84,7 @@ func GetN(n int) ([]int, error) {
 }
 
 // Must is Get that fails the test on error.
-func Must(t testing.TB) int {
+func Must(t TB) int {
 	t.Helper()
 	p, err := Get()
 	if err != nil {
@@ -130,7 +137,7 @@ func udpFree(port int) bool {
 // replica's address) for as long as the test runs: on Linux the test
 // holds it bound without listening, so that no other socket can take it
 // meanwhile.
-func Refusing(t testing.TB) int {
+func Refusing(t TB) int {
 	t.Helper()
 	port, release, err := refusing()
 	if err != nil {
