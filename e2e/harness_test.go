@@ -338,28 +338,36 @@ func (g *Gateway) launch() error {
 	go func() { _ = g.cmd.Wait(); close(g.done) }()
 
 	rootPath := filepath.Join(g.data, "pki", "authorities", "local", "root.crt")
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	exited := false
+	// Every 100 ms: the process says nothing when it serves.
+	if pollEvery(60*time.Second, 100*time.Millisecond, func() bool {
 		select {
 		case <-g.done:
-			return fmt.Errorf("llmedge exited early:\n%s", g.log)
+			exited = true
+			return true
 		default:
 		}
-		if pem, err := os.ReadFile(rootPath); err == nil {
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(pem)
-			g.Client = &http.Client{Transport: &http.Transport{
-				TLSClientConfig:     &tls.Config{RootCAs: pool},
-				MaxIdleConnsPerHost: 64,
-			}}
-			if resp, err := g.Client.Get(g.Base + "/healthz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return nil
-				}
-			}
+		pem, err := os.ReadFile(rootPath)
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond) // polling: the process says nothing when it serves
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		g.Client = &http.Client{Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: pool},
+			MaxIdleConnsPerHost: 64,
+		}}
+		resp, err := g.Client.Get(g.Base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		if exited {
+			return fmt.Errorf("llmedge exited early:\n%s", g.log)
+		}
+		return nil
 	}
 	_ = g.cmd.Process.Kill()
 	<-g.done

@@ -427,15 +427,34 @@ func TestRedisKilledUnderLoad(t *testing.T) {
 			}
 		}(i)
 	}
-	time.Sleep(time.Second)
+	// The load's own clock: requests answered (or failed).
+	answered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return statuses[200] + statuses[429] + len(failures)
+	}
+	more := func(n int) {
+		t.Helper()
+		since := answered()
+		waitFor(t, 60*time.Second, func() bool { return answered() >= since+n })
+	}
+	redisIs := func(want bool) func() bool {
+		return func() bool {
+			for _, g := range []*Gateway{a, b} {
+				if _, body := readyz(t, g); (redisStatus(body) == "up") != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	more(40) // with Redis up
 	srv.Kill()
-	time.Sleep(2 * time.Second)
+	waitFor(t, 15*time.Second, redisIs(false)) // both instances know
+	more(80)                                   // with Redis down
 	srv.Restart(t)
-	waitFor(t, 15*time.Second, func() bool {
-		st, body := readyz(t, a)
-		return st == 200 && redisStatus(body) == "up"
-	})
-	time.Sleep(time.Second)
+	waitFor(t, 15*time.Second, redisIs(true))
+	more(40) // with Redis back
 	stop()
 	wg.Wait()
 	if len(failures) > 0 {
