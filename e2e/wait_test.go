@@ -54,6 +54,25 @@ func (g *Gateway) waitLog(t testing.TB, s string, since int, d time.Duration) {
 	}
 }
 
+// logLine reports whether one line of the gateway's log contains every
+// one of parts (a message together with its fields: the same message for
+// another model or replica is another event).
+func (g *Gateway) logLine(parts ...string) bool {
+	for line := range strings.Lines(g.Log()) {
+		all := true
+		for _, p := range parts {
+			if !strings.Contains(line, p) {
+				all = false
+				break
+			}
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
 // logCount counts the gateway's log lines containing s.
 func (g *Gateway) logCount(s string) int { return strings.Count(g.Log(), s) }
 
