@@ -98,7 +98,11 @@ func (px *proxy) waitHealthy(ctx context.Context, path string) error {
 			return fmt.Errorf("exited early")
 		}
 		if _, err := os.Stat(px.rootCA); err == nil {
-			last = px.get(ctx, path)
+			// A bounded wait: when another program holds the port, the
+			// connection may be accepted and never answered.
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			last = px.get(actx, path)
+			cancel()
 			if last == nil {
 				return nil
 			}

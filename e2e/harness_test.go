@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -268,10 +269,10 @@ func startGateway(t testing.TB, cfg GatewayConfig) *Gateway {
 	// The ports are free when picked, but the gateway binds them later:
 	// when another process took one in between, start again on new ones.
 	for try := 1; ; try++ {
-		g.port, g.adminPort = freeport.Must(t), freeport.Must(t)
+		g.port, g.adminPort = pickPort(t), pickPort(t)
 		g.Extra = g.Extra[:0]
 		for range cfg.ExtraPorts {
-			g.Extra = append(g.Extra, freeport.Must(t))
+			g.Extra = append(g.Extra, pickPort(t))
 		}
 		if err := os.WriteFile(g.conf, g.caddyfile(t, cfg), 0o600); err != nil {
 			t.Fatal(err)
@@ -290,6 +291,10 @@ func startGateway(t testing.TB, cfg GatewayConfig) *Gateway {
 	t.Cleanup(func() { g.Stop(t) })
 	return g
 }
+
+// pickPort hands out the gateways' ports (a test replaces it to hand out
+// a taken one).
+var pickPort = freeport.Must
 
 // caddyfile renders the test Caddyfile for cfg on g's ports and storage.
 func (g *Gateway) caddyfile(t testing.TB, cfg GatewayConfig) []byte {
@@ -363,7 +368,12 @@ func (g *Gateway) launch() error {
 			TLSClientConfig:     &tls.Config{RootCAs: pool},
 			MaxIdleConnsPerHost: 64,
 		}}
-		resp, err := g.Client.Get(g.Base + "/healthz")
+		// A bounded wait: when another program holds the port, the
+		// connection may be accepted and never answered.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.Base+"/healthz", nil)
+		resp, err := g.Client.Do(req)
 		if err != nil {
 			return false
 		}
