@@ -3,9 +3,9 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 // proxy is a running bin/llmedge process, configured as stock Caddy or as
@@ -27,13 +29,27 @@ type proxy struct {
 }
 
 // startProxy writes the Caddyfile tmpl for cfg into dir, runs bin with it
-// and waits until healthPath answers over HTTPS.
+// and waits until healthPath answers over HTTPS. Its ports are free when
+// picked, but the proxy binds them later: when another process took one
+// in between, it starts again on new ones.
 func startProxy(ctx context.Context, name, bin, dir string, tmpl *template.Template, cfg proxyConfig, healthPath string) (*proxy, error) {
+	for try := 1; ; try++ {
+		px, err := startProxyOnce(ctx, name, bin, dir, tmpl, cfg, healthPath)
+		if err == nil || try == 5 || !errors.Is(err, errAddrInUse) {
+			return px, err
+		}
+	}
+}
+
+// errAddrInUse marks a proxy that could not bind its ports.
+var errAddrInUse = errors.New("address in use")
+
+func startProxyOnce(ctx context.Context, name, bin, dir string, tmpl *template.Template, cfg proxyConfig, healthPath string) (*proxy, error) {
 	var err error
-	if cfg.Port, err = freePort(); err != nil {
+	if cfg.Port, err = freeport.Get(); err != nil {
 		return nil, err
 	}
-	if cfg.AdminPort, err = freePort(); err != nil {
+	if cfg.AdminPort, err = freeport.Get(); err != nil {
 		return nil, err
 	}
 	dir = filepath.Join(dir, name)
@@ -64,7 +80,11 @@ func startProxy(ctx context.Context, name, bin, dir string, tmpl *template.Templ
 	}
 	if err := px.waitHealthy(ctx, healthPath); err != nil {
 		p.stop()
-		return nil, fmt.Errorf("%s: %w\n%s", name, err, p.log.tail(30))
+		log := p.log.tail(30)
+		if freeport.AddrInUse(log) {
+			err = fmt.Errorf("%w: %w", errAddrInUse, err)
+		}
+		return nil, fmt.Errorf("%s: %w\n%s", name, err, log)
 	}
 	return px, nil
 }
@@ -78,7 +98,11 @@ func (px *proxy) waitHealthy(ctx context.Context, path string) error {
 			return fmt.Errorf("exited early")
 		}
 		if _, err := os.Stat(px.rootCA); err == nil {
-			last = px.get(ctx, path)
+			// A bounded wait: when another program holds the port, the
+			// connection may be accepted and never answered.
+			actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			last = px.get(actx, path)
+			cancel()
 			if last == nil {
 				return nil
 			}
@@ -161,14 +185,4 @@ func (px *proxy) cpuProfile(ctx context.Context, d time.Duration, file string) e
 		return err
 	}
 	return f.Close()
-}
-
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

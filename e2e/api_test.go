@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -206,16 +207,30 @@ func TestClientDisconnectCancelsReplica(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", g.Base+"/tasks/assistant_inference", strings.NewReader(string(body)))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		errc := make(chan error, 1)
+		firstEvent := make(chan struct{})
 		go func() {
 			resp, err := g.Client.Do(req)
 			if err == nil {
-				_, err = io.ReadAll(resp.Body)
+				br := bufio.NewReader(resp.Body)
+				if _, err = br.ReadString('\n'); err == nil {
+					close(firstEvent)
+					_, err = io.ReadAll(br)
+				}
 				resp.Body.Close()
 			}
 			errc <- err
 		}()
+		// Mid-answer: the replica generates (it has no time to first
+		// token) and, for a stream, the client has its first words. A
+		// non-streamed answer shows nothing before its end.
 		waitFor(t, 5*time.Second, func() bool { return sim.Stats(t).InFlight == 1 })
-		time.Sleep(200 * time.Millisecond) // mid-answer
+		if stream {
+			select {
+			case <-firstEvent:
+			case err := <-errc:
+				t.Fatalf("the stream ended before its first event: %v", err)
+			}
+		}
 		cancel()
 		<-errc
 		waitFor(t, 2*time.Second, func() bool {
@@ -293,16 +308,5 @@ func TestJWKSAndHealth(t *testing.T) {
 	if resp.StatusCode != 503 || ready.Models["qwen"].Replicas != 1 || ready.Models["gemma"].Ready ||
 		len(ready.Detail) != 1 || !strings.Contains(ready.Detail[0], "gemma") {
 		t.Fatalf("readyz %s %+v", resp.Status, ready)
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", d)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

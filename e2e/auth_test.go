@@ -106,11 +106,14 @@ func TestUsersFileReload(t *testing.T) {
 	waitFor(t, 5*time.Second, func() bool { return tokenStatus("ben", "ben-pw") == 200 })
 	addUser("ann", "ann-pw", "--disabled")
 	waitFor(t, 5*time.Second, func() bool { return tokenStatus("ann", "ann-pw") == 401 })
-	// A broken file keeps the users as they were.
+	// A broken file keeps the users as they were, once the gateway has
+	// read it (and said it keeps them).
+	const kept = "users file not reloaded; keeping the current users"
+	before := g.logCount(kept)
 	if err := os.WriteFile(file, []byte("{broken"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	g.waitLog(t, kept, before, 10*time.Second)
 	if s := tokenStatus("ben", "ben-pw"); s != 200 {
 		t.Fatalf("ben after a broken users file: %d", s)
 	}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,17 +97,12 @@ func (g *Gateway) replicas(t *testing.T, model string) int {
 func (g *Gateway) waitReplicas(t *testing.T, model string, n int, timeout time.Duration) time.Duration {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(timeout)
-	for {
-		got := g.replicas(t, model)
-		if got == n {
-			return time.Since(start)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("model %s: %d replicas after %s, want %d", model, got, timeout, n)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var got int
+	// Every 5 ms: the time it took is logged.
+	if !pollEvery(timeout, 5*time.Millisecond, func() bool { got = g.replicas(t, model); return got == n }) {
+		t.Fatalf("model %s: %d replicas after %s, want %d", model, got, timeout, n)
 	}
+	return time.Since(start)
 }
 
 // Reload loads cfg through the admin API (POST /load, adapted from the
@@ -148,17 +145,11 @@ func (g *Gateway) watchers(t *testing.T) []string {
 
 func (g *Gateway) waitWatchers(t *testing.T, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ids := g.watchers(t)
-		if len(ids) == n {
-			return ids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d consul watcher goroutines, want %d", len(ids), n)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var ids []string
+	if !poll(10*time.Second, func() bool { ids = g.watchers(t); return len(ids) == n }) {
+		t.Fatalf("%d consul watcher goroutines, want %d", len(ids), n)
 	}
+	return ids
 }
 
 // infer sends one non-streamed request and returns the status (0 and the
@@ -178,17 +169,20 @@ func (g *Gateway) inferModel(ctx context.Context, token, model string) (int, str
 }
 
 // traffic sends requests from workers until stopped, recording failures.
+// Each worker sends one request at a time.
 type traffic struct {
 	ok, failed atomic.Int64
-	mu         sync.Mutex
-	failures   []string
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
+	// answered counts each worker's answered requests.
+	answered []atomic.Int64
+	mu       sync.Mutex
+	failures []string
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 func startTraffic(g *Gateway, token, model string, workers int) *traffic {
 	ctx, cancel := context.WithCancel(context.Background())
-	tr := &traffic{cancel: cancel}
+	tr := &traffic{cancel: cancel, answered: make([]atomic.Int64, workers)}
 	for i := 0; i < workers; i++ {
 		tr.wg.Add(1)
 		go func() {
@@ -198,6 +192,7 @@ func startTraffic(g *Gateway, token, model string, workers int) *traffic {
 				if ctx.Err() != nil {
 					return
 				}
+				tr.answered[i].Add(1)
 				if err == nil && status == 200 {
 					tr.ok.Add(1)
 					continue
@@ -212,6 +207,27 @@ func startTraffic(g *Gateway, token, model string, workers int) *traffic {
 		}()
 	}
 	return tr
+}
+
+// rounds waits until every worker has had n more requests answered. As
+// each worker sends one request at a time, every request sent before the
+// call has then been answered: with n = 1, nothing sent before is still
+// on its way. It is the traffic's own clock, which a loaded machine slows
+// as it slows the traffic.
+func (tr *traffic) rounds(t *testing.T, n int64, timeout time.Duration) {
+	t.Helper()
+	since := make([]int64, len(tr.answered))
+	for i := range tr.answered {
+		since[i] = tr.answered[i].Load()
+	}
+	waitFor(t, timeout, func() bool {
+		for i := range tr.answered {
+			if tr.answered[i].Load() < since[i]+n {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 func (tr *traffic) stop(t *testing.T) (ok, failed int64) {
@@ -343,7 +359,10 @@ func TestConsulOutageKeepsLastKnownGood(t *testing.T) {
 		return r.Models["qwen"].DiscoveryError != ""
 	})
 	tr := startTraffic(g, token, "qwen", 4)
-	time.Sleep(2 * time.Second)
+	// Requests keep going through: at least 10, to both replicas.
+	poll(30*time.Second, func() bool {
+		return tr.ok.Load() >= 10 && s1.Stats(t).Requests > 0 && s2.Stats(t).Requests > 0
+	})
 	if ok, _ := tr.stop(t); ok < 10 {
 		t.Fatalf("only %d requests went through during the outage", ok)
 	}
@@ -414,28 +433,48 @@ func TestConsulChurn200Replicas(t *testing.T) {
 	token := g.Token(t, "demo", "demo", "")
 	g.waitReplicas(t, "qwen", live, 10*time.Second)
 
-	tr := startTraffic(g, token, "qwen", 6)
+	const workers = 6
+	tr := startTraffic(g, token, "qwen", workers)
 	start := time.Now()
 	for i := live; i < len(sims); i++ {
 		agent.Register(t, consultest.Instance("llm-churn", sims[i].id, sims[i].port, nil))
 		agent.Deregister(t, sims[i-live].id)
+		// The pace of the churn, under test: a change every 25 ms.
 		time.Sleep(25 * time.Millisecond)
 	}
 	churn := time.Since(start)
-	g.waitReplicas(t, "qwen", live, 5*time.Second)
-	// Every replica that left did so at least a second ago: none of them
-	// may get another request.
-	time.Sleep(time.Second)
+	// The pool is the last 20 registered (its size alone says nothing:
+	// it was 20 or 21 all along the churn).
+	want := make([]string, 0, live)
+	for _, s := range sims[len(sims)-live:] {
+		want = append(want, fmt.Sprintf("http://127.0.0.1:%d", s.port))
+	}
+	sort.Strings(want)
+	var pool []string
+	if !poll(10*time.Second, func() bool {
+		pool = pool[:0]
+		for _, r := range g.status(t, "qwen").Replicas {
+			pool = append(pool, r.URL)
+		}
+		sort.Strings(pool)
+		return slices.Equal(pool, want)
+	}) {
+		t.Fatalf("the pool after the churn is %v, want %v", pool, want)
+	}
+	// Every replica has left the pool; once the requests sent before are
+	// answered, none of them may get another one, however many go out.
+	tr.rounds(t, 1, 10*time.Second)
 	left := sims[:len(sims)-live]
 	counts := make([]int64, len(left))
 	for i, s := range left {
 		counts[i] = s.sim.Stats().Requests
 	}
-	time.Sleep(2 * time.Second)
+	const after = 30 // requests per worker
+	tr.rounds(t, after, 30*time.Second)
 	ok, _ := tr.stop(t)
 	for i, s := range left {
 		if n := s.sim.Stats().Requests; n != counts[i] {
-			t.Errorf("replica %s got %d requests more than a second after it left", s.id, n-counts[i])
+			t.Errorf("replica %s got %d of %d requests sent after it left", s.id, n-counts[i], workers*after)
 		}
 	}
 	served := 0
@@ -496,8 +535,11 @@ func TestConsulReload(t *testing.T) {
 	if ids[0] == first[0] {
 		t.Errorf("the watcher of llm-a still runs after the reload to llm-b")
 	}
+	// Once the requests sent before the switch are answered, every
+	// request goes to llm-b.
+	tr.rounds(t, 1, 10*time.Second)
 	beforeA, beforeB := a.Stats(t).Requests, b.Stats(t).Requests
-	time.Sleep(time.Second)
+	tr.rounds(t, 10, 30*time.Second)
 	if da, db := a.Stats(t).Requests-beforeA, b.Stats(t).Requests-beforeB; da != 0 || db == 0 {
 		t.Errorf("after switching qwen to llm-b: llm-a got %d requests, llm-b %d", da, db)
 	}

@@ -303,18 +303,15 @@ func TestHealthProbingSkipsLoadingReplica(t *testing.T) {
 	}
 
 	for name, s := range map[string]*Sim{"qwen": llamaLoading, "gemma": vllmLoading} {
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		// A request every 100 ms until the replica gets one.
+		if !pollEvery(20*time.Second, 100*time.Millisecond, func() bool {
 			if status, _, _, _, detail := ask(t, g, tok, name, false); status != 200 {
 				t.Fatalf("%s: %d %q", name, status, detail)
 			}
-			if st, err := statsOf(s); err == nil && st.Completed > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the replica was not used again once ready", name)
-			}
-			time.Sleep(100 * time.Millisecond)
+			st, err := statsOf(s)
+			return err == nil && st.Completed > 0
+		}) {
+			t.Fatalf("%s: the replica was not used again once ready", name)
 		}
 	}
 }
@@ -339,11 +336,18 @@ func statsOf(s *Sim) (SimStats, error) {
 func TestHealthProbingStopsOnReload(t *testing.T) {
 	needBinaries(t)
 	sim := startSim(t)
+	// The clock's replica is probed every 50 ms before and after the
+	// reload: its probes measure the time the test gives the old prober
+	// to show itself, in the prober's own time.
+	clock := startSim(t)
+	qwen := staticModel(sim) + "\n\t\t\thealth_interval 50ms"
 	g := startGateway(t, GatewayConfig{Models: map[string]string{
-		"qwen":  staticModel(sim) + "\n\t\t\thealth_interval 50ms",
+		"qwen":  qwen,
 		"gemma": staticModel(sim) + "\n\t\t\thealth_interval off",
+		"clock": staticModel(clock) + "\n\t\t\thealth_interval 50ms",
 	}})
 	probes := func() int { return sim.Stats(t).HealthChecks }
+	ticks := func() int { return clock.Stats(t).HealthChecks }
 	start := probes()
 	waitFor(t, 10*time.Second, func() bool { return probes() >= start+3 })
 
@@ -351,7 +355,10 @@ func TestHealthProbingStopsOnReload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := strings.Replace(string(conf), "health_interval 50ms", "health_interval off", 1)
+	off := strings.Replace(string(conf), qwen, strings.Replace(qwen, "50ms", "off", 1), 1)
+	if off == string(conf) {
+		t.Fatal("qwen's probing not found in the Caddyfile")
+	}
 	resp, err := http.Post(g.Admin+"/load", "text/caddyfile", strings.NewReader(off))
 	if err != nil {
 		t.Fatal(err)
@@ -360,9 +367,13 @@ func TestHealthProbingStopsOnReload(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("reload: %s %s", resp.Status, body)
 	}
-	time.Sleep(300 * time.Millisecond) // a probe in flight may still land
+	// A probe in flight at the reload may still land: give it 5 ticks
+	// (250 ms and more), then watch 20 more (a second and more).
+	tick := ticks()
+	waitFor(t, 10*time.Second, func() bool { return ticks() >= tick+5 })
 	before := probes()
-	time.Sleep(time.Second)
+	tick = ticks()
+	waitFor(t, 20*time.Second, func() bool { return ticks() >= tick+20 })
 	if after := probes(); after != before {
 		t.Fatalf("%d probes after the reload turned probing off: the old prober still runs", after-before)
 	}

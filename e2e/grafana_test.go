@@ -238,8 +238,7 @@ func TestDashboardMetricsExist(t *testing.T) {
 	// Scrape-time figures (engine loads, their errors) come within a few
 	// scrape intervals of the replicas' metrics.
 	var missing []string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	pollEvery(60*time.Second, 200*time.Millisecond, func() bool {
 		have := scrapedNames(g.scrape(t))
 		missing = missing[:0]
 		for n := range want {
@@ -247,11 +246,8 @@ func TestDashboardMetricsExist(t *testing.T) {
 				missing = append(missing, n)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(missing) == 0
+	})
 	sort.Strings(missing)
 	for _, n := range missing {
 		t.Errorf("metric %s, used by %q, is not in the gateway's scrape", n, want[n])

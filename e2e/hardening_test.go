@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 // A second gateway started on an address another one serves fails at
@@ -30,7 +32,7 @@ func TestSecondGatewayOnSameAddressRefused(t *testing.T) {
 	want := certOf()
 
 	// The same site port, its own admin port and storage.
-	g2 := &Gateway{dir: t.TempDir(), port: g1.port, adminPort: freePort(t)}
+	g2 := &Gateway{dir: t.TempDir(), port: g1.port, adminPort: freeport.Must(t)}
 	g2.data = filepath.Join(g2.dir, "data")
 	conf := filepath.Join(g2.dir, "Caddyfile")
 	if err := os.WriteFile(conf, g2.caddyfile(t, cfg), 0o600); err != nil {

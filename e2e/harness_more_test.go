@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 // syncBuffer is a bytes.Buffer that the process's output copier and the
@@ -129,4 +132,32 @@ func (r result) ok(stream bool) error {
 		return fmt.Errorf("stream error: %s", lastLines(string(r.body), 4))
 	}
 	return nil
+}
+
+// A gateway whose port was taken between picking and binding (by a
+// process outside the suite) starts again on new ports: the suite does
+// not fail for it.
+func TestGatewayStartRetriesATakenPort(t *testing.T) {
+	sim := startSim(t)
+	taken, err := net.Listen("tcp", ":0") // as another program would
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	first := true
+	pickPort = func(t freeport.TB) int {
+		if first {
+			first = false
+			return taken.Addr().(*net.TCPAddr).Port
+		}
+		return freeport.Must(t)
+	}
+	defer func() { pickPort = freeport.Must }()
+	g := startGateway(t, GatewayConfig{Models: map[string]string{"qwen": staticModel(sim), "gemma": staticModel(sim)}})
+	if g.port == taken.Addr().(*net.TCPAddr).Port {
+		t.Fatal("the gateway claims the taken port")
+	}
+	if r := g.infer(t.Context(), nil, g.Token(t, "demo", "demo", ""), withModel("qwen")); r.ok(false) != nil {
+		t.Fatal(r.ok(false))
+	}
 }

@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -13,17 +14,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 var binDir string // llmedge and llmsim, built once by TestMain
@@ -84,7 +87,10 @@ type Sim struct {
 func startSim(t testing.TB, args ...string) *Sim {
 	t.Helper()
 	needBinaries(t)
+	// The simulator listens on a port the kernel picks (race-free), and
+	// says which.
 	cmd := exec.Command(filepath.Join(binDir, "llmsim"), append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +112,14 @@ func startSim(t testing.TB, args ...string) *Sim {
 		t.Fatalf("llmsim did not start: %v", err)
 	}
 	s.URL = strings.TrimSpace(strings.TrimPrefix(line, "llmsim listening on "))
+	if u, err := url.Parse(s.URL); err == nil {
+		if p, err := strconv.Atoi(u.Port()); err == nil {
+			// Once the simulator is gone (killed as a crashed replica),
+			// its port is not handed to a gateway or an agent of the
+			// suite, which a gateway still probing it would then reach.
+			freeport.Mark(p)
+		}
+	}
 	go func() { _, _ = io.Copy(io.Discard, out); _ = cmd.Wait(); close(s.done) }()
 	t.Cleanup(s.Kill)
 	return s
@@ -179,10 +193,12 @@ type Gateway struct {
 	port   int
 	// adminPort serves Caddy's admin API (config loads, pprof).
 	adminPort int
-	cmd       *exec.Cmd
-	done      chan struct{}
-	log       *syncBuffer
-	env       []string
+	// Extra are more ports, for the config's other sites (ExtraPorts).
+	Extra []int
+	cmd   *exec.Cmd
+	done  chan struct{}
+	log   *syncBuffer
+	env   []string
 }
 
 // GatewayConfig fills the test Caddyfile template.
@@ -193,11 +209,21 @@ type GatewayConfig struct {
 	Site    string            // site block body; default llm_gateway
 	Data    string            // Caddy storage folder; default a fresh one
 	Binary  string            // the gateway binary; default the one TestMain built
-	Sites   string            // more site blocks, after the test's site
 	Env     []string          // more environment of the gateway process
+	// Sites are more site blocks, after the test's site: a template in
+	// which {{index .Extra N}} is the Nth of ExtraPorts free ports (the
+	// gateway's Extra).
+	Sites      string
+	ExtraPorts int
 }
 
-const demoHash = "$2a$10$ngDIGOWd/mWmXe4DFe3PbumaGvU4efLBmpSULOmmmxCXBil3ugzii" // "demo"
+// demoHash is "demo" at bcrypt's lowest cost (4), not the quickstart's
+// 10: the gateway under test runs with the race detector, where one
+// check at cost 10 takes one to three seconds of a core, and every login
+// pays it, as does every start and reload (the dummy hash for unknown
+// users is made at the users' cost). The cost is the operator's choice,
+// not what these tests are about.
+const demoHash = "$2a$04$//lmmdYlz3BXiUhDo5P6lOOcjwIbLtvpOSupFwNCLW6iykENt/Ht." // "demo"
 
 var caddyfileTmpl = template.Must(template.New("").Parse(`{
 	admin 127.0.0.1:{{.AdminPort}}
@@ -230,7 +256,6 @@ func startGateway(t testing.TB, cfg GatewayConfig) *Gateway {
 	if cfg.Site == "" {
 		cfg.Site = "llm_gateway"
 	}
-	g.port, g.adminPort = freePort(t), freePort(t)
 	g.data = cfg.Data
 	if g.data == "" {
 		g.data = filepath.Join(g.dir, "data")
@@ -241,15 +266,35 @@ func startGateway(t testing.TB, cfg GatewayConfig) *Gateway {
 	}
 	g.env = cfg.Env
 	g.conf = filepath.Join(g.dir, "Caddyfile")
-	if err := os.WriteFile(g.conf, g.caddyfile(t, cfg), 0o600); err != nil {
-		t.Fatal(err)
+	// The ports are free when picked, but the gateway binds them later:
+	// when another process took one in between, start again on new ones.
+	for try := 1; ; try++ {
+		g.port, g.adminPort = pickPort(t), pickPort(t)
+		g.Extra = g.Extra[:0]
+		for range cfg.ExtraPorts {
+			g.Extra = append(g.Extra, pickPort(t))
+		}
+		if err := os.WriteFile(g.conf, g.caddyfile(t, cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		g.Base = fmt.Sprintf("https://localhost:%d", g.port)
+		g.Admin = fmt.Sprintf("http://127.0.0.1:%d", g.adminPort)
+		err := g.launch()
+		if err == nil {
+			break
+		}
+		if try == 5 || !freeport.AddrInUse(g.log.String()) {
+			t.Fatal(err)
+		}
+		t.Logf("llmedge could not bind its ports (try %d), again on new ones", try)
 	}
-	g.Base = fmt.Sprintf("https://localhost:%d", g.port)
-	g.Admin = fmt.Sprintf("http://127.0.0.1:%d", g.adminPort)
-	g.start(t)
 	t.Cleanup(func() { g.Stop(t) })
 	return g
 }
+
+// pickPort hands out the gateways' ports (a test replaces it to hand out
+// a taken one).
+var pickPort = freeport.Must
 
 // caddyfile renders the test Caddyfile for cfg on g's ports and storage.
 func (g *Gateway) caddyfile(t testing.TB, cfg GatewayConfig) []byte {
@@ -257,10 +302,22 @@ func (g *Gateway) caddyfile(t testing.TB, cfg GatewayConfig) []byte {
 	if cfg.Site == "" {
 		cfg.Site = "llm_gateway"
 	}
+	sites := cfg.Sites
+	if cfg.ExtraPorts > 0 {
+		tmpl, err := template.New("sites").Parse(sites)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := tmpl.Execute(&b, map[string]any{"Extra": g.Extra}); err != nil {
+			t.Fatal(err)
+		}
+		sites = b.String()
+	}
 	var buf bytes.Buffer
 	err := caddyfileTmpl.Execute(&buf, map[string]any{
 		"AdminPort": g.adminPort, "Port": g.port, "Data": g.data,
-		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site, "Global": cfg.Global, "Sites": cfg.Sites,
+		"Options": cfg.Options, "Models": cfg.Models, "Site": cfg.Site, "Global": cfg.Global, "Sites": sites,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -268,44 +325,69 @@ func (g *Gateway) caddyfile(t testing.TB, cfg GatewayConfig) []byte {
 	return buf.Bytes()
 }
 
+// start launches the process on its config and waits until it serves.
 func (g *Gateway) start(t testing.TB) {
 	t.Helper()
+	if err := g.launch(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// launch starts the process and waits for the internal CA's root, then
+// for /healthz to answer 200. When the process exits first, or does not
+// serve within a minute, it is gone when launch returns the error.
+func (g *Gateway) launch() error {
 	g.log = new(syncBuffer)
 	g.cmd = exec.Command(g.bin, "run", "--config", g.conf, "--adapter", "caddyfile")
 	g.cmd.Env = append(append(os.Environ(), "HOME="+g.dir, "XDG_DATA_HOME="+g.dir, "XDG_CONFIG_HOME="+g.dir), g.env...)
 	g.cmd.Stdout, g.cmd.Stderr = g.log, g.log
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
 	if err := g.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	g.done = make(chan struct{})
 	go func() { _ = g.cmd.Wait(); close(g.done) }()
 
-	// Wait for the internal CA's root, then for the server to answer.
 	rootPath := filepath.Join(g.data, "pki", "authorities", "local", "root.crt")
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	exited := false
+	// Every 100 ms: the process says nothing when it serves.
+	if pollEvery(60*time.Second, 100*time.Millisecond, func() bool {
 		select {
 		case <-g.done:
-			t.Fatalf("llmedge exited early:\n%s", g.log)
+			exited = true
+			return true
 		default:
 		}
-		if pem, err := os.ReadFile(rootPath); err == nil {
-			pool := x509.NewCertPool()
-			pool.AppendCertsFromPEM(pem)
-			g.Client = &http.Client{Transport: &http.Transport{
-				TLSClientConfig:     &tls.Config{RootCAs: pool},
-				MaxIdleConnsPerHost: 64,
-			}}
-			if resp, err := g.Client.Get(g.Base + "/healthz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return
-				}
-			}
+		pem, err := os.ReadFile(rootPath)
+		if err != nil {
+			return false
 		}
-		time.Sleep(100 * time.Millisecond)
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		g.Client = &http.Client{Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: pool},
+			MaxIdleConnsPerHost: 64,
+		}}
+		// A bounded wait: when another program holds the port, the
+		// connection may be accepted and never answered.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", g.Base+"/healthz", nil)
+		resp, err := g.Client.Do(req)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		if exited {
+			return fmt.Errorf("llmedge exited early:\n%s", g.log)
+		}
+		return nil
 	}
-	t.Fatalf("llmedge did not become healthy:\n%s", g.log)
+	_ = g.cmd.Process.Kill()
+	<-g.done
+	return fmt.Errorf("llmedge did not become healthy:\n%s", g.log)
 }
 
 // Stop sends SIGTERM and waits for the process to exit.
@@ -387,16 +469,6 @@ func (g *Gateway) Infer(t testing.TB, token string, body any) *http.Response {
 }
 
 // ---- helpers ----
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func readJSON(t testing.TB, resp *http.Response, v any) []byte {
 	t.Helper()

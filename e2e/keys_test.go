@@ -156,7 +156,14 @@ func TestAPIKeysAcrossInstances(t *testing.T) {
 	if s, _, _ := inferWith(t, b, short, "gemma"); s != 200 {
 		t.Fatalf("short-lived key on B: %d", s)
 	}
-	time.Sleep(2100 * time.Millisecond)
+	// Once A refuses it as expired (a request every 100 ms, for at most
+	// a few seconds past its 2), B must refuse it too.
+	if !pollEvery(10*time.Second, 100*time.Millisecond, func() bool {
+		s, _, h := inferWith(t, a, short, "gemma")
+		return s == 401 && strings.Contains(h.Get("WWW-Authenticate"), "the API key expired")
+	}) {
+		t.Fatal("the key made to expire in 2s still works 10s later")
+	}
 	for _, g := range []*Gateway{a, b} {
 		s, _, h := inferWith(t, g, short, "gemma")
 		if s != 401 || !strings.Contains(h.Get("WWW-Authenticate"), "the API key expired") {

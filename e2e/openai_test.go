@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 // ---- a gateway with a model for every outcome an OpenAI client handles ----
@@ -477,7 +479,7 @@ func TestOpenAIMetricsAndLogs(t *testing.T) {
 	// gemma's first replica refuses connections; round robin sends one or
 	// both of two requests there first (it counts retries too), to be
 	// retried on the second.
-	dead := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("http://127.0.0.1:%d", freeport.Refusing(t))
 	g := startGateway(t, GatewayConfig{
 		Models: map[string]string{"qwen": staticModel(sim),
 			"gemma": "\t\t\tstatic " + dead + " " + sim.URL + "\n\t\t\tlb_policy round_robin\n\t\t\thealth_interval off"},

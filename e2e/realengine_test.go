@@ -512,10 +512,13 @@ func TestRealEngineClientDisconnect(t *testing.T) {
 					t.Fatalf("the stream ended early: %s", e.completed)
 				}
 			} else {
-				// A non-streamed answer's headers come with its end. The
-				// gateway asks the engine as soon as the request is in, so
-				// the engine is generating by now.
-				time.Sleep(500 * time.Millisecond)
+				// A non-streamed answer's headers come with its end: the
+				// client sees nothing before. Once the gateway has the
+				// request at the engine, let the engine generate for a
+				// while (time passing on purpose: the streamed cases leave
+				// after three events), so that the client leaves mid-answer.
+				waitFor(t, 10*time.Second, func() bool { return g.replicaInFlight(t, tc.model) > 0 })
+				time.Sleep(300 * time.Millisecond)
 			}
 			cancel()
 			if e := <-endc; e.completed != "" {

@@ -205,8 +205,9 @@ func TestPrefixRoutingOverConsul(t *testing.T) {
 	// and requests keep being served on in-flight counts.
 	errsBefore := metricValue(t, g.scrape(t), `llmedge_load_scrape_errors_total{model_type="qwen"}`)
 	busy.Configure(t, map[string]any{"metrics_fault": "garbage"})
+	// The replica serves gemma too: the line that says so for qwen.
 	waitFor(t, 5*time.Second, func() bool {
-		return strings.Contains(g.Log(), `"replica load metrics unusable`) && strings.Contains(g.Log(), busy.URL)
+		return g.logLine(`"replica load metrics unusable`, `"model_type":"qwen"`, `"replica":"`+busy.URL+`"`)
 	})
 	m = g.scrape(t)
 	if v := metricValue(t, m, `llmedge_replica_load_age_seconds{model_type="qwen",replica="`+busy.URL+`"}`); v >= 0 {
@@ -221,7 +222,9 @@ func TestPrefixRoutingOverConsul(t *testing.T) {
 	busy.Configure(t, map[string]any{"metrics_fault": "hang"})
 	g.ask(t, tok, "c0-hang", turnBody(0, 0, turns+4))
 	busy.Configure(t, map[string]any{"metrics_fault": ""})
-	waitFor(t, 5*time.Second, func() bool { return strings.Contains(g.Log(), "replica load metrics readable again") })
+	waitFor(t, 5*time.Second, func() bool {
+		return g.logLine("replica load metrics readable again", `"model_type":"qwen"`, `"replica":"`+busy.URL+`"`)
+	})
 }
 
 // engineStats reads the simulator's engine counters.

@@ -41,7 +41,6 @@ func statusGateway(t *testing.T) (*Gateway, []*Sim, string) {
 		startSim(t, append(sim, "-seed", "3")...),
 	}
 	gemma := startSim(t, "-itl", "10ms", "-tokens", "6")
-	statusPort := freePort(t)
 	g := startGateway(t, GatewayConfig{
 		Models: map[string]string{
 			// One failure opens a breaker, and it stays open for the
@@ -56,9 +55,10 @@ func statusGateway(t *testing.T) (*Gateway, []*Sim, string) {
 			// A tenant limit, for the page's refusals by reason.
 			"gemma": staticModel(gemma) + "\n\t\t\tlimits {\n\t\t\t\trpm 2\n\t\t\t}",
 		},
-		Sites: fmt.Sprintf("http://127.0.0.1:%d {\n\tbind 127.0.0.1\n\tllm_status\n}\n", statusPort),
+		Sites:      "http://127.0.0.1:{{index .Extra 0}} {\n\tbind 127.0.0.1\n\tllm_status\n}\n",
+		ExtraPorts: 1,
 	})
-	return g, sims, fmt.Sprintf("http://127.0.0.1:%d/", statusPort)
+	return g, sims, fmt.Sprintf("http://127.0.0.1:%d/", g.Extra[0])
 }
 
 // chromium is the browser the test drives: $LLMEDGE_CHROMIUM, or Debian's

@@ -107,7 +107,12 @@ func TestRedisSync(t *testing.T) {
 		return s
 	}
 	a, b := newSync(), newSync()
-	time.Sleep(100 * time.Millisecond) // both subscribed
+	// Both subscribed, as Redis counts the channel's subscribers.
+	rc := srv.Client(t)
+	waitFor(t, 5*time.Second, func() bool {
+		n, err := rc.PubSubNumSub(context.Background(), "t:revocations").Result()
+		return err == nil && n["t:revocations"] >= 2
+	})
 	cut := Cutoff(time.Now())
 	if err := a.Revoke(context.Background(), Entry{User: "alice", Before: cut}); err != nil {
 		t.Fatal(err)

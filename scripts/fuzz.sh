@@ -12,6 +12,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 fuzztime="${1:-50000x}"
 modules=$(find . -name go.mod -not -path ./go.mod -exec dirname {} \; | sed 's|^\./||')
+# Each target's output, shown when it fails: a file of this run's own, so
+# that two runs at once (two clones) do not write over each other's.
+log=$(mktemp "${TMPDIR:-/tmp}/llmedge-fuzz.XXXXXX")
+trap 'rm -f "$log"' EXIT
 git ls-files '*_test.go' | while read -r file; do
 	dir=$(dirname "$file")
 	for m in $modules; do
@@ -19,6 +23,6 @@ git ls-files '*_test.go' | while read -r file; do
 	done
 	sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$file" | while read -r target; do
 		echo "fuzz: ./$dir $target ($fuzztime)"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$dir" > /tmp/llmedge-fuzz.log 2>&1 || { cat /tmp/llmedge-fuzz.log; exit 1; }
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$dir" >"$log" 2>&1 || { cat "$log"; exit 1; }
 	done
 done

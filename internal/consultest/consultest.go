@@ -1,5 +1,6 @@
 // Package consultest runs a real Consul agent (`consul agent -dev`) on free
-// loopback ports for tests. The binary is <repo>/bin/consul (built by
+// loopback ports for tests (from internal/freeport; the agent is started
+// again on new ports when one was taken meanwhile). The binary is <repo>/bin/consul (built by
 // `make consul` from the pinned tools module) or $LLMEDGE_CONSUL_BIN.
 // Under `go test -short` a missing binary skips the test; otherwise it
 // fails it, so CI cannot silently lose the Consul tests.
@@ -10,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -24,6 +24,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/llmedge/llmedge/discovery"
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 // BinaryEnv names the environment variable that overrides the binary path.
@@ -94,8 +95,10 @@ func Start(t testing.TB) *Agent {
 	t.Helper()
 	bin := Binary(t)
 	var lastErr error
-	for try := 0; try < 3; try++ { // a free port may be taken between picking and binding
-		ports, err := freePorts(4)
+	// The ports are free when picked, but the agent binds them later: when
+	// another process took one in between, start again on new ones.
+	for try := 0; try < 5; try++ {
+		ports, err := freeport.GetN(4)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,6 +123,10 @@ func Start(t testing.TB) *Agent {
 			return a
 		}
 		a.Kill()
+		if !freeport.AddrInUse(a.log.String()) && try >= 2 {
+			break // not a port taken: trying more ports will not help
+		}
+		t.Logf("consul agent did not start (try %d), again on new ports: %v", try+1, firstLine(lastErr))
 	}
 	t.Fatalf("consul agent did not start: %v", lastErr)
 	return nil
@@ -330,32 +337,6 @@ func Instance(service, id string, port int, meta map[string]string) *api.AgentSe
 	return &api.AgentServiceRegistration{ID: id, Name: service, Address: "127.0.0.1", Port: port, Meta: meta}
 }
 
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		p := l.Addr().(*net.TCPAddr).Port
-		// Serf also listens on UDP: make sure that port is free too.
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		u.Close()
-		ports = append(ports, p)
-	}
-	return ports, nil
-}
-
 type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -371,6 +352,11 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }
 
 func lastLines(s string, n int) string {

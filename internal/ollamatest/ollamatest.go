@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmedge/llmedge/internal/freeport"
 	"github.com/llmedge/llmedge/internal/tinymodel"
 )
 
@@ -107,8 +107,10 @@ func Start(t testing.TB, opts Options) *Engine {
 		opts.NumParallel = 1
 	}
 	var lastErr error
-	for try := 0; try < 3; try++ { // a free port may be taken between picking and binding
-		port, err := freePort()
+	// The port is free when picked, but the server binds it later: when
+	// another process took it in between, start again on a new one.
+	for try := 0; try < 5; try++ {
+		port, err := freeport.Get()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,6 +140,10 @@ func Start(t testing.TB, opts Options) *Engine {
 			return e
 		}
 		e.Kill()
+		if !freeport.AddrInUse(e.Log()) && try >= 2 {
+			break // not a port taken: trying more ports will not help
+		}
+		t.Logf("ollama did not start (try %d), again on a new port", try+1)
 	}
 	t.Fatalf("ollama did not start: %v", lastErr)
 	return nil
@@ -301,15 +307,6 @@ func (e *Engine) Post(t testing.TB, path string, body, out any) (int, []byte) {
 		}
 	}
 	return resp.StatusCode, raw
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 type lockedBuffer struct {

@@ -1,5 +1,6 @@
 // Package redistest runs a real redis-server on a free loopback port for
-// tests: no persistence, killed when the test ends. The binary is
+// tests (from internal/freeport; started again on a new port when that one
+// was taken meanwhile): no persistence, killed when the test ends. The binary is
 // /usr/bin/redis-server (Debian's package redis-server) or
 // $LLMEDGE_REDIS_BIN. Under `go test -short` a missing binary skips the
 // test; otherwise it fails it, so CI cannot silently lose the Redis tests.
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 // BinaryEnv names the environment variable that overrides the binary path.
@@ -56,7 +59,7 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	out  *bytes.Buffer
+	out  *lockedBuffer
 }
 
 // Start runs a redis-server on a free port and stops it when t ends.
@@ -66,15 +69,29 @@ func Start(t testing.TB) *Server { return StartWith(t, "") }
 func StartWith(t testing.TB, password string) *Server {
 	t.Helper()
 	s := &Server{bin: Binary(t), Password: password}
-	port := freePort(t)
-	s.Addr = "127.0.0.1:" + strconv.Itoa(port)
-	s.start(t)
+	// The port is free when picked, but the server binds it later: when
+	// another process took it in between, start again on a new one.
+	for try := 1; ; try++ {
+		port, err := freeport.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		err = s.start()
+		if err == nil {
+			break
+		}
+		s.Kill()
+		if try == 5 || !freeport.AddrInUse(s.output()) {
+			t.Fatal(err)
+		}
+		t.Logf("redistest: port %d taken, again on a new one", port)
+	}
 	t.Cleanup(s.Kill)
 	return s
 }
 
-func (s *Server) start(t testing.TB) {
-	t.Helper()
+func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"}
@@ -82,12 +99,12 @@ func (s *Server) start(t testing.TB) {
 		args = append(args, "--requirepass", s.Password)
 	}
 	s.mu.Lock()
-	s.out = new(bytes.Buffer)
+	s.out = new(lockedBuffer)
 	s.cmd = exec.Command(s.bin, args...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		s.mu.Unlock()
-		t.Fatalf("redistest: starting %s: %v", s.bin, err)
+		return fmt.Errorf("redistest: starting %s: %w", s.bin, err)
 	}
 	done := make(chan struct{})
 	s.done = done
@@ -103,18 +120,24 @@ func (s *Server) start(t testing.TB) {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			return
+			return nil
 		}
 		select {
 		case <-done:
-			t.Fatalf("redistest: redis-server exited: %s", s.out)
+			return fmt.Errorf("redistest: redis-server exited: %s", s.output())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("redistest: redis-server did not answer: %v", err)
+			return fmt.Errorf("redistest: redis-server did not answer: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func (s *Server) output() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out.String()
 }
 
 // URL is the server's redis:// URL (with its password, if any).
@@ -149,15 +172,24 @@ func (s *Server) Kill() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
-	s.start(t)
-}
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if err := s.start(); err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
