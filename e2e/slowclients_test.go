@@ -86,7 +86,7 @@ func runStalled(t testing.TB, n int, bodyTimeout time.Duration) *stallReport {
 	g := startGateway(t, GatewayConfig{
 		// No read_body on the server: the bodies' deadlines are llmedge's
 		// own (body_timeout, token_body_timeout).
-		Global: fmt.Sprintf("\tservers {\n\t\ttimeouts {\n\t\t\tread_header %s\n\t\t\tidle 30s\n\t\t}\n\t}\n", headerTimeout),
+		Global:  fmt.Sprintf("\tservers {\n\t\ttimeouts {\n\t\t\tread_header %s\n\t\t\tidle 30s\n\t\t}\n\t}\n", headerTimeout),
 		Options: fmt.Sprintf("\t\tbody_timeout %s\n\t\ttoken_body_timeout %s\n", bodyTimeout, bodyTimeout),
 		Models:  map[string]string{"qwen": staticModel(sim)},
 	})
