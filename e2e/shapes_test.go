@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"testing"
@@ -284,4 +286,67 @@ func TestLockoutError(t *testing.T) {
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || e.Error != "temporarily_unavailable" || e.Detail == "" {
 		t.Fatalf("%s %v %s", resp.Status, resp.Header, b)
 	}
+}
+
+// Over HTTP/2 too, a body that trickles gets 408 at body_timeout, and
+// only its stream ends: the connection's other requests go on.
+func TestSlowBodyHTTP2(t *testing.T) {
+	sim := startSim(t, "-ttft", "5ms", "-itl", "1ms", "-tokens", "4")
+	g := startGateway(t, GatewayConfig{Options: "\t\tbody_timeout 2s\n", Models: map[string]string{"qwen": staticModel(sim)}})
+	token := g.Token(t, "demo", "demo", "")
+	tr := &http.Transport{TLSClientConfig: g.Client.Transport.(*http.Transport).TLSClientConfig.Clone(), ForceAttemptHTTP2: true}
+	c := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
+	for _, path := range []string{"/tasks/assistant_inference", "/v1/chat/completions"} {
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = pw.Write([]byte("{"))
+			for i := 0; i < 40; i++ {
+				time.Sleep(200 * time.Millisecond)
+				if _, err := pw.Write([]byte(" ")); err != nil {
+					return
+				}
+			}
+			pw.Close()
+		}()
+		req, _ := http.NewRequest("POST", g.Base+path, pr)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		start := time.Now()
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		pw.CloseWithError(io.ErrClosedPipe)
+		took := time.Since(start)
+		if resp.ProtoMajor != 2 || resp.StatusCode != 408 || took > 4*time.Second {
+			t.Fatalf("%s: %s %s after %v: %s", path, resp.Proto, resp.Status, took, b)
+		}
+		_, code := errorShape(t, b, strings.HasPrefix(path, "/v1/"))
+		if strings.HasPrefix(path, "/v1/") && code != "request_timeout" {
+			t.Errorf("code %q", code)
+		}
+		// The same connection serves the next request.
+		req, _ = http.NewRequest("POST", g.Base+"/tasks/assistant_inference", strings.NewReader(`{"messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		var reused bool
+		req = req.WithContext(httptraceReused(req.Context(), &reused))
+		resp, err = c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !reused {
+			t.Fatalf("after the 408: %s reused=%v %s", resp.Status, reused, b)
+		}
+	}
+}
+
+// httptraceReused records whether the request went on a connection that
+// was open already.
+func httptraceReused(ctx context.Context, reused *bool) context.Context {
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { *reused = i.Reused }})
 }
