@@ -558,10 +558,12 @@ func (e *TokenEndpoint) parseForm(w http.ResponseWriter, r *http.Request) (url.V
 	}
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if ct != "application/x-www-form-urlencoded" && ct != "multipart/form-data" {
-		// Nothing is read: the fields are missing (422), as in FastAPI.
+		// Nothing is read: the fields are missing (422), as in FastAPI,
+		// and the body is left unread.
 		if r.ContentLength > limit {
 			return nil, bodyError(api.ReadBodyTooLarge(limit))
 		}
+		api.CloseUnread(w, r)
 		return url.Values{}, nil
 	}
 	lift := api.BodyDeadline(w, time.Now(), timeout)
