@@ -175,22 +175,18 @@ func BodyUnread(e *Error) bool { return e != nil && e.unread }
 // BodyDeadline makes reads of r's body fail once timeout has passed since
 // start (408 from ReadBody), whatever pace the client keeps: it is the
 // connection's read deadline (HTTP/1) or the stream's (HTTP/2), set
-// through w. It returns a function that lifts the deadline again, to call
-// once the body is read: a long answer must not be cut by it. It does
-// nothing when timeout is not positive or w cannot set deadlines (a test
-// recorder).
-func BodyDeadline(w http.ResponseWriter, start time.Time, timeout time.Duration) (lift func()) {
-	if timeout <= 0 {
-		return noop
-	}
-	rc := http.NewResponseController(w)
-	if rc.SetReadDeadline(start.Add(timeout)) != nil {
-		return noop
-	}
-	return func() { _ = rc.SetReadDeadline(time.Time{}) }
+// through w. It reports whether it set one: nothing is set when timeout
+// is not positive or w cannot set deadlines (a test recorder). Once the
+// body is read, LiftBodyDeadline lifts it: a long answer must not be cut
+// by it.
+func BodyDeadline(w http.ResponseWriter, start time.Time, timeout time.Duration) bool {
+	return timeout > 0 && http.NewResponseController(w).SetReadDeadline(start.Add(timeout)) == nil
 }
 
-func noop() {}
+// LiftBodyDeadline lifts the deadline BodyDeadline set.
+func LiftBodyDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+}
 
 // CloseUnread ends the connection of a request that is answered without
 // its body having been read (refused from its headers, or for its body's

@@ -132,7 +132,7 @@ func TestBodyDeadlineServer(t *testing.T) {
 	got := make(chan result, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		lift := BodyDeadline(w, start, 300*time.Millisecond)
+		timed := BodyDeadline(w, start, 300*time.Millisecond)
 		_, err := ReadBody(r, 1000)
 		if err != nil {
 			got <- result{err.Status, time.Since(start)}
@@ -142,7 +142,10 @@ func TestBodyDeadlineServer(t *testing.T) {
 			err.Write(w)
 			return
 		}
-		lift()
+		if !timed {
+			t.Error("no deadline set")
+		}
+		LiftBodyDeadline(w)
 		time.Sleep(500 * time.Millisecond) // longer than the deadline
 		got <- result{200, time.Since(start)}
 		_, _ = w.Write([]byte("ok"))

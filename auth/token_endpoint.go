@@ -566,12 +566,14 @@ func (e *TokenEndpoint) parseForm(w http.ResponseWriter, r *http.Request) (url.V
 		api.CloseUnread(w, r)
 		return url.Values{}, nil
 	}
-	lift := api.BodyDeadline(w, time.Now(), timeout)
+	timed := api.BodyDeadline(w, time.Now(), timeout)
 	body, apiErr := api.ReadBody(r, limit)
 	if apiErr != nil {
 		return nil, bodyError(apiErr)
 	}
-	lift()
+	if timed {
+		api.LiftBodyDeadline(w)
+	}
 	if ct == "multipart/form-data" {
 		if params["boundary"] == "" {
 			return nil, formError()

@@ -188,7 +188,7 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 	if timeout == 0 {
 		timeout = api.DefaultBodyTimeout
 	}
-	lift := api.BodyDeadline(w, ex.Start, timeout)
+	timed := api.BodyDeadline(w, ex.Start, timeout)
 	chat, body, err := ex.Door.Decode(r)
 	ex.Validate = time.Since(start)
 	ex.traceStage(r.Context(), SpanValidate, start, err)
@@ -199,7 +199,9 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		p.reject(w, ex, err, "")
 		return false
 	}
-	lift() // the answer may take minutes: only the body had a deadline
+	if timed {
+		api.LiftBodyDeadline(w) // the answer may take minutes: only the body had a deadline
+	}
 	ex.Chat, ex.body = chat, body
 	return true
 }
