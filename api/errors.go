@@ -30,6 +30,10 @@ type Error struct {
 	// and which request field it is about. FastAPI's shape has no room
 	// for them, so the native API leaves them out.
 	Code, Param string
+
+	// unread: answered before the request body was read to its end
+	// (BodyUnread).
+	unread bool
 }
 
 func (e *Error) Error() string {

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"slices"
@@ -107,57 +106,6 @@ func (v *Validator) ReadRequest(r *http.Request) (*InferenceRequest, []byte, *Er
 	}
 	req, err := v.Parse(body)
 	return req, body, err
-}
-
-// ReadBody reads r's body, up to limit bytes: a longer one is a 413.
-func ReadBody(r *http.Request, limit int64) ([]byte, *Error) {
-	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
-	}
-	if n := r.ContentLength; n >= 0 && n <= trustedLength {
-		// The usual case: a known, small length, read into one exact buffer.
-		body := make([]byte, n)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
-			return nil, NewError(http.StatusBadRequest, "could not read the request body")
-		}
-		return body, nil
-	} else if n > 0 {
-		// A known, large length (within the limit): trusted once the
-		// client has sent its first trustedLength bytes, so that a header
-		// alone never makes the gateway allocate the whole limit; then one
-		// exact buffer, rather than a growing one's copies and garbage.
-		head := heads.Get().(*[]byte)
-		defer heads.Put(head)
-		if _, err := io.ReadFull(r.Body, *head); err != nil {
-			return nil, NewError(http.StatusBadRequest, "could not read the request body")
-		}
-		body := make([]byte, n)
-		copy(body, *head)
-		if _, err := io.ReadFull(r.Body, body[len(*head):]); err != nil {
-			return nil, NewError(http.StatusBadRequest, "could not read the request body")
-		}
-		return body, nil
-	}
-	// Unknown: let the buffer grow rather than trust the header.
-	buf := bytes.NewBuffer(make([]byte, 0, 512))
-	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
-		return nil, NewError(http.StatusBadRequest, "could not read the request body")
-	}
-	if int64(buf.Len()) > limit {
-		return nil, tooLarge(limit)
-	}
-	return buf.Bytes(), nil
-}
-
-// trustedLength is the Content-Length read into an exact buffer at once.
-const trustedLength = 64 << 10
-
-// heads hold the first trustedLength bytes of a large body.
-var heads = sync.Pool{New: func() any { b := make([]byte, trustedLength); return &b }}
-
-func tooLarge(limit int64) *Error {
-	return NewError(http.StatusRequestEntityTooLarge,
-		fmt.Sprintf("Request body too large: the limit is %d bytes", limit))
 }
 
 // natives are reused between requests: reading a body then allocates

@@ -34,6 +34,9 @@ type RevokeEndpoint struct {
 	Realm   string
 	// MaxBodyBytes limits the request body (DefaultMaxTokenBodyBytes if 0).
 	MaxBodyBytes int64
+	// BodyTimeout bounds the reading of the body (DefaultTokenBodyTimeout
+	// if 0, none if negative): 408 after.
+	BodyTimeout time.Duration
 	// Revoke revokes the token with id jti until it expires.
 	Revoke func(ctx context.Context, jti string, expires time.Time) error
 	// Refresh, when set, holds the refresh tokens a client may revoke.
@@ -55,7 +58,7 @@ func (e *RevokeEndpoint) serve(w http.ResponseWriter, r *http.Request) *api.Erro
 	if r.Method != http.MethodPost {
 		return api.NewError(http.StatusMethodNotAllowed, "Method Not Allowed").WithHeader("Allow", http.MethodPost)
 	}
-	form, apiErr := (&TokenEndpoint{MaxBodyBytes: e.MaxBodyBytes}).readForm(w, r)
+	form, apiErr := (&TokenEndpoint{MaxBodyBytes: e.MaxBodyBytes, BodyTimeout: e.BodyTimeout}).readForm(w, r)
 	if apiErr != nil {
 		return apiErr
 	}

@@ -48,6 +48,11 @@ type ServiceConfig struct {
 	ClientAddr func(*http.Request) string
 	// Revocations knows and shares the revoked tokens; nil revokes none.
 	Revocations Revocations
+	// FormMaxBytes and FormTimeout bound the bodies of the token and
+	// revocation endpoints (their size, and the time to read them); 0
+	// means DefaultMaxTokenBodyBytes and DefaultTokenBodyTimeout.
+	FormMaxBytes int64
+	FormTimeout  time.Duration
 	// OnIssued and OnFailure hear tokens issued and refused, for metrics.
 	OnIssued  func()
 	OnFailure func(reason string)
@@ -177,15 +182,17 @@ func (s *Service) endpoints() {
 	s.bearer = &BearerAuth{Verifier: s.verifier, Realm: cfg.Realm, APIKeys: s.apiKeys}
 	s.token = &TokenEndpoint{
 		Users: s.users, Issuer: &Issuer{Keys: s.keys, Issuer: cfg.Issuer, Audience: cfg.Audience, TTL: cfg.TokenTTL},
-		Realm:       cfg.Realm,
-		UserLimiter: NewFailureLimiter(loginFailuresPerUser, loginWindow, nil),
-		AddrLimiter: NewFailureLimiter(loginFailuresPerAddr, loginWindow, nil),
-		ClientAddr:  cfg.ClientAddr,
-		Clients:     s.clients,
-		OnIssued:    cfg.OnIssued,
-		OnFailure:   cfg.OnFailure,
-		Refresh:     s.refresh,
-		OnError:     func(err error) { s.logger.Error("token storage failed", zap.Error(err)) },
+		Realm:        cfg.Realm,
+		MaxBodyBytes: cfg.FormMaxBytes,
+		BodyTimeout:  cfg.FormTimeout,
+		UserLimiter:  NewFailureLimiter(loginFailuresPerUser, loginWindow, nil),
+		AddrLimiter:  NewFailureLimiter(loginFailuresPerAddr, loginWindow, nil),
+		ClientAddr:   cfg.ClientAddr,
+		Clients:      s.clients,
+		OnIssued:     cfg.OnIssued,
+		OnFailure:    cfg.OnFailure,
+		Refresh:      s.refresh,
+		OnError:      func(err error) { s.logger.Error("token storage failed", zap.Error(err)) },
 		OnReuse: func(user, family string) {
 			// Either the client or an attacker holds a stolen copy; never
 			// log the token itself.
@@ -197,6 +204,7 @@ func (s *Service) endpoints() {
 		},
 	}
 	s.revoke = &RevokeEndpoint{Verifier: s.verifier, Clients: s.clients, Realm: cfg.Realm, Refresh: s.refresh,
+		MaxBodyBytes: cfg.FormMaxBytes, BodyTimeout: cfg.FormTimeout,
 		Revoke: func(ctx context.Context, jti string, expires time.Time) error {
 			if s.cfg.Revocations == nil {
 				return nil

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -18,9 +19,16 @@ import (
 	"github.com/llmedge/llmedge/api"
 )
 
-// DefaultMaxTokenBodyBytes is TokenEndpoint's body limit when MaxBodyBytes
-// is zero.
-const DefaultMaxTokenBodyBytes = 64 << 10
+// DefaultMaxTokenBodyBytes is the token and revocation endpoints' body
+// limit when MaxBodyBytes is zero: room for the largest form, a token
+// exchange whose subject token is MaxTokenBytes long, and little more.
+const DefaultMaxTokenBodyBytes = 16 << 10
+
+// DefaultTokenBodyTimeout is the token and revocation endpoints' body
+// deadline when BodyTimeout is zero: a form of a few hundred bytes has no
+// reason to take longer, and a login form sent a byte at a time must not
+// hold a connection for minutes.
+const DefaultTokenBodyTimeout = 10 * time.Second
 
 // Details of the token endpoint's answers.
 const (
@@ -100,6 +108,9 @@ type TokenEndpoint struct {
 	Realm string
 	// MaxBodyBytes limits the request body (DefaultMaxTokenBodyBytes if 0).
 	MaxBodyBytes int64
+	// BodyTimeout bounds the reading of the body from the request's
+	// arrival (DefaultTokenBodyTimeout if 0, none if negative): 408 after.
+	BodyTimeout time.Duration
 	// UserLimiter and AddrLimiter, when set, count failed logins per
 	// username and per client address and answer 429 while blocked.
 	UserLimiter, AddrLimiter *FailureLimiter
@@ -245,7 +256,9 @@ func (e *TokenEndpoint) blocked(username, addr string) *api.Error {
 	}
 	if wait > 0 {
 		secs := int64(math.Ceil(wait.Seconds()))
-		return api.NewError(http.StatusTooManyRequests, DetailTooManyFails).
+		// RFC 6749 has no code for it; temporarily_unavailable is its
+		// registered code for "try again later" (§4.1.2.1).
+		return oauthError(http.StatusTooManyRequests, "temporarily_unavailable", DetailTooManyFails).
 			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	return nil
@@ -523,34 +536,55 @@ func oauthError(status int, code, desc string) *api.Error {
 
 // readForm reads the body fields (never the URL query). Bodies that are
 // neither form-encoded nor multipart give an empty form, as in FastAPI.
+// The body is read whole first, within MaxBodyBytes (after gzip
+// decoding, which api.ReadBody does) and BodyTimeout; a refusal that
+// leaves it unread closes the connection.
 func (e *TokenEndpoint) readForm(w http.ResponseWriter, r *http.Request) (url.Values, *api.Error) {
+	form, apiErr := e.parseForm(w, r)
+	if apiErr != nil && api.BodyUnread(apiErr) {
+		api.CloseUnread(w, r)
+	}
+	return form, apiErr
+}
+
+func (e *TokenEndpoint) parseForm(w http.ResponseWriter, r *http.Request) (url.Values, *api.Error) {
 	limit := e.MaxBodyBytes
 	if limit <= 0 {
 		limit = DefaultMaxTokenBodyBytes
 	}
-	if r.ContentLength > limit {
-		return nil, tooLarge()
+	timeout := e.BodyTimeout
+	if timeout == 0 {
+		timeout = DefaultTokenBodyTimeout
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
 	ct, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch ct {
-	case "application/x-www-form-urlencoded":
-		b, err := io.ReadAll(body)
-		if err != nil {
-			return nil, bodyError(err)
+	if ct != "application/x-www-form-urlencoded" && ct != "multipart/form-data" {
+		// Nothing is read: the fields are missing (422), as in FastAPI,
+		// and the body is left unread.
+		if r.ContentLength > limit {
+			return nil, bodyError(api.ReadBodyTooLarge(limit))
 		}
-		form, err := url.ParseQuery(string(b))
-		if err != nil {
-			return nil, bodyError(err)
-		}
-		return form, nil
-	case "multipart/form-data":
-		if params["boundary"] == "" {
-			return nil, bodyError(http.ErrMissingBoundary)
-		}
-		return readMultipart(multipart.NewReader(body, params["boundary"]))
+		api.CloseUnread(w, r)
+		return url.Values{}, nil
 	}
-	return url.Values{}, nil
+	timed := api.BodyDeadline(w, time.Now(), timeout)
+	body, apiErr := api.ReadBody(r, limit)
+	if apiErr != nil {
+		return nil, bodyError(apiErr)
+	}
+	if timed {
+		api.LiftBodyDeadline(w)
+	}
+	if ct == "multipart/form-data" {
+		if params["boundary"] == "" {
+			return nil, formError()
+		}
+		return readMultipart(multipart.NewReader(bytes.NewReader(body), params["boundary"]))
+	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, formError()
+	}
+	return form, nil
 }
 
 // readMultipart collects the non-file fields of a multipart body; file
@@ -563,12 +597,12 @@ func readMultipart(mr *multipart.Reader) (url.Values, *api.Error) {
 			return form, nil
 		}
 		if err != nil {
-			return nil, bodyError(err)
+			return nil, formError()
 		}
 		name := p.FormName()
 		b, err := io.ReadAll(p)
 		if err != nil {
-			return nil, bodyError(err)
+			return nil, formError()
 		}
 		if name != "" && p.FileName() == "" {
 			form.Add(name, string(b))
@@ -576,18 +610,33 @@ func readMultipart(mr *multipart.Reader) (url.Values, *api.Error) {
 	}
 }
 
-// bodyError is 413 for a body over the limit and 400 for any other read
-// or parse failure.
-func bodyError(err error) *api.Error {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return tooLarge()
+// bodyError is the endpoint's answer to a body api.ReadBody refused: its
+// status (413, 408, 415, 400), in both conventions.
+func bodyError(e *api.Error) *api.Error {
+	var out *api.Error
+	switch e.Status {
+	case http.StatusRequestEntityTooLarge:
+		out = tooLarge()
+	case http.StatusRequestTimeout, http.StatusUnsupportedMediaType:
+		desc, _ := e.Detail.(string)
+		out = oauthError(e.Status, "invalid_request", desc)
+	default:
+		out = formError()
 	}
+	out.Headers = e.Headers
+	if api.BodyUnread(e) {
+		out = api.MarkUnread(out)
+	}
+	return out
+}
+
+// formError is the 400 for a body that is not the form it says it is.
+func formError() *api.Error {
 	return oauthError(http.StatusBadRequest, "invalid_request", detailParseError)
 }
 
 func tooLarge() *api.Error {
-	return api.NewError(http.StatusRequestEntityTooLarge, "Request Entity Too Large")
+	return oauthError(http.StatusRequestEntityTooLarge, "invalid_request", "Request Entity Too Large")
 }
 
 // clientAddr is the address AddrLimiter counts failures for.

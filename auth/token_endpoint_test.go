@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"io"
 	"mime/multipart"
@@ -65,6 +66,7 @@ func TestTokenEndpointErrors(t *testing.T) {
 		method      string
 		target      string
 		contentType string
+		encoding    string
 		body        string
 		header      map[string]string
 		wantStatus  int
@@ -100,7 +102,12 @@ func TestTokenEndpointErrors(t *testing.T) {
 		{name: "broken multipart", contentType: "multipart/form-data; boundary=zz", body: "--zz\r\nno end", wantStatus: 400,
 			wantBody: `{"detail":"There was an error parsing the body","error":"invalid_request","error_description":"There was an error parsing the body"}`},
 		{name: "body too large", contentType: formCT, body: "username=alice&password=" + strings.Repeat("x", DefaultMaxTokenBodyBytes), wantStatus: 413,
-			wantBody: `{"detail":"Request Entity Too Large"}`},
+			wantBody: `{"detail":"Request Entity Too Large","error":"invalid_request","error_description":"Request Entity Too Large"}`},
+		{name: "gzip body", contentType: formCT, encoding: "gzip", body: gzipString("username=alice&password=x&grant_type=nope"), wantStatus: 422},
+		{name: "gzip bomb", contentType: formCT, encoding: "gzip", body: gzipString("username=alice&password=" + strings.Repeat("x", 10<<20)), wantStatus: 413,
+			wantBody: `{"detail":"Request Entity Too Large","error":"invalid_request","error_description":"Request Entity Too Large"}`},
+		{name: "brotli body", contentType: formCT, encoding: "br", body: "username=alice&password=x", wantStatus: 415,
+			wantHeader: map[string]string{"Accept-Encoding": "gzip"}},
 		{name: "wrong password", contentType: formCT, body: "username=alice&password=Wonderland", wantStatus: 401,
 			wantBody: badCredBody, wantHeader: map[string]string{"WWW-Authenticate": `Bearer realm="llmedge"`}},
 		{name: "unknown user", contentType: formCT, body: "username=mallory&password=" + testPW, wantStatus: 401,
@@ -132,12 +139,15 @@ func TestTokenEndpointErrors(t *testing.T) {
 			if tt.contentType != "" {
 				r.Header.Set("Content-Type", tt.contentType)
 			}
+			if tt.encoding != "" {
+				r.Header.Set("Content-Encoding", tt.encoding)
+			}
 			for k, v := range tt.header {
 				r.Header.Set(k, v)
 			}
 			w := httptest.NewRecorder()
 			ep.ServeHTTP(w, r)
-			if w.Code != tt.wantStatus || w.Body.String() != tt.wantBody {
+			if w.Code != tt.wantStatus || (tt.wantBody != "" && w.Body.String() != tt.wantBody) {
 				t.Fatalf("got %d %s\nwant %d %s", w.Code, w.Body, tt.wantStatus, tt.wantBody)
 			}
 			want := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store", "Pragma": "no-cache"}
@@ -297,7 +307,7 @@ func TestTokenEndpointLimiter(t *testing.T) {
 			if got := w.Header().Get("Retry-After"); got != s.wantRetryAt {
 				t.Errorf("%s: Retry-After = %q, want %q", s.name, got, s.wantRetryAt)
 			}
-			if want := `{"detail":"` + DetailTooManyFails + `"}`; w.Body.String() != want {
+			if want := `{"detail":"` + DetailTooManyFails + `","error":"temporarily_unavailable","error_description":"` + DetailTooManyFails + `"}`; w.Body.String() != want {
 				t.Errorf("%s: body = %s", s.name, w.Body)
 			}
 		}
@@ -371,4 +381,12 @@ func TestTokenEndpointClients(t *testing.T) {
 			}
 		})
 	}
+}
+
+func gzipString(s string) string {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, _ = zw.Write([]byte(s))
+	_ = zw.Close()
+	return b.String()
 }

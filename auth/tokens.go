@@ -161,7 +161,9 @@ type Verifier struct {
 // Verify parses and checks token: EdDSA only, a kid naming a key of the
 // ring, a valid signature, the configured iss and aud, exp present and not
 // passed, nbf and iat not in the future (all within Leeway), and a
-// subject. The token is to be trusted only when the error is nil. The
+// subject; each member of the JSON type llmedge writes (a NumericDate is
+// a number, never a string), no member twice, no crit header (see
+// checkMembers). The token is to be trusted only when the error is nil. The
 // Principal may be shared with other callers (see Cache): do not modify it.
 func (v *Verifier) Verify(token string) (*Principal, error) {
 	switch {
@@ -179,10 +181,14 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 	}
 	now := nowFunc(v.Now)()
 	if p, ok := v.Cache.get(token, now, v.Keys); ok {
+		// It passed every check below when it was cached.
 		if v.Revoked != nil && v.Revoked(p) {
 			return nil, ErrRevoked
 		}
 		return p, nil
+	}
+	if err := checkMembers(token); err != nil {
+		return nil, err
 	}
 	p := jwt.NewParser(
 		// Only the algorithms of the ring's keys; key() also checks that

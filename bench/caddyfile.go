@@ -27,13 +27,21 @@ type routingModel struct {
 
 // The global options both proxies share: admin on loopback, storage in the
 // run's folder, Caddy's internal CA without touching the system trust
-// store, no HTTP->HTTPS redirect listener, loopback only. Neither has a
-// log directive, so neither writes access logs.
+// store, no HTTP->HTTPS redirect listener, loopback only, and the
+// deadlines of the shipped Caddyfiles (none of which bounds an answer).
+// Neither has a log directive, so neither writes access logs.
 const globalOptions = `	admin 127.0.0.1:{{.AdminPort}}
 	storage file_system {{.Data}}
 	skip_install_trust
 	auto_https disable_redirects
 	default_bind 127.0.0.1
+	servers {
+		timeouts {
+			read_header 10s
+			read_body 30s
+			idle 2m
+		}
+	}
 `
 
 // caddyfileStock is stock Caddy: one reverse_proxy to the replica.

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/llmedge/llmedge/internal/freeport"
 )
 
 // ---- the OpenID provider (tools/oidcprovider) ----
@@ -276,7 +278,7 @@ func modelIDs(t *testing.T, resp *http.Response) string {
 func TestIdentityProvider(t *testing.T) {
 	idp := startIdP(t, identityClients)
 	sim := startSim(t)
-	statusPort := freePort(t)
+	statusPort := freeport.Must(t)
 	g := identityGateway(t, idp, sim, statusPort)
 	alice := idp.Token(t, "alice-svc", "alice-secret")
 	bob := idp.Token(t, "bob-svc", "bob-secret")
@@ -522,7 +524,7 @@ func TestIdentityProvider(t *testing.T) {
 func TestIdentityRevokeUser(t *testing.T) {
 	idp := startIdP(t, identityClients)
 	sim := startSim(t)
-	g := identityGateway(t, idp, sim, freePort(t))
+	g := identityGateway(t, idp, sim, freeport.Must(t))
 	alice := idp.Token(t, "alice-svc", "alice-secret")
 	if resp := g.Infer(t, alice, withModel("qwen")); resp.StatusCode != 200 {
 		t.Fatalf("before: %s", resp.Status)
@@ -568,7 +570,7 @@ func TestClientCertificates(t *testing.T) {
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	mtlsPort := freePort(t)
+	mtlsPort := freeport.Must(t)
 	g := startGateway(t, GatewayConfig{
 		Options: `		authenticator bearer
 		authenticator mtls {
@@ -687,7 +689,7 @@ func issueClientCert(t *testing.T, cn string, ca *x509.Certificate, caKey crypto
 func TestIdentityReload(t *testing.T) {
 	idp := startIdP(t, identityClients)
 	sim := startSim(t)
-	g := identityGateway(t, idp, sim, freePort(t))
+	g := identityGateway(t, idp, sim, freeport.Must(t))
 	alice := idp.Token(t, "alice-svc", "alice-secret")
 	if resp := g.Infer(t, alice, withModel("qwen")); resp.StatusCode != 200 {
 		t.Fatalf("before: %s", resp.Status)

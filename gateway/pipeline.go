@@ -5,6 +5,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
@@ -49,6 +51,11 @@ type Pipeline struct {
 	MaxHeaderBytes int
 	// Admitter, when set, applies the tenants' limits (StageAdmitted).
 	Admitter tenancy.Admitter
+	// BodyTimeout bounds the reading of a chat request's body, from the
+	// request's arrival: a body not read by then gets 408 in the door's
+	// shape. 0 means api.DefaultBodyTimeout; negative, no deadline of the
+	// pipeline's own (the server's, if any, still applies).
+	BodyTimeout time.Duration
 }
 
 // Through runs the stages after the request's current one, up to and
@@ -73,7 +80,7 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, door Door, la
 		case StageAuthenticated:
 			ok = p.checkHeaders(w, r, ex) && p.authenticate(w, r, ex)
 		case StageDecoded:
-			ok = p.decode(w, r, ex)
+			ok = p.coversAModel(w, r, ex) && p.decode(w, r, ex)
 		case StageAuthorized:
 			ok = p.authorize(w, ex)
 		case StageAdmitted:
@@ -123,9 +130,12 @@ func (p *Pipeline) Identify(w http.ResponseWriter, r *http.Request, door Door) (
 // scopes; it must have passed StageAuthenticated. It serves handlers that
 // guard something other than the chat endpoints (a plain reverse proxy to
 // one model's replicas), where the pipeline cannot know the model.
-func (p *Pipeline) Require(w http.ResponseWriter, ex *Exchange, scopes []string) bool {
+func (p *Pipeline) Require(w http.ResponseWriter, r *http.Request, ex *Exchange, scopes []string) bool {
 	for _, s := range scopes {
 		if !ex.Principal.HasScope(s) {
+			if ex.Stage < StageDecoded {
+				api.CloseUnread(w, r) // a request passed on with its body unread
+			}
 			ex.Stage = StageRouted // answered
 			p.reject(w, ex, auth.Forbidden(p.Realm, s), "insufficient_scope")
 			return false
@@ -145,6 +155,7 @@ func RestoreBody(r *http.Request, ex *Exchange) {
 
 func (p *Pipeline) checkHeaders(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
 	if e := api.HeadersTooLarge(r, headerLimit(p.MaxHeaderBytes)); e != nil {
+		api.CloseUnread(w, r)
 		p.reject(w, ex, e, "")
 		return false
 	}
@@ -157,6 +168,8 @@ func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exch
 	ex.Auth = time.Since(start)
 	ex.traceStage(r.Context(), SpanAuth, start, err)
 	if err != nil {
+		// Refused from its headers: the body is never read.
+		api.CloseUnread(w, r)
 		p.reject(w, ex, err, authFailureReason(err))
 		return false
 	}
@@ -164,17 +177,56 @@ func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exch
 	return true
 }
 
+// decode reads and validates the body through the door, within the body
+// deadline: a body that has not arrived BodyTimeout after the request did
+// is refused (408), and a refusal that leaves the body unread (its size,
+// its encoding, its pace) closes an HTTP/1 connection rather than reading
+// the rest.
 func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
 	start := time.Now()
+	timeout := p.BodyTimeout
+	if timeout == 0 {
+		timeout = api.DefaultBodyTimeout
+	}
+	timed := api.BodyDeadline(w, ex.Start, timeout)
 	chat, body, err := ex.Door.Decode(r)
 	ex.Validate = time.Since(start)
 	ex.traceStage(r.Context(), SpanValidate, start, err)
 	if err != nil {
+		if api.BodyUnread(err) {
+			api.CloseUnread(w, r)
+		}
 		p.reject(w, ex, err, "")
 		return false
 	}
+	if timed {
+		api.LiftBodyDeadline(w) // the answer may take minutes: only the body had a deadline
+	}
 	ex.Chat, ex.body = chat, body
 	return true
+}
+
+// coversAModel refuses, before the body is read, a credential that covers
+// none of the models served: whatever model the body names, the answer
+// would be 403. (Which model is asked for is in the body: a credential
+// that covers some model is checked against it once the body is read.)
+func (p *Pipeline) coversAModel(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
+	for _, s := range ex.Principal.Scopes {
+		if m, ok := strings.CutPrefix(s, auth.ScopePrefix); ok && p.Gateway.Models[m] != nil {
+			return true
+		}
+	}
+	scopes := make([]string, 0, len(p.Gateway.Models))
+	for m := range p.Gateway.Models {
+		scopes = append(scopes, auth.ModelScope(m))
+	}
+	slices.Sort(scopes)
+	e := auth.Forbidden(p.Realm, strings.Join(scopes, " "))
+	e.Detail = auth.DetailNotEnoughPermissions + ": the credential covers none of the models served here"
+	e.Code, e.Param = "model_not_allowed", "model"
+	api.CloseUnread(w, r)
+	p.reject(w, ex, e, "insufficient_scope")
+	return false
 }
 
 // authorize checks that the credential covers the model. It runs after

@@ -87,6 +87,7 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handl
 			next.ServeHTTP(w, r)
 			return
 		}
+		api.CloseUnread(w, r) // answered from the path alone
 		for _, m := range s.Mounts {
 			if strings.HasPrefix(r.URL.Path, m.Prefix()) {
 				m.NotFound(w, r) // in the shape that door's clients parse
@@ -144,6 +145,7 @@ func Allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	for _, m := range methods[1:] {
 		allowed += ", " + m
 	}
+	api.CloseUnread(w, r) // answered from the method alone
 	api.NewError(http.StatusMethodNotAllowed, "Method Not Allowed").WithHeader("Allow", allowed).Write(w)
 	return false
 }

@@ -66,6 +66,10 @@ func TestCaddyfileErrors(t *testing.T) {
 	tests := []struct{ name, input, want string }{
 		{"unknown option", "{\n\tllmedge {\n\t\tfrobnicate\n\t}\n}\n:80\n", `unrecognized llmedge option "frobnicate"`},
 		{"bad duration", "{\n\tllmedge {\n\t\ttoken_ttl soon\n\t}\n}\n:80\n", "token_ttl"},
+		{"bad body_timeout", "{\n\tllmedge {\n\t\tbody_timeout 0s\n\t}\n}\n:80\n", "body_timeout"},
+		{"bad token_body_timeout", "{\n\tllmedge {\n\t\ttoken_body_timeout soon\n\t}\n}\n:80\n", "token_body_timeout"},
+		{"token form too large", "{\n\tllmedge {\n\t\ttoken_max_body_size 2MiB\n\t}\n}\n:80\n", "token_max_body_size"},
+		{"misdirected status", ":80 {\n\tllm_misdirected 500\n}\n", "421 or 404"},
 		{"user without hash", "{\n\tllmedge {\n\t\tuser bob\n\t}\n}\n:80\n", "user: want"},
 		{"unknown model option", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tspeed fast\n\t\t}\n\t}\n}\n:80\n", `unrecognized option "speed" in model "m"`},
 		{"gateway args", ":80 {\n\tllm_gateway extra\n}\n", "wrong argument count"},

@@ -29,4 +29,5 @@ func init() {
 		httpcaddyfile.RegisterDirectiveOrder(d, httpcaddyfile.Before, "reverse_proxy")
 	}
 	httpcaddyfile.RegisterDirectiveOrder("llm_status", httpcaddyfile.Before, "reverse_proxy")
+	httpcaddyfile.RegisterDirectiveOrder("llm_misdirected", httpcaddyfile.Before, "reverse_proxy")
 }

@@ -66,7 +66,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		hdr.Set("Allow", "GET, HEAD")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		Error(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 		return
 	}
 	switch p := r.URL.Path; {
@@ -75,13 +75,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(p, "/"+EventsPath) || p == EventsPath:
 		h.serveEvents(w, r)
 	case h.NoPage:
-		http.NotFound(w, r)
+		Error(w, http.StatusNotFound, "Not Found")
 	default:
 		hdr.Set("Content-Type", "text/html; charset=utf-8")
 		hdr.Set("Content-Security-Policy", pageCSP)
 		hdr.Set("Referrer-Policy", "same-origin")
 		_, _ = w.Write(page)
 	}
+}
+
+// Error answers {"detail": detail}, the API's error shape.
+func Error(w http.ResponseWriter, status int, detail string) {
+	b, _ := json.Marshal(map[string]string{"detail": detail})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
 }
 
 func (h *Handler) snapshot() []byte {
@@ -102,7 +111,7 @@ func (h *Handler) snapshot() []byte {
 func (h *Handler) serveJSON(w http.ResponseWriter) {
 	b := h.snapshot()
 	if b == nil {
-		http.Error(w, "no llmedge gateway is configured", http.StatusServiceUnavailable)
+		Error(w, http.StatusServiceUnavailable, "no llmedge gateway is configured")
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

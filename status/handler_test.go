@@ -30,9 +30,9 @@ func TestHandler(t *testing.T) {
 		{"json", "GET", "/status.json", &Handler{Snapshot: snap}, 200, "application/json", `"url":"http://10.0.0.5:8000"`},
 		{"json under a prefix", "GET", "/llmedge/status.json", &Handler{Snapshot: snap}, 200, "application/json", `"top_tokens":[{"user":"ann"`},
 		{"head", "HEAD", "/status.json", &Handler{Snapshot: snap}, 200, "application/json", ""},
-		{"no gateway", "GET", "/status.json", &Handler{Snapshot: func() *Snapshot { return nil }}, 503, "text/plain; charset=utf-8", "no llmedge"},
-		{"post", "POST", "/status.json", &Handler{Snapshot: snap}, 405, "text/plain; charset=utf-8", "not allowed"},
-		{"no page on the admin endpoint", "GET", "/llmedge/status", &Handler{Snapshot: snap, NoPage: true}, 404, "text/plain; charset=utf-8", "not found"},
+		{"no gateway", "GET", "/status.json", &Handler{Snapshot: func() *Snapshot { return nil }}, 503, "application/json", `{"detail":"no llmedge`},
+		{"post", "POST", "/status.json", &Handler{Snapshot: snap}, 405, "application/json", `{"detail":"Method Not Allowed"}`},
+		{"no page on the admin endpoint", "GET", "/llmedge/status", &Handler{Snapshot: snap, NoPage: true}, 404, "application/json", `{"detail":"Not Found"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := httptest.NewRecorder()

@@ -55,6 +55,14 @@ type App struct {
 	DefaultModel string `json:"default_model,omitempty"`
 	// Limits on inference request bodies.
 	Limits api.Limits `json:"limits,omitempty"`
+	// BodyTimeout bounds the reading of an inference request's body, from
+	// its arrival: 408 after. Default: 30s; negative: none of llmedge's
+	// own (the server's read_body timeout still applies).
+	BodyTimeout caddy.Duration `json:"body_timeout,omitempty"`
+	// TokenMaxBodyBytes and TokenBodyTimeout bound the forms of the token
+	// and revocation endpoints. Defaults: 16KiB, 10s (negative: none).
+	TokenMaxBodyBytes int64          `json:"token_max_body_bytes,omitempty"`
+	TokenBodyTimeout  caddy.Duration `json:"token_body_timeout,omitempty"`
 	// PingInterval spaces keep-alive comments of streams waiting for a first
 	// token. Default: 15s.
 	PingInterval caddy.Duration `json:"ping_interval,omitempty"`
@@ -206,6 +214,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		Auth:           authn,
 		Realm:          Realm,
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
+		BodyTimeout:    time.Duration(a.BodyTimeout),
 		Admitter:       admit,
 		Gateway: &gateway.Gateway{
 			Models:       a.fleet.Models(),

@@ -41,6 +41,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		default_model     <name>
 //		max_body_size     <size>
 //		max_header_size   <size>
+//		body_timeout      <duration>|off
+//		token_max_body_size <size>
+//		token_body_timeout  <duration>|off
 //		max_messages      <n>
 //		max_content_chars <n>
 //		ping_interval     <duration>|off
@@ -246,6 +249,19 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				a.Limits.MaxBodyBytes = int64(n)
 			}
+		case "body_timeout":
+			err = durationOrOff(d, d.Val(), &a.BodyTimeout)
+		case "token_body_timeout":
+			err = durationOrOff(d, d.Val(), &a.TokenBodyTimeout)
+		case "token_max_body_size":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				n, perr := humanize.ParseBytes(s)
+				if perr != nil || n == 0 || n > 1<<20 {
+					return d.Errf("token_max_body_size %q: want a positive size up to 1MiB, such as 16KiB", s)
+				}
+				a.TokenMaxBodyBytes = int64(n)
+			}
 		case "max_header_size":
 			var v string
 			if err = oneString(d, &v); err == nil {
@@ -450,6 +466,24 @@ func positiveInt(d *caddyfile.Dispenser, opt string, dst *int) error {
 
 // positiveDuration parses a duration > 0: zero or negative would only
 // mean "the default", or nothing sensible.
+// durationOrOff reads a positive duration, or off (stored as -1).
+func durationOrOff(d *caddyfile.Dispenser, opt string, dst *caddy.Duration) error {
+	var v string
+	if err := oneString(d, &v); err != nil {
+		return err
+	}
+	if v == "off" {
+		*dst = -1
+		return nil
+	}
+	dur, err := caddy.ParseDuration(v)
+	if err != nil || dur <= 0 {
+		return d.Errf("%s %q: want a positive duration or off", opt, v)
+	}
+	*dst = caddy.Duration(dur)
+	return nil
+}
+
 func positiveDuration(d *caddyfile.Dispenser, opt string, dst *caddy.Duration) error {
 	if err := oneDuration(d, opt, dst); err != nil {
 		return err

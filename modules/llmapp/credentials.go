@@ -31,6 +31,8 @@ func (a *App) authConfig(ctx caddy.Context, repl *caddy.Replacer) (auth.ServiceC
 		RefreshTokenTTL: time.Duration(a.RefreshTokenTTL),
 		Storage:         ctx.Storage(),
 		Realm:           Realm,
+		FormMaxBytes:    a.TokenMaxBodyBytes,
+		FormTimeout:     time.Duration(a.TokenBodyTimeout),
 		ClientAddr:      clientIP,
 		Revocations:     a.tenants,
 		OnIssued:        a.metrics.TokenIssued,

@@ -11,6 +11,7 @@
 //	llm_jwks      GET /.well-known/jwks.json (endpoints.go)
 //	llm_health    liveness or readiness (endpoints.go)
 //	llm_status    the operators' status page (status.go)
+//	llm_misdirected  421 in JSON for a host no site serves (misdirected.go)
 //
 // Each is thin glue: it looks up the llmedge app (package llmapp) and the
 // doors it answers through (package llmdoor), and calls the plain-Go

@@ -66,7 +66,7 @@ func (h *Stage) provision(ctx caddy.Context, stage gateway.Stage) error {
 func (h *Stage) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	r, ex, ok := h.pipeline.Through(w, r, h.door, h.stage)
 	defer LogFields(r, ex)
-	if !ok || !h.pipeline.Require(w, ex, h.Scopes) {
+	if !ok || !h.pipeline.Require(w, r, ex, h.Scopes) {
 		return nil // answered
 	}
 	gateway.RestoreBody(r, ex) // for a handler that is not llmedge's

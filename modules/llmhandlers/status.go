@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/status"
 )
@@ -80,9 +81,8 @@ func merge(a, b <-chan struct{}) <-chan struct{} {
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Status) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	if !h.AllowRemote && !local(r) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusForbidden)
-		_, _ = w.Write([]byte("the llmedge status page answers only on the gateway's machine (see llm_status allow_remote)\n"))
+		api.CloseUnread(w, r)
+		status.Error(w, http.StatusForbidden, "The llmedge status page answers only on the gateway's machine, to a loopback host name (see llm_status allow_remote)")
 		return nil
 	}
 	h.page.ServeHTTP(w, r)

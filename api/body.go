@@ -1,0 +1,229 @@
+package api
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultBodyTimeout bounds the reading of a request body by llmedge's
+// handlers, counted from the moment the request reached them: a body that
+// has not arrived by then is answered 408. It is a deadline, not an idle
+// timeout, so a client that sends a byte now and then cannot stretch it.
+const DefaultBodyTimeout = 30 * time.Second
+
+// Codes of the body's transfer errors, for doors whose errors carry a
+// machine-readable code (OpenAI's).
+const (
+	CodeRequestTimeout      = "request_timeout"
+	CodeRequestTooLarge     = "request_too_large"
+	CodeUnsupportedEncoding = "unsupported_content_encoding"
+	CodeInvalidEncoding     = "invalid_content_encoding"
+	CodeBodyUnreadable      = "invalid_body"
+)
+
+// ReadBody reads r's body, up to limit bytes: a longer one is a 413.
+//
+// A body with Content-Encoding gzip (or x-gzip) is decompressed, and the
+// limit applies to the decompressed bytes too, read through a limited
+// reader: a small body that inflates beyond it (a gzip bomb) is a 413
+// after at most limit+1 decompressed bytes. Any other encoding is a 415
+// with Accept-Encoding: gzip (RFC 7694); "identity" is no encoding.
+//
+// A body that does not arrive before the connection's read deadline (see
+// BodyDeadline) is a 408. Every error ReadBody returns leaves the body
+// unread or partly read: BodyUnread reports it, and CloseUnread ends such
+// a request's connection rather than reading the rest.
+func ReadBody(r *http.Request, limit int64) ([]byte, *Error) {
+	gz, e := bodyEncoding(r)
+	if e != nil {
+		return nil, e
+	}
+	raw, e := readRaw(r, limit)
+	if e != nil || !gz {
+		return raw, e
+	}
+	return gunzip(raw, limit)
+}
+
+// readRaw reads the body as it was sent.
+func readRaw(r *http.Request, limit int64) ([]byte, *Error) {
+	if r.ContentLength > limit {
+		return nil, tooLarge(limit)
+	}
+	if n := r.ContentLength; n >= 0 && n <= trustedLength {
+		// The usual case: a known, small length, read into one exact buffer.
+		body := make([]byte, n)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			return nil, readError(err)
+		}
+		return body, nil
+	} else if n > 0 {
+		// A known, large length (within the limit): trusted once the
+		// client has sent its first trustedLength bytes, so that a header
+		// alone never makes the gateway allocate the whole limit; then one
+		// exact buffer, rather than a growing one's copies and garbage.
+		head := heads.Get().(*[]byte)
+		defer heads.Put(head)
+		if _, err := io.ReadFull(r.Body, *head); err != nil {
+			return nil, readError(err)
+		}
+		body := make([]byte, n)
+		copy(body, *head)
+		if _, err := io.ReadFull(r.Body, body[len(*head):]); err != nil {
+			return nil, readError(err)
+		}
+		return body, nil
+	}
+	// Unknown: let the buffer grow rather than trust the header.
+	buf := bytes.NewBuffer(make([]byte, 0, 512))
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
+		return nil, readError(err)
+	}
+	if int64(buf.Len()) > limit {
+		return nil, tooLarge(limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// trustedLength is the Content-Length read into an exact buffer at once.
+const trustedLength = 64 << 10
+
+// heads hold the first trustedLength bytes of a large body.
+var heads = sync.Pool{New: func() any { b := make([]byte, trustedLength); return &b }}
+
+// bodyEncoding reports whether the body is gzip-compressed, or refuses an
+// encoding llmedge does not decode.
+func bodyEncoding(r *http.Request) (gz bool, e *Error) {
+	vs := r.Header.Values("Content-Encoding")
+	if len(vs) == 0 {
+		return false, nil
+	}
+	var codings []string
+	for _, v := range vs {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "" && c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	switch {
+	case len(codings) == 0:
+		return false, nil
+	case len(codings) == 1 && (codings[0] == "gzip" || codings[0] == "x-gzip"):
+		return true, nil
+	}
+	return false, unread(&Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedEncoding,
+		Detail:  fmt.Sprintf("Unsupported Content-Encoding '%s': send the body uncompressed or gzip-compressed", strings.Join(codings, ", ")),
+		Headers: map[string]string{"Accept-Encoding": "gzip"}})
+}
+
+// gunzip decompresses a gzip body, up to limit bytes.
+func gunzip(raw []byte, limit int64) ([]byte, *Error) {
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return nil, invalidGzip()
+	}
+	defer zr.Close()
+	// Bodies compress about 4 to 10 times; start there, grow if needed.
+	buf := bytes.NewBuffer(make([]byte, 0, min(limit+1, int64(len(raw))*4+512)))
+	if _, err := buf.ReadFrom(io.LimitReader(zr, limit+1)); err != nil {
+		return nil, invalidGzip()
+	}
+	if int64(buf.Len()) > limit {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
+			Detail: fmt.Sprintf("Request body too large: the limit is %d bytes, after decompression", limit)}
+	}
+	return buf.Bytes(), nil
+}
+
+func invalidGzip() *Error {
+	return &Error{Status: http.StatusBadRequest, Code: CodeInvalidEncoding,
+		Detail: "The request body is not valid gzip, as its Content-Encoding says"}
+}
+
+func tooLarge(limit int64) *Error {
+	return unread(&Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
+		Detail: fmt.Sprintf("Request body too large: the limit is %d bytes", limit)})
+}
+
+// readError is the answer to a body that could not be read: 408 when its
+// deadline passed, 400 otherwise (the client went away, or sent a
+// malformed chunked body).
+func readError(err error) *Error {
+	if Timeout(err) {
+		return unread(&Error{Status: http.StatusRequestTimeout, Code: CodeRequestTimeout,
+			Detail: "The request body did not arrive in time"})
+	}
+	return unread(&Error{Status: http.StatusBadRequest, Code: CodeBodyUnreadable,
+		Detail: "could not read the request body"})
+}
+
+// Timeout reports whether err is a read deadline's passing (HTTP/1's
+// connection deadline, or an HTTP/2 stream's).
+func Timeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// unread marks e as an answer given before the body was read to its end.
+func unread(e *Error) *Error {
+	e.unread = true
+	return e
+}
+
+// MarkUnread marks e, an answer to a body another reader refused, as
+// BodyUnread.
+func MarkUnread(e *Error) *Error { return unread(e) }
+
+// ReadBodyTooLarge is ReadBody's 413 for a body over limit, for a handler
+// that refuses from Content-Length alone.
+func ReadBodyTooLarge(limit int64) *Error { return tooLarge(limit) }
+
+// BodyUnread reports whether e was answered before the request's body
+// was read to its end (ReadBody's errors).
+func BodyUnread(e *Error) bool { return e != nil && e.unread }
+
+// BodyDeadline makes reads of r's body fail once timeout has passed since
+// start (408 from ReadBody), whatever pace the client keeps: it is the
+// connection's read deadline (HTTP/1) or the stream's (HTTP/2), set
+// through w. It reports whether it set one: nothing is set when timeout
+// is not positive or w cannot set deadlines (a test recorder). Once the
+// body is read, LiftBodyDeadline lifts it: a long answer must not be cut
+// by it.
+func BodyDeadline(w http.ResponseWriter, start time.Time, timeout time.Duration) bool {
+	return timeout > 0 && http.NewResponseController(w).SetReadDeadline(start.Add(timeout)) == nil
+}
+
+// LiftBodyDeadline lifts the deadline BodyDeadline set.
+func LiftBodyDeadline(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+}
+
+// CloseUnread ends the connection of a request that is answered without
+// its body having been read (refused from its headers, or for its body's
+// size, encoding or pace), so that the server does not read the rest of
+// the body after the answer, as Go's HTTP/1 server otherwise does to
+// keep the connection (up to 256 KiB, at whatever pace the client sends
+// it). Over HTTP/1 it asks for Connection: close and makes further reads
+// fail at once; call it before the answer is written. HTTP/2 needs
+// nothing: the stream is reset when the handler returns, and the
+// connection's other streams go on.
+func CloseUnread(w http.ResponseWriter, r *http.Request) {
+	if r.ProtoMajor != 1 || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
