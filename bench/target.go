@@ -29,10 +29,10 @@ type Target struct {
 	// chat request on every path (llmedge's OpenAI door).
 	LargeURL  string
 	LargeBody []byte
-	Header     http.Header
-	RootCA     string // PEM file of the root to trust; empty for plain HTTP
-	DialAddr   string // host:port every connection goes to
-	PID        int    // the process measured for this path
+	Header    http.Header
+	RootCA    string // PEM file of the root to trust; empty for plain HTTP
+	DialAddr  string // host:port every connection goes to
+	PID       int    // the process measured for this path
 }
 
 // request builds a POST of body to t.
