@@ -25,6 +25,9 @@ func readCompletion(ctx context.Context, body io.Reader, size, limit int64, f ap
 		return &protocols.Error{Kind: protocols.KindProtocol, Message: "response body larger than " + strconv.FormatInt(limit, 10) + " bytes"}
 	}
 	res.Done = time.Now()
+	if anthropicFormat(f) {
+		return readAnthropic(data, f, res)
+	}
 
 	var w wire.Answer
 	if err := wire.ReadAnswer(data, &w); err != nil {

@@ -13,11 +13,12 @@ import (
 // the requests they take (vLLM serves all of them; Ollama, llama.cpp and
 // SGLang most).
 var paths = map[api.Format]string{
-	api.FormatOpenAIChat:        chatPath,
-	api.FormatOpenAICompletions: "/v1/completions",
-	api.FormatOpenAIEmbeddings:  "/v1/embeddings",
-	api.FormatOpenAIResponses:   "/v1/responses",
-	api.FormatAnthropicMessages: "/v1/messages",
+	api.FormatOpenAIChat:           chatPath,
+	api.FormatOpenAICompletions:    "/v1/completions",
+	api.FormatOpenAIEmbeddings:     "/v1/embeddings",
+	api.FormatOpenAIResponses:      "/v1/responses",
+	api.FormatAnthropicMessages:    "/v1/messages",
+	api.FormatAnthropicCountTokens: "/v1/messages/count_tokens",
 }
 
 // passes reports whether req is carried through: its door's format is one
@@ -50,14 +51,16 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 		}
 		break
 	}
-	if req.AddSystem != "" && len(w.Messages) > 0 {
+	if req.AddSystem != "" && anthropicFormat(w.Format) {
+		edits = anthropicSystem(edits, w, req.AddSystem) // a member of its own, not a message
+	} else if req.AddSystem != "" && len(w.Messages) > 0 {
 		msg := jsonx.String(append([]byte(nil), `{"role":"system","content":`...), req.AddSystem)
 		edits = append(edits, wire.Edit{Start: w.Messages[0].Start, End: w.Messages[0].Start, Text: append(msg, "},"...)})
 	}
 	if req.CapTokens > 0 {
 		edits = capTokens(edits, w, req.CapTokens)
 	}
-	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && w.Format != api.FormatAnthropicMessages {
+	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && !anthropicFormat(w.Format) {
 		edits = includeUsage(edits, w)
 	}
 	return wire.Apply(b, w.Body, edits)
@@ -129,4 +132,10 @@ func addOrReplace(edits []wire.Edit, w *api.Wire, name string, value []byte) []w
 		}
 	}
 	return append(edits, wire.AddMember(w.Object, w.Members, name, value))
+}
+
+// anthropicSystem sets the "system" member of an Anthropic body to the
+// model's default system prompt (the request gives none, or an empty one).
+func anthropicSystem(edits []wire.Edit, w *api.Wire, system string) []wire.Edit {
+	return addOrReplace(edits, w, "system", jsonx.String(nil, system))
 }
