@@ -95,15 +95,9 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 	b = append(b, `{"model":`...)
 	b = append(b, req.model.Raw...)
 	b = append(b, `,"messages":[`...)
-	n := 0
-	msg := func() {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-	}
+	n := 0 // messages written
 	if req.system.Given() {
-		msg()
+		b = next(b, &n)
 		b = append(b, `{"role":"system","content":`...)
 		if req.system.Kind() == wire.String {
 			b = append(b, req.system.Raw...)
@@ -115,7 +109,7 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 	}
 	for i, m := range req.items {
 		var u *untranslatable
-		if b, u = appendMessage(b, req, i, m, msg); u != nil {
+		if b, u = appendMessage(b, req, i, m, &n); u != nil {
 			return nil, u
 		}
 	}
@@ -155,6 +149,16 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 	return append(b, '}'), nil
 }
 
+// next appends the comma before an element of a list that has *n
+// elements, and counts it.
+func next(b []byte, n *int) []byte {
+	if *n > 0 {
+		b = append(b, ',')
+	}
+	*n++
+	return b
+}
+
 // appendMember appends ,"name":value.
 func appendMember(b []byte, name string, value []byte) []byte {
 	b = append(b, ',')
@@ -177,12 +181,12 @@ func isDisabled(v wire.Value) bool {
 
 // appendMessage appends message i as chat messages: a user's tool results
 // first, each a tool message, then the rest.
-func appendMessage(b []byte, req *request, i int, m wire.Value, msg func()) ([]byte, *untranslatable) {
+func appendMessage(b []byte, req *request, i int, m wire.Value, n *int) ([]byte, *untranslatable) {
 	role := req.roles[i]
 	blocks := req.blocks[i]
 	path := "messages." + strconv.Itoa(i)
 	if blocks == nil {
-		msg()
+		b = next(b, n)
 		b = append(b, `{"role":`...)
 		b = jsonx.String(b, role)
 		b = append(b, `,"content":`...)
@@ -235,7 +239,7 @@ func appendMessage(b []byte, req *request, i int, m wire.Value, msg func()) ([]b
 			if f.isError.Kind() == wire.True {
 				text = "Error: " + text
 			}
-			msg()
+			b = next(b, n)
 			b = append(b, `{"role":"tool","tool_call_id":`...)
 			b = append(b, f.toolUseID.Raw...)
 			b = append(b, `,"content":`...)
@@ -254,7 +258,7 @@ func appendMessage(b []byte, req *request, i int, m wire.Value, msg func()) ([]b
 		parts = append(parts, []byte(`{"type":"text","text":""}`))
 		texts++
 	}
-	msg()
+	b = next(b, n)
 	b = append(b, `{"role":`...)
 	b = jsonx.String(b, role)
 	b = append(b, `,"content":`...)

@@ -44,9 +44,12 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 		if m.Name != "model" {
 			continue
 		}
-		if req.Model == "" {
+		switch {
+		case req.Model == "" && anthropicFormat(w.Format):
+			// Anthropic's API requires a model: the client's name stays.
+		case req.Model == "":
 			edits = append(edits, wire.RemoveMember(w.Members, i))
-		} else {
+		default:
 			edits = append(edits, wire.Replace(m.Value, jsonx.String(nil, req.Model)))
 		}
 		break
