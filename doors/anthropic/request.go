@@ -120,9 +120,10 @@ func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 		return api.Chat{}, invalid("The request body must be a JSON object.")
 	}
 	req := &request{body: body, object: wr.Body, members: append([]wire.Member(nil), wr.Members...)}
-	for _, m := range req.members {
+	for i, m := range req.members {
 		if dst := req.field(m.Name); dst != nil {
 			*dst = m.Value
+			req.members[i].Known = true
 		}
 	}
 	chat, aerr := d.validate(req, e)
@@ -353,6 +354,9 @@ func (d *Door) readMessages(req *request) *api.Error {
 			blocks, aerr := readBlocks(content, path+".content")
 			if aerr != nil {
 				return aerr
+			}
+			if blocks == nil {
+				blocks = []block{} // an empty list, not a string
 			}
 			req.blocks[i] = blocks
 		default:
