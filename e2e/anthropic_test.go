@@ -579,4 +579,3 @@ func TestAnthropicSDK(t *testing.T) {
 		})
 	}
 }
-
