@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/ollamatest"
+	"github.com/llmedge/llmedge/internal/tinymodel"
 )
 
 // ---- a gateway with a model for every way Anthropic's door reaches replicas ----
@@ -576,6 +579,41 @@ func TestAnthropicSDK(t *testing.T) {
 			)
 			installNodeSDK(t, npm)
 			run(t, 5*time.Minute, nodeSDKDir, env, node, "--test", "--test-reporter=spec", "anthropic.test.mjs")
+		})
+	}
+}
+
+// TestRealEngineAnthropic: Anthropic's door in front of a real engine,
+// Ollama (bin/ollama, v0.17.4, which serves /v1/messages itself): the
+// body carried through to it, and the same request translated to its
+// /v1/chat/completions, get the model's words, plain and streamed, in
+// Anthropic's shapes.
+func TestRealEngineAnthropic(t *testing.T) {
+	e := startOllama(t, ollamatest.Options{}, "tiny")
+	g := engineGateway(t, e, map[string]string{
+		"pass":  engineModel(e, "openai", "tiny", "anthropic passthrough"),
+		"trans": engineModel(e, "openai", "tiny", "anthropic translate"),
+	})
+	tok := g.Token(t, "demo", "demo", "")
+	want := tinymodel.Answer(tinyCfg, tinyWords)
+	const ask = `"max_tokens":64,"system":"Be terse.","messages":[{"role":"user","content":"Hello! What is the capital of France?"}]`
+	for _, model := range []string{"pass", "trans"} {
+		t.Run(model, func(t *testing.T) {
+			m := readMessage(t, g.anthropicPost(t, g.Base, "/v1/messages", `{"model":"`+model+`",`+ask+`}`, "X-Api-Key", tok))
+			if got := strings.Fields(m.text()); !slices.Equal(got, want) || m.Model != model || m.StopReason != "end_turn" ||
+				m.Usage.InputTokens <= 0 || m.Usage.OutputTokens < tinyWords {
+				t.Fatalf("message %+v, want the words %q", m, want)
+			}
+			s := readStream(t, g.anthropicPost(t, g.Base, "/v1/messages", `{"model":"`+model+`","stream":true,`+ask+`}`, "X-Api-Key", tok))
+			if s.text != m.text() || s.model != model || s.stop != "end_turn" || s.names[0] != "message_start" ||
+				s.names[1] != "content_block_start" || !slices.Equal(s.names[len(s.names)-3:], []string{"content_block_stop", "message_delta", "message_stop"}) {
+				t.Fatalf("stream %+v, want the text %q", s, m.text())
+			}
+			cut := readMessage(t, g.anthropicPost(t, g.Base, "/v1/messages",
+				`{"model":"`+model+`",`+strings.Replace(ask, `"max_tokens":64`, `"max_tokens":3`, 1)+`}`, "X-Api-Key", tok))
+			if cut.StopReason != "max_tokens" || len(strings.Fields(cut.text())) != 3 {
+				t.Fatalf("cut message %+v", cut)
+			}
 		})
 	}
 }
