@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+
 	"github.com/llmedge/llmedge/internal/ollamatest"
 	"github.com/llmedge/llmedge/internal/tinymodel"
 )
@@ -613,6 +616,81 @@ func TestRealEngineAnthropic(t *testing.T) {
 				`{"model":"`+model+`",`+strings.Replace(ask, `"max_tokens":64`, `"max_tokens":3`, 1)+`}`, "X-Api-Key", tok))
 			if cut.StopReason != "max_tokens" || len(strings.Fields(cut.text())) != 3 {
 				t.Fatalf("cut message %+v", cut)
+			}
+		})
+	}
+}
+
+// TestAnthropicOpenAPI checks the door's requests and answers, errors
+// included, against the description the gateway serves at /openapi.json.
+func TestAnthropicOpenAPI(t *testing.T) {
+	f := startAnthropicFixture(t, credentialKinds[0])
+	g := f.g
+	resp, err := g.Client.Get(g.Base + "/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := libopenapi.NewDocument(readJSON(t, resp, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, errs := validator.NewValidator(doc)
+	if len(errs) > 0 {
+		t.Fatalf("validator: %v", errs)
+	}
+	if ok, verrs := v.ValidateDocument(); !ok {
+		for _, e := range verrs {
+			t.Errorf("document: %s: %s", e.Message, e.Reason)
+		}
+		t.FailNow()
+	}
+	const hello = `"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]`
+	for _, c := range []struct {
+		name, path, body string
+		header           []string
+		status           int
+	}{
+		{"message", "/v1/messages", `{"model":"qwen","max_tokens":8,"system":"Be terse.",` + hello + `,"temperature":0.5,"stop_sequences":["x"]}`, []string{"X-Api-Key", f.full}, 200},
+		{"translated", "/v1/messages", `{"model":"gemma","max_tokens":8,` + hello + `}`, []string{"Authorization", "Bearer " + f.full}, 200},
+		{"tool call", "/v1/messages", `{"model":"qwen","max_tokens":64,` + weatherTool + `,"tool_choice":{"type":"any"},` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
+		{"stream", "/v1/messages", `{"model":"qwen","max_tokens":8,"stream":true,` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
+		{"no key", "/v1/messages", `{"model":"qwen","max_tokens":8,` + hello + `}`, nil, 401},
+		{"invalid", "/v1/messages", `{"model":"qwen","max_tokens":0,` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
+		{"scope", "/v1/messages", `{"model":"gemma","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.limited}, 403},
+		{"unknown model", "/v1/messages", `{"model":"claude","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
+		{"count", "/v1/messages/count_tokens", `{"model":"qwen",` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
+		{"count not served", "/v1/messages/count_tokens", `{"model":"gemma",` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			build := func() *http.Request {
+				req, _ := http.NewRequest("POST", g.Base+c.path, strings.NewReader(c.body))
+				req.Header.Set("Content-Type", "application/json")
+				for i := 0; i+1 < len(c.header); i += 2 {
+					req.Header.Set(c.header[i], c.header[i+1])
+				}
+				return req
+			}
+			if c.status < 400 {
+				if ok, verrs := v.ValidateHttpRequest(build()); !ok {
+					for _, e := range verrs {
+						t.Errorf("request: %s: %s", e.Message, e.Reason)
+					}
+				}
+			}
+			resp, err := g.Client.Do(build())
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, c.status, raw)
+			}
+			resp.Body = io.NopCloser(bytes.NewReader(raw))
+			if ok, verrs := v.ValidateHttpResponse(build(), resp); !ok {
+				for _, e := range verrs {
+					t.Errorf("response %d: %s: %s", resp.StatusCode, e.Message, e.Reason)
+				}
 			}
 		})
 	}
