@@ -34,6 +34,10 @@ const (
 	FormatOpenAIEmbeddings  Format = "openai.embeddings"
 	FormatOpenAIResponses   Format = "openai.responses"
 	FormatAnthropicMessages Format = "anthropic.messages"
+	// FormatAnthropicCountTokens is the body of Anthropic's
+	// /v1/messages/count_tokens: a Messages request without max_tokens,
+	// answered with {"input_tokens": n}.
+	FormatAnthropicCountTokens Format = "anthropic.count_tokens"
 )
 
 // Wire is a client's request body in its door's format. The door read
@@ -50,6 +54,12 @@ type Wire struct {
 	// Messages are the elements of the body's messages (their spans),
 	// when it has them: a system message is put before the first.
 	Messages []wire.Value
+	// Translate, when set, gives the same request in OpenAI's chat format,
+	// for a replica that cannot take Format: one whose protocol does not
+	// speak it, or one found not to serve it. It is called only then; its
+	// error (a *protocols.Error of kind KindUnsupported) names what the
+	// translation cannot carry.
+	Translate func() (*Wire, error)
 }
 
 // Member returns the member named name, if the body has it (not null).

@@ -4,6 +4,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -60,6 +61,9 @@ func OpenAPI(v *Validator) ([]byte, error) {
 		}
 		m[s.key] = s.value
 	}
+	if err := addAnthropic(doc, models, lim); err != nil {
+		return nil, err
+	}
 	return json.Marshal(doc)
 }
 
@@ -75,9 +79,9 @@ func dig(m map[string]any, path ...string) (map[string]any, error) {
 }
 
 // WithoutPaths returns the OpenAPI document doc without the paths that
-// start with prefix, for a server that does not serve them (llm_gateway
-// with OpenAI's API turned off).
-func WithoutPaths(doc []byte, prefix string) ([]byte, error) {
+// start with prefix, but those that start with one of keep, for a server
+// that does not serve them (llm_gateway with OpenAI's API turned off).
+func WithoutPaths(doc []byte, prefix string, keep ...string) ([]byte, error) {
 	var d map[string]any
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return nil, fmt.Errorf("openapi: %w", err)
@@ -87,7 +91,7 @@ func WithoutPaths(doc []byte, prefix string) ([]byte, error) {
 		return nil, err
 	}
 	for p := range paths {
-		if strings.HasPrefix(p, prefix) {
+		if strings.HasPrefix(p, prefix) && !slices.ContainsFunc(keep, func(k string) bool { return strings.HasPrefix(p, k) }) {
 			delete(paths, p)
 		}
 	}

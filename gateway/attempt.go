@@ -28,6 +28,16 @@ var (
 func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call protocols.Request,
 	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange, firstToken func()) (*protocols.Result, error) {
 	call.BaseURL, call.Model, call.APIKey = rep.URL, m.upstreamModel(rep), m.apiKey(rep)
+	backend := m.backendFor(rep)
+	if w := call.Wire; w != nil && w.Translate != nil && !protocols.Speaks(backend, w.Format) {
+		// The replica's protocol does not take the door's format: it gets
+		// the door's translation into OpenAI's chat format.
+		tw, err := w.Translate()
+		if err != nil {
+			return nil, err
+		}
+		call.Wire = tw
+	}
 	client := m.Client
 	if client == nil {
 		client = g.Client
@@ -41,7 +51,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 			cctx, cancel = context.WithTimeoutCause(ctx, to.Response, errResponseTimeout)
 			defer cancel()
 		}
-		res, err := m.backendFor(rep).Chat(cctx, client, &call, nil)
+		res, err := backend.Chat(cctx, client, &call, nil)
 		ex.Upstream += time.Since(start)
 		if err == nil {
 			ex.TTFT = res.FirstByte.Sub(res.Sent)
@@ -108,7 +118,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		}
 		return sse.write(buf)
 	}
-	res, err := m.backendFor(rep).Chat(actx, client, &call, onDelta)
+	res, err := backend.Chat(actx, client, &call, onDelta)
 	ex.Upstream += time.Since(start)
 	if err == nil && len(held) > 0 {
 		err = sse.write(held) // a stream that ended without a token

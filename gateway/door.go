@@ -34,6 +34,15 @@ type Door interface {
 	AppendStreamError(b []byte, a *Answer, err *api.Error) []byte
 }
 
+// Preparer is implemented by a Door that adjusts a request as it enters
+// the pipeline, before any stage reads it: Anthropic's door takes its
+// x-api-key header as the bearer credential, and names the request ID as
+// its clients read it. Prepare runs once per request, whichever handler
+// begins it.
+type Preparer interface {
+	Prepare(w http.ResponseWriter, r *http.Request)
+}
+
 // Answer is what a door needs to render an answer or its stream.
 type Answer struct {
 	// ID identifies the request (its X-Request-ID).
@@ -56,6 +65,10 @@ type Answer struct {
 	// Relayed is set by a door that relayed the replica's own events:
 	// the end then adds only what the replica's stream does not carry.
 	Relayed bool
+	// State is the door's own, kept across the events of one attempt's
+	// stream (a translation's open content block); nil when an attempt
+	// begins.
+	State any
 	// Raw is the replica's whole answer as it wrote it, when it is in the
 	// request's wire format (RawFormat): a door of that format passes it
 	// on, the model's name at RawModel (a span of Raw) replaced.

@@ -90,6 +90,9 @@ func newExchange(w http.ResponseWriter, r *http.Request, door Door) *Exchange {
 	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID")), Door: door,
 		tracer: tracerOf(r.Context())}
 	w.Header().Set("X-Request-ID", ex.RequestID)
+	if p, ok := door.(Preparer); ok {
+		p.Prepare(w, r)
+	}
 	return ex
 }
 

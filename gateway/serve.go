@@ -119,7 +119,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			w.Header()[routeHeader] = []string{routeValue(m.Policy, lease.Choice)}
 		}
 		content.Reset()
-		ans.Deltas, ans.Relayed = 0, false
+		ans.Deltas, ans.Relayed, ans.State = 0, false, nil
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
 		res, err := g.attempt(actx, m, rep, call, sse, ans, &content, to, ex, lease.FirstToken)
 		endAttempt(aspan, err)

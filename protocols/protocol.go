@@ -82,9 +82,10 @@ type Delta struct {
 	Data   []byte
 	Format api.Format
 	Model  wire.Value
-	// Event is the SSE event name the replica gave the event ("" when it
-	// gave none): a door that relays named events (the Responses API's)
-	// writes it back.
+	// Event is the name of the replica's event (its SSE "event:" field),
+	// for a format whose events are named (the Responses API's, Anthropic's
+	// message_start, content_block_delta, ...), which a door relaying them
+	// writes back; "" otherwise.
 	Event string
 	// Token is true when the event carries generated output (text, a tool
 	// call's progress, a refusal) or a finish: the first such event ends
@@ -202,6 +203,25 @@ type Engine struct {
 	// (/metrics), which tells its own load: "vllm", "sglang", "tgi",
 	// "llamacpp"; "auto" to recognize any of them; "" when it has none.
 	Metrics string
+}
+
+// Speaker is implemented by a protocol that takes requests in wire
+// formats beside OpenAI's chat (see Request.Wire).
+type Speaker interface {
+	// Speaks reports whether the protocol takes a request in format f.
+	Speaks(f api.Format) bool
+}
+
+// Speaks reports whether p takes a request carried through in format f:
+// OpenAI's chat format every protocol takes (carrying it through, or
+// translating what it can of it); another format only a Speaker that says
+// so. For one that does not, the gateway sends the request's translation
+// (api.Wire.Translate) when the door gives one.
+func Speaks(p Protocol, f api.Format) bool {
+	if s, ok := p.(Speaker); ok {
+		return s.Speaks(f)
+	}
+	return f == api.FormatOpenAIChat
 }
 
 // Describer is implemented by backends that know their engine.

@@ -106,6 +106,10 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err = oneString(d, &m.StreamUpstream); err == nil && m.StreamUpstream != StreamUpstreamAuto && m.StreamUpstream != StreamUpstreamAlways {
 				err = d.Errf("stream_upstream: want auto or always, got %q", m.StreamUpstream)
 			}
+		case "anthropic":
+			if err = oneString(d, &m.Anthropic); err == nil && m.Anthropic != "auto" && m.Anthropic != "passthrough" && m.Anthropic != "translate" {
+				err = d.Errf("anthropic: want auto, passthrough or translate, got %q", m.Anthropic)
+			}
 		case "dial_timeout":
 			err = positiveDuration(d, opt, &m.DialTimeout)
 		case "max_attempts":

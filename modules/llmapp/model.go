@@ -57,6 +57,11 @@ type ModelConfig struct {
 	// client streams) or "always" (also for one-JSON answers, so that the
 	// first-token and idle timeouts watch every call).
 	StreamUpstream string `json:"stream_upstream,omitempty"`
+	// Anthropic is how Anthropic's door (/v1/messages) reaches the
+	// replicas: "auto" (default: carried through to /v1/messages,
+	// translated to chat completions for a replica without it),
+	// "passthrough" or "translate".
+	Anthropic string `json:"anthropic,omitempty"`
 	// DialTimeout bounds connecting to this model's replicas; default: the
 	// app's dial_timeout.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
@@ -111,6 +116,11 @@ func (mc *ModelConfig) validate() error {
 	case "", StreamUpstreamAuto, StreamUpstreamAlways:
 	default:
 		return fmt.Errorf("model %q: stream_upstream must be auto or always, got %q", mc.Name, mc.StreamUpstream)
+	}
+	switch mc.Anthropic {
+	case "", "auto", "passthrough", "translate":
+	default:
+		return fmt.Errorf("model %q: anthropic must be auto, passthrough or translate, got %q", mc.Name, mc.Anthropic)
 	}
 	if mc.APIKey != "" && mc.APIKeyEnv != "" {
 		return fmt.Errorf("model %q: api_key and api_key_env are exclusive", mc.Name)

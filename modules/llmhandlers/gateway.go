@@ -76,8 +76,15 @@ func (h *Gateway) Provision(ctx caddy.Context) error {
 		}
 		h.site.Mounts = append(h.site.Mounts, d.Mount(app.Pipeline(), LogFields))
 	}
-	if h.DisableOpenAI || (len(h.Doors) > 0 && !slices.Contains(h.Doors, "openai")) {
-		if h.site.OpenAPI, err = api.WithoutPaths(h.site.OpenAPI, openai.Prefix); err != nil {
+	mounted := func(door string) bool { return len(h.Doors) == 0 || slices.Contains(h.Doors, door) }
+	var keep []string // paths under OpenAI's prefix that are another door's
+	if mounted("anthropic") {
+		keep = append(keep, api.AnthropicPrefix)
+	} else if h.site.OpenAPI, err = api.WithoutPaths(h.site.OpenAPI, api.AnthropicPrefix); err != nil {
+		return err
+	}
+	if h.DisableOpenAI || !mounted("openai") {
+		if h.site.OpenAPI, err = api.WithoutPaths(h.site.OpenAPI, openai.Prefix, keep...); err != nil {
 			return err
 		}
 	}

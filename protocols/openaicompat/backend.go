@@ -66,7 +66,19 @@ var _ protocols.Protocol = (*Protocol)(nil)
 // headers arrived and Done when the body was read. Streamed, FirstByte is
 // when the first content delta arrived (Done when none did) and Done when
 // the stream ended.
+//
+// A request carried through in Anthropic's format goes to /v1/messages
+// (see chatAnthropic).
 func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
+	if req != nil && req.Wire != nil && anthropicFormat(req.Wire.Format) {
+		return b.chatAnthropic(ctx, client, req, onDelta)
+	}
+	return b.send(ctx, client, req, onDelta)
+}
+
+// send runs req on the replica, in the format of its Wire (or translated
+// from its fields when it has none).
+func (b *Protocol) send(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	if req == nil {
 		return nil, &protocols.Error{Kind: protocols.KindBadRequest, Message: "no chat request"}
 	}
@@ -116,7 +128,7 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 		if err := readCompletion(ctx, resp.Body, resp.ContentLength, b.maxBodyBytes(), format(req), res); err != nil {
 			return nil, withStatus(err, resp.StatusCode)
 		}
-		if stream && res.Content != "" {
+		if stream && !req.Whole && res.Content != "" {
 			if ctx.Err() != nil {
 				return nil, protocols.Canceled(ctx)
 			}

@@ -28,6 +28,9 @@ func readCompletion(ctx context.Context, body io.Reader, size, limit int64, f ap
 	if f == api.FormatOpenAIResponses {
 		return readResponse(data, res)
 	}
+	if anthropicFormat(f) {
+		return readAnthropic(data, f, res)
+	}
 
 	var w wire.Answer
 	if err := wire.ReadAnswer(data, &w); err != nil {

@@ -15,11 +15,12 @@ import (
 // the requests they take (vLLM serves all of them; Ollama, llama.cpp and
 // SGLang most).
 var paths = map[api.Format]string{
-	api.FormatOpenAIChat:        chatPath,
-	api.FormatOpenAICompletions: "/v1/completions",
-	api.FormatOpenAIEmbeddings:  "/v1/embeddings",
-	api.FormatOpenAIResponses:   "/v1/responses",
-	api.FormatAnthropicMessages: "/v1/messages",
+	api.FormatOpenAIChat:           chatPath,
+	api.FormatOpenAICompletions:    "/v1/completions",
+	api.FormatOpenAIEmbeddings:     "/v1/embeddings",
+	api.FormatOpenAIResponses:      "/v1/responses",
+	api.FormatAnthropicMessages:    "/v1/messages",
+	api.FormatAnthropicCountTokens: "/v1/messages/count_tokens",
 }
 
 // passes reports whether req is carried through: its door's format is one
@@ -84,15 +85,20 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 		if m.Name != "model" {
 			continue
 		}
-		if req.Model == "" {
+		switch {
+		case req.Model == "" && anthropicFormat(w.Format):
+			// Anthropic's API requires a model: the client's name stays.
+		case req.Model == "":
 			edits = append(edits, wire.RemoveMember(w.Members, i))
-		} else {
+		default:
 			edits = append(edits, wire.Replace(m.Value, jsonx.String(nil, req.Model)))
 		}
 		break
 	}
 	switch {
 	case req.AddSystem == "":
+	case anthropicFormat(w.Format):
+		edits = anthropicSystem(edits, w, req.AddSystem) // a member of its own, not a message
 	case len(w.Messages) > 0:
 		msg := jsonx.String(append([]byte(nil), `{"role":"system","content":`...), req.AddSystem)
 		edits = append(edits, wire.Edit{Start: w.Messages[0].Start, End: w.Messages[0].Start, Text: append(msg, "},"...)})
@@ -104,12 +110,14 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	if req.CapTokens > 0 {
 		edits = capTokens(edits, w, req.CapTokens)
 	}
-	if stream && w.Format != api.FormatOpenAIEmbeddings {
+	if stream && w.Format != api.FormatOpenAIEmbeddings && !anthropicFormat(w.Format) {
 		// A client that wants one answer of a model that streams from
 		// its replicas always: the replica is asked for the stream.
+		// (Anthropic's answers are not assembled from a stream: the
+		// replica is asked for its one answer, which is read as such.)
 		edits = streamOn(edits, w)
 	}
-	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && w.Format != api.FormatAnthropicMessages {
+	if stream && w.Format != api.FormatOpenAIEmbeddings && w.Format != api.FormatOpenAIResponses && !anthropicFormat(w.Format) {
 		edits = includeUsage(edits, w)
 	}
 	if w.Format == api.FormatOpenAIResponses {
@@ -199,4 +207,10 @@ func addOrReplace(edits []wire.Edit, w *api.Wire, name string, value []byte) []w
 		}
 	}
 	return append(edits, wire.AddMember(w.Object, w.Members, name, value))
+}
+
+// anthropicSystem sets the "system" member of an Anthropic body to the
+// model's default system prompt (the request gives none, or an empty one).
+func anthropicSystem(edits []wire.Edit, w *api.Wire, system string) []wire.Edit {
+	return addOrReplace(edits, w, "system", jsonx.String(nil, system))
 }

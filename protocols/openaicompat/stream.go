@@ -74,6 +74,9 @@ func (out *streamOutcome) pass(ctx context.Context, data []byte, f api.Format, c
 // A stream carried through in format f passes every event on, as the
 // replica wrote it, with what the gateway read of it (see protocols.Delta).
 func parseStream(ctx context.Context, r io.Reader, maxLine int, f api.Format, whole bool, onDelta protocols.DeltaFunc) (*streamOutcome, error) {
+	if anthropicFormat(f) {
+		return parseAnthropicStream(ctx, r, maxLine, f, onDelta)
+	}
 	out := &streamOutcome{Collector: protocols.Collector{OnDelta: onDelta}}
 	if whole && f != "" {
 		out.whole = &accumulator{format: f}
