@@ -262,7 +262,7 @@ func sequence(blocks ...int) []string {
 // drain reads what s received since the last drain, and empties it.
 func (s *Sim) drain(t testing.TB) []captured {
 	t.Helper()
-	reqs := s.drain(t)
+	reqs := s.requests(t)
 	s.reset(t)
 	return reqs
 }

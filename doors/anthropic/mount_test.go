@@ -10,6 +10,8 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/gateway"
+	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/routing"
 )
 
 // scopesAuth takes "Bearer <scope>,<scope>" as a credential with those
@@ -38,8 +40,8 @@ func TestMount(t *testing.T) {
 		status                   int
 		typ, msg                 string
 	}{
-		{"x-api-key", "POST", PathMessages, body, []string{"X-Api-Key", "model:qwen"}, 503, "overloaded_error", "not served here"},
-		{"bearer", "POST", PathMessages, body, []string{"Authorization", "Bearer model:qwen"}, 503, "overloaded_error", "not served here"},
+		{"x-api-key", "POST", PathMessages, body, []string{"X-Api-Key", "model:qwen"}, 503, "overloaded_error", ""},
+		{"bearer", "POST", PathMessages, body, []string{"Authorization", "Bearer model:qwen"}, 503, "overloaded_error", ""},
 		{"authorization wins", "POST", PathMessages, body, []string{"Authorization", "Bearer model:qwen", "X-Api-Key", "bad"}, 503, "overloaded_error", ""},
 		{"no credential", "POST", PathMessages, body, nil, 401, "authentication_error", "Not authenticated"},
 		{"bad key", "POST", PathMessages, body, []string{"X-Api-Key", "bad"}, 401, "authentication_error", "Could not validate credentials"},
@@ -57,7 +59,7 @@ func TestMount(t *testing.T) {
 			[]string{"X-Api-Key", "model:qwen"}, 400, "invalid_request_error", "messages: Field required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := &gateway.Pipeline{Auth: scopesAuth{}, Gateway: &gateway.Gateway{}}
+			p := &gateway.Pipeline{Auth: scopesAuth{}, Gateway: replicaless(t)}
 			site := &gateway.Site{Mounts: []gateway.Mount{NewMount(p, testDoor(), nil)}}
 			r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
 			for i := 0; i+1 < len(c.header); i += 2 {
@@ -88,10 +90,22 @@ func TestMount(t *testing.T) {
 	}
 }
 
+// replicaless is a gateway serving qwen and gemma with no replica: a
+// request that reaches a replica's choice is answered 503.
+func replicaless(t *testing.T) *gateway.Gateway {
+	g := &gateway.Gateway{Models: map[string]*gateway.Model{}}
+	for _, name := range []string{"qwen", "gemma"} {
+		p := pool.New(t.Name()+name, routing.P2C{})
+		t.Cleanup(p.Close)
+		g.Models[name] = &gateway.Model{Name: name, Pool: p}
+	}
+	return g
+}
+
 // TestStageHandlers: a handler that runs the pipeline's stages through the
 // door (llm_auth anthropic) takes x-api-key too.
 func TestStageHandlers(t *testing.T) {
-	p := &gateway.Pipeline{Auth: scopesAuth{}, Gateway: &gateway.Gateway{}}
+	p := &gateway.Pipeline{Auth: scopesAuth{}, Gateway: replicaless(t)}
 	r := httptest.NewRequest("POST", PathMessages, strings.NewReader(`{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`))
 	r.Header.Set("X-Api-Key", "model:qwen")
 	w := httptest.NewRecorder()
