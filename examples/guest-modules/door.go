@@ -14,6 +14,7 @@ import (
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/modules/llmdoor"
+	"github.com/llmedge/llmedge/protocols"
 )
 
 func init() { caddy.RegisterModule(Plain{}) }
@@ -170,8 +171,8 @@ func (plainCodec) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 }
 
 // AppendDelta implements gateway.Door: the new text as it is.
-func (plainCodec) AppendDelta(b []byte, _ *gateway.Answer, text string) []byte {
-	return append(b, text...)
+func (plainCodec) AppendDelta(b []byte, _ *gateway.Answer, d *protocols.Delta) []byte {
+	return append(b, d.Text...)
 }
 
 // AppendEnd implements gateway.Door: the closing newline.
