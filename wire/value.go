@@ -82,6 +82,27 @@ func (v Value) Text() string {
 	return unquote(v.Raw)
 }
 
+// Bool is the value as a boolean: JSON's true and false only (an API
+// does not read "yes" or 1 as one); ok is false for any other value.
+func (v Value) Bool() (b, ok bool) {
+	switch v.Kind() {
+	case True:
+		return true, true
+	case False:
+		return false, true
+	}
+	return false, false
+}
+
+// Clip is the value as written, cut to n bytes and marked "..." when
+// longer: a short rendering for an error message.
+func (v Value) Clip(n int) string {
+	if len(v.Raw) > n {
+		return string(v.Raw[:n]) + "..."
+	}
+	return string(v.Raw)
+}
+
 // Str is Text, and whether the value is a string.
 func (v Value) Str() (string, bool) {
 	if v.Kind() != String {

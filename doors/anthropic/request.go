@@ -229,7 +229,7 @@ func (d *Door) validate(req *request, e endpoint) (api.Chat, *api.Error) {
 	chat.Messages = msgs
 
 	if req.stream.Given() {
-		b, ok := boolValue(req.stream)
+		b, ok := req.stream.Bool()
 		if !ok {
 			return chat, typeError("stream", "a valid boolean", req.stream)
 		}
@@ -641,7 +641,7 @@ func numberIn(raw wire.Value, param string, min, max float64) (float64, *api.Err
 	}
 	v, err := strconv.ParseFloat(string(raw.Raw), 64)
 	if err != nil || v < min || v > max {
-		return 0, invalid(fmt.Sprintf("%s: Input should be between %s and %s, got %s", param, fmtNum(min), fmtNum(max), clip(raw)))
+		return 0, invalid(fmt.Sprintf("%s: Input should be between %s and %s, got %s", param, fmtNum(min), fmtNum(max), raw.Clip(32)))
 	}
 	return v, nil
 }
@@ -654,7 +654,7 @@ func integerIn(raw wire.Value, param string, min, max int64) (int64, *api.Error)
 	n, err := strconv.ParseInt(string(raw.Raw), 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange):
-		return 0, invalid(param + ": the integer " + clip(raw) + " is out of range")
+		return 0, invalid(param + ": the integer " + raw.Clip(32) + " is out of range")
 	case err != nil:
 		return 0, typeError(param, "a valid integer", raw)
 	}
@@ -676,7 +676,7 @@ func typeError(param, want string, raw wire.Value) *api.Error {
 func butGot(raw wire.Value) string {
 	switch raw.Kind() {
 	case wire.String:
-		return ", got the string " + clip(raw)
+		return ", got the string " + raw.Clip(32)
 	case wire.Object:
 		return ", got an object"
 	case wire.Array:
@@ -686,31 +686,13 @@ func butGot(raw wire.Value) string {
 	case wire.Null:
 		return ", got null"
 	case wire.Number:
-		return ", got the number " + clip(raw)
+		return ", got the number " + raw.Clip(32)
 	}
 	return ""
 }
 
-// clip is a short rendering of a value for a message.
-func clip(raw wire.Value) string {
-	if len(raw.Raw) > 32 {
-		return string(raw.Raw[:32]) + "..."
-	}
-	return string(raw.Raw)
-}
-
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// boolValue takes JSON's true and false only.
-func boolValue(raw wire.Value) (bool, bool) {
-	switch raw.Kind() {
-	case wire.True:
-		return true, true
-	case wire.False:
-		return false, true
-	}
-	return false, false
-}
 
 // dotted renders a JSON path as Anthropic's messages do: messages.2.role.
 func dotted(path []any) string {

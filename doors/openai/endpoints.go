@@ -77,7 +77,7 @@ func (f *Door) decodeOther(r *http.Request, format api.Format, input string) (ap
 	}
 	chat.Messages = []api.Message{{Role: api.RoleUser, Content: text}}
 	if v := o.Member("stream"); v.Given() {
-		b, ok := boolValue(v)
+		b, ok := v.Bool()
 		if !ok {
 			return chat, nil, typeError("stream", "a boolean", v)
 		}

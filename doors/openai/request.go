@@ -127,7 +127,7 @@ func (f *Door) validate(c *wire.Chat) (api.Chat, *api.Error) {
 	// always the same one; refused members last, by name.
 	s := &chat.Sampling
 	if c.Stream.Given() {
-		b, ok := boolValue(c.Stream)
+		b, ok := c.Stream.Bool()
 		if !ok {
 			return chat, typeError("stream", "a boolean", c.Stream)
 		}
@@ -482,7 +482,7 @@ func parseStreamOptions(c *wire.Chat) (bool, *api.Error) {
 		if !o.Known || !o.Value.Given() {
 			continue // a replica's own option (vLLM's continuous_usage_stats) is its to read
 		}
-		b, ok := boolValue(o.Value)
+		b, ok := o.Value.Bool()
 		if !ok {
 			return false, typeError("stream_options."+o.Name, "a boolean", o.Value)
 		}
@@ -501,7 +501,7 @@ func numberIn(raw wire.Value, param string, min, max float64) (float64, *api.Err
 	v, err := strconv.ParseFloat(string(raw.Raw), 64)
 	if err != nil || v < min || v > max {
 		return 0, invalid(codeInvalidValue, param, fmt.Sprintf(
-			"Invalid '%s': must be between %s and %s, got %s.", param, fmtNum(min), fmtNum(max), clip(raw)))
+			"Invalid '%s': must be between %s and %s, got %s.", param, fmtNum(min), fmtNum(max), raw.Clip(32)))
 	}
 	return v, nil
 }
@@ -515,7 +515,7 @@ func integerIn(raw wire.Value, param string, min, max int64) (int64, *api.Error)
 	n, err := strconv.ParseInt(string(raw.Raw), 10, 64)
 	switch {
 	case errors.Is(err, strconv.ErrRange):
-		return 0, invalid(codeInvalidValue, param, "Invalid '"+param+"': the integer "+clip(raw)+" is out of range.")
+		return 0, invalid(codeInvalidValue, param, "Invalid '"+param+"': the integer "+raw.Clip(32)+" is out of range.")
 	case err != nil:
 		return 0, typeError(param, "an integer", raw)
 	}
@@ -553,24 +553,5 @@ func kind(raw wire.Value) string {
 	return "an integer"
 }
 
-// clip is a short rendering of a value for a message.
-func clip(raw wire.Value) string {
-	if len(raw.Raw) > 32 {
-		return string(raw.Raw[:32]) + "..."
-	}
-	return string(raw.Raw)
-}
-
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-// boolValue takes JSON's true and false only: OpenAI's API does not read
-// "yes" or 1 as a boolean.
-func boolValue(raw wire.Value) (bool, bool) {
-	switch raw.Kind() {
-	case wire.True:
-		return true, true
-	case wire.False:
-		return false, true
-	}
-	return false, false
-}

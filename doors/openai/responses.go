@@ -115,7 +115,7 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 	}
 	chat.Messages = append(chat.Messages, msgs...)
 	if v := o.Member("stream"); v.Given() {
-		b, ok := boolValue(v)
+		b, ok := v.Bool()
 		if !ok {
 			return chat, typeError("stream", "a boolean", v)
 		}
