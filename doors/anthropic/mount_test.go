@@ -150,4 +150,12 @@ func TestDescribe(t *testing.T) {
 	if w.Code != 404 || !strings.Contains(w.Body.String(), `"not_found_error"`) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
+	// So is a protocol's refusal of the whole API (ollama's, native).
+	w = httptest.NewRecorder()
+	u = api.NewError(400, "Unsupported parameter: this model's replicas speak the ollama protocol, which cannot carry ...")
+	u.Code = "unsupported_parameter"
+	CountTokens{testDoor()}.WriteError(w, u)
+	if w.Code != 404 || !strings.Contains(w.Body.String(), `"not_found_error"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
 }
