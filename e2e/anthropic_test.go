@@ -668,6 +668,9 @@ func TestAnthropicOpenAPI(t *testing.T) {
 		{"unknown model", "/v1/messages", `{"model":"claude","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
 		{"count", "/v1/messages/count_tokens", `{"model":"qwen",` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
 		{"count not served", "/v1/messages/count_tokens", `{"model":"gemma",` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
+		{"count stream", "/v1/messages/count_tokens", `{"model":"qwen","stream":true,` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
+		{"bad version", "/v1/messages", `{"model":"qwen","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full, "Anthropic-Version", "latest"}, 400},
+		{"system blocks", "/v1/messages", `{"model":"qwen","max_tokens":8,"system":[{"type":"image","source":{}}],` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			build := func() *http.Request {
@@ -683,6 +686,14 @@ func TestAnthropicOpenAPI(t *testing.T) {
 					for _, e := range verrs {
 						t.Errorf("request: %s: %s", e.Message, e.Reason)
 					}
+				}
+			}
+			if c.status == 400 && c.name != "bad version" {
+				// What the door refuses, the description refuses too (but
+				// anthropic-version's pattern: the validator checks a
+				// header's enum, not its pattern).
+				if ok, _ := v.ValidateHttpRequest(build()); ok {
+					t.Errorf("the description takes a request the door refuses: %s", c.body)
 				}
 			}
 			resp, err := g.Client.Do(build())
