@@ -5,16 +5,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
+
+// AnthropicPrefix starts the paths of Anthropic's door (doors/anthropic),
+// described in the same document.
+const AnthropicPrefix = "/v1/messages"
 
 //go:embed openapi.json
 var openAPITemplate []byte
 
 // OpenAPI returns the OpenAPI 3.1 description of the public API as v
 // configures it: its model types (the model_type and model enums and the
-// token scopes) and its limits, for the native API and OpenAI's (chat
-// completions, completions, embeddings).
+// token scopes) and its limits, for every door: the native API, OpenAI's
+// (chat completions, completions, embeddings, responses) and Anthropic's
+// (messages, count_tokens).
 func OpenAPI(v *Validator) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(openAPITemplate, &doc); err != nil {
@@ -52,6 +58,14 @@ func OpenAPI(v *Validator) ([]byte, error) {
 		{schemas, []string{"ChatText"}, "maxLength", lim.MaxContentChars},
 		{schemas, []string{"CompletionRequest", "properties", "model"}, "enum", models},
 		{schemas, []string{"EmbeddingRequest", "properties", "model"}, "enum", models},
+		{schemas, []string{"ResponseRequest", "properties", "model"}, "enum", models},
+		{schemas, []string{"ResponseRequest", "properties", "input", "oneOf", "1"}, "maxItems", lim.MaxMessages},
+		// Anthropic's API under /v1/messages: the same models and limits.
+		{schemas, []string{"AnthropicMessagesRequest", "properties", "model"}, "enum", models},
+		{schemas, []string{"AnthropicMessagesRequest", "properties", "messages"}, "maxItems", lim.MaxMessages},
+		{schemas, []string{"AnthropicCountTokensRequest", "properties", "model"}, "enum", models},
+		{schemas, []string{"AnthropicCountTokensRequest", "properties", "messages"}, "maxItems", lim.MaxMessages},
+		{schemas, []string{"AnthropicText"}, "maxLength", lim.MaxContentChars},
 		{doc, []string{"components", "securitySchemes", "OAuth2PasswordBearer", "flows", "password"}, "scopes", scopes},
 	}
 	for _, s := range set {
@@ -61,21 +75,32 @@ func OpenAPI(v *Validator) ([]byte, error) {
 		}
 		m[s.key] = s.value
 	}
-	if err := addAnthropic(doc, models, lim); err != nil {
-		return nil, err
-	}
 	return json.Marshal(doc)
 }
 
+// dig is the object at path in m; a step into an array is the element's
+// index.
 func dig(m map[string]any, path ...string) (map[string]any, error) {
+	var at any = m
 	for _, p := range path {
-		next, ok := m[p].(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("openapi template: no object at %q", p)
+		switch v := at.(type) {
+		case map[string]any:
+			at = v[p]
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(v) {
+				return nil, fmt.Errorf("openapi template: no element %q", p)
+			}
+			at = v[i]
+		default:
+			return nil, fmt.Errorf("openapi template: nothing to find %q in", p)
 		}
-		m = next
 	}
-	return m, nil
+	obj, ok := at.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("openapi template: no object at %q", strings.Join(path, "."))
+	}
+	return obj, nil
 }
 
 // WithoutPaths returns the OpenAPI document doc without the paths that

@@ -391,9 +391,16 @@ func TestAnthropicTranslated(t *testing.T) {
 		if !slices.Equal(s.names, sequence(5)) || s.text != m.text() {
 			t.Fatalf("stream %+v", s)
 		}
-		// What Ollama's /api/chat cannot carry is refused, naming it.
-		readAnthropicError(t, f.message(t, f.full, `{"model":"olla","max_tokens":64,`+anthropicWeatherTool+`,`+anthropicHello+`}`),
-			400, "invalid_request_error", "ollama protocol, which cannot carry 'tools'")
+		// Tools reach Ollama's /api/chat (the protocol translates them),
+		// and its call comes back as a tool_use block.
+		m = readMessage(t, f.message(t, f.full, `{"model":"olla","max_tokens":64,`+anthropicWeatherTool+`,`+anthropicHello+`}`))
+		if m.StopReason != "tool_use" || len(m.Content) != 1 || m.Content[0].Type != "tool_use" || m.Content[0].Name != "get_weather" {
+			t.Fatalf("message %+v", m)
+		}
+		// What Ollama's /api/chat cannot carry is refused, naming it: it
+		// cannot force a call (tool_choice any is chat's "required").
+		readAnthropicError(t, f.message(t, f.full, `{"model":"olla","max_tokens":64,`+anthropicWeatherTool+`,"tool_choice":{"type":"any"},`+anthropicHello+`}`),
+			400, "invalid_request_error", "ollama protocol, which cannot carry a tool_choice other than")
 	})
 	t.Run("untranslatable", func(t *testing.T) {
 		f.chat.drain(t)
@@ -530,8 +537,24 @@ func TestAnthropicCountTokens(t *testing.T) {
 	if resp.StatusCode != 200 || c.InputTokens != m.Usage.InputTokens || resp.Header.Get("Request-Id") == "" {
 		t.Fatalf("%s %s, the message counts %d", resp.Status, raw, m.Usage.InputTokens)
 	}
+	// The edits of /v1/messages but the reply cap: the model's name, and
+	// its default system prompt only where the request gives none (the
+	// request's own is counted, not replaced).
+	f.pass.drain(t)
+	for _, c := range []struct{ body, want string }{
+		{`{"model":"edited","system":"Be terse.",` + anthropicHello + `}`, `{"model":"` + f.upstreamE + `","system":"Be terse.",` + anthropicHello + `}`},
+		{`{"model":"edited",` + anthropicHello + `}`, `{"model":"` + f.upstreamE + `",` + anthropicHello + `,"system":"You are terse."}`},
+	} {
+		resp := g.anthropicPost(t, g.Base, "/v1/messages/count_tokens", c.body, "X-Api-Key", f.full)
+		raw := readJSON(t, resp, nil)
+		got := f.pass.drain(t)
+		if resp.StatusCode != 200 || len(got) != 1 || got[0].Path != "/v1/messages/count_tokens" || string(got[0].Body) != c.want {
+			t.Fatalf("%s %s; the replica got %d requests: %s", resp.Status, raw, len(got), bodies(got))
+		}
+	}
 	readAnthropicError(t, count(g.Base, "gemma"), 404, "not_found_error", "count_tokens is not available for model gemma")
 	readAnthropicError(t, count(g.Base, "detect"), 404, "not_found_error", "count_tokens is not available")
+	readAnthropicError(t, count(g.Base, "olla"), 404, "not_found_error", "count_tokens is not available")
 	readAnthropicError(t, count(g.Base, "qwen", "X-Api-Key", "nope"), 401, "authentication_error", "")
 }
 
@@ -645,6 +668,9 @@ func TestAnthropicOpenAPI(t *testing.T) {
 		{"unknown model", "/v1/messages", `{"model":"claude","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
 		{"count", "/v1/messages/count_tokens", `{"model":"qwen",` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
 		{"count not served", "/v1/messages/count_tokens", `{"model":"gemma",` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
+		{"count stream", "/v1/messages/count_tokens", `{"model":"qwen","stream":true,` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
+		{"bad version", "/v1/messages", `{"model":"qwen","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full, "Anthropic-Version", "latest"}, 400},
+		{"system blocks", "/v1/messages", `{"model":"qwen","max_tokens":8,"system":[{"type":"image","source":{}}],` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			build := func() *http.Request {
@@ -660,6 +686,14 @@ func TestAnthropicOpenAPI(t *testing.T) {
 					for _, e := range verrs {
 						t.Errorf("request: %s: %s", e.Message, e.Reason)
 					}
+				}
+			}
+			if c.status == 400 && c.name != "bad version" {
+				// What the door refuses, the description refuses too (but
+				// anthropic-version's pattern: the validator checks a
+				// header's enum, not its pattern).
+				if ok, _ := v.ValidateHttpRequest(build()); ok {
+					t.Errorf("the description takes a request the door refuses: %s", c.body)
 				}
 			}
 			resp, err := g.Client.Do(build())
@@ -679,4 +713,13 @@ func TestAnthropicOpenAPI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// bodies are the paths and bodies of reqs, for a message.
+func bodies(reqs []captured) string {
+	var b strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&b, "\n%s %s", r.Path, r.Body)
+	}
+	return b.String()
 }

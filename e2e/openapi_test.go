@@ -14,8 +14,9 @@ import (
 
 // TestOpenAPIMatchesServer loads GET /openapi.json with a real OpenAPI 3.1
 // library, validates the document, then sends requests to every path (the
-// native API's and OpenAI's under /v1) and checks each request and answer,
-// errors included, against it.
+// native API's and OpenAI's under /v1, the Responses API included; the
+// Anthropic door's are TestAnthropicOpenAPI's) and checks each request and
+// answer, errors included, against it.
 func TestOpenAPIMatchesServer(t *testing.T) {
 	sim := startSim(t, "-tokens", "3")
 	g := startGateway(t, GatewayConfig{Models: map[string]string{"qwen": staticModel(sim), "gemma": "\t\t\tprotocol openai"}})
@@ -58,6 +59,7 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		token              string
 		status             int
 		checkRequest       bool // the request itself must match the spec
+		specRefuses        bool // the spec must refuse the request too
 	}{
 		{name: "token", method: "POST", path: "/auth/token", status: 200, checkRequest: true},
 		{name: "token missing fields", method: "POST", path: "/auth/token", status: 422},
@@ -99,6 +101,17 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{name: "openai embeddings base64", method: "POST", path: "/v1/embeddings", token: tok, status: 200, checkRequest: true},
 		{name: "openai embeddings no token", method: "POST", path: "/v1/embeddings", status: 401},
 		{name: "openai embeddings no replica", method: "POST", path: "/v1/embeddings", token: tok, status: 503, checkRequest: true},
+		// The Responses API, carried through and stateless.
+		{name: "responses", method: "POST", path: "/v1/responses", token: apiKey, status: 200, checkRequest: true},
+		{name: "responses stream", method: "POST", path: "/v1/responses", token: tok, status: 200, checkRequest: true},
+		{name: "responses tools", method: "POST", path: "/v1/responses", token: tok, status: 200, checkRequest: true},
+		{name: "responses json schema", method: "POST", path: "/v1/responses", token: tok, status: 200, checkRequest: true},
+		{name: "responses no token", method: "POST", path: "/v1/responses", status: 401},
+		{name: "responses invalid", method: "POST", path: "/v1/responses", token: tok, status: 400, specRefuses: true},
+		{name: "responses stateful", method: "POST", path: "/v1/responses", token: tok, status: 400, specRefuses: true},
+		{name: "responses unknown model", method: "POST", path: "/v1/responses", token: tok, status: 404},
+		{name: "responses scope", method: "POST", path: "/v1/responses", token: aliceTok, status: 403, checkRequest: true},
+		{name: "responses no replica", method: "POST", path: "/v1/responses", token: tok, status: 503, checkRequest: true},
 	}
 	bodies := map[string]func() (string, string){
 		"token":                func() (string, string) { return form(url.Values{"username": {"demo"}, "password": {"demo"}}) },
@@ -171,6 +184,29 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 			return jsonBody(`{"model":"qwen","input":"a"}`)
 		},
 		"openai embeddings no replica": func() (string, string) { return jsonBody(`{"model":"gemma","input":"a"}`) },
+		"responses": func() (string, string) {
+			return jsonBody(`{"model":"qwen","input":[{"role":"developer","content":"Be brief."},{"role":"user","content":[{"type":"input_text","text":"hi"}]}],` +
+				`"instructions":"Answer in English.","max_output_tokens":2,"temperature":0.5,"top_p":1,"metadata":{"k":"v"},"truncation":"disabled"}`)
+		},
+		"responses stream": func() (string, string) {
+			return jsonBody(`{"model":"qwen","input":"hi","stream":true,"store":false}`)
+		},
+		"responses tools": func() (string, string) {
+			return jsonBody(`{"model":"qwen","input":[{"role":"user","content":"Weather in Paris?"},` +
+				`{"type":"function_call","call_id":"c1","name":"get_weather","arguments":"{\"city\":\"Paris\"}"},{"type":"function_call_output","call_id":"c1","output":"{\"temp\":21}"}],` +
+				`"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}],"tool_choice":"auto"}`)
+		},
+		"responses json schema": func() (string, string) {
+			return jsonBody(`{"model":"qwen","input":"A city.","text":{"format":{"type":"json_schema","name":"city","schema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}}}`)
+		},
+		"responses no token": func() (string, string) { return jsonBody(`{"model":"qwen","input":"hi"}`) },
+		"responses invalid":  func() (string, string) { return jsonBody(`{"model":"qwen","input":[],"temperature":5}`) },
+		"responses stateful": func() (string, string) {
+			return jsonBody(`{"model":"qwen","input":"hi","previous_response_id":"resp_1"}`)
+		},
+		"responses unknown model": func() (string, string) { return jsonBody(`{"model":"llama","input":"hi"}`) },
+		"responses scope":         func() (string, string) { return jsonBody(`{"model":"gemma","input":"hi"}`) },
+		"responses no replica":    func() (string, string) { return jsonBody(`{"model":"gemma","input":"hi"}`) },
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,6 +229,11 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 					for _, e := range verrs {
 						t.Errorf("request: %s: %s", e.Message, e.Reason)
 					}
+				}
+			}
+			if tc.specRefuses {
+				if ok, _ := v.ValidateHttpRequest(build()); ok {
+					t.Errorf("the description takes a request the server refuses: %s", body)
 				}
 			}
 			resp, err := g.Client.Do(build())

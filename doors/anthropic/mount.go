@@ -128,10 +128,12 @@ func (c CountTokens) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
 }
 
 // WriteError implements gateway.Door: a replica that does not count (no
-// such path, or a protocol without it) is the 404 of a model that does
-// not count.
+// such path, or a protocol without it: ollama's, native) is the 404 of a
+// model that does not count. A body carried through has no member a
+// protocol refuses alone: an unsupported_parameter here is always the
+// whole API's.
 func (CountTokens) WriteError(w http.ResponseWriter, err *api.Error) {
-	if err.Code == "unsupported_parameter" && err.Param == string(api.FormatAnthropicCountTokens) {
+	if err.Code == "unsupported_parameter" {
 		err = api.NewError(http.StatusNotFound, "count_tokens is not available for this model: its replicas do not serve /v1/messages/count_tokens")
 	}
 	writeError(w, err)

@@ -29,8 +29,20 @@ func (scopesAuth) Authenticate(r *http.Request) (*auth.Principal, *api.Error) {
 	return &auth.Principal{Subject: "u", Scopes: strings.Split(cred, ",")}, nil
 }
 
+// testPipeline is a pipeline whose gateway has the door's models, but no
+// replica of any: a request that reaches routing is answered 503.
+func testPipeline(t *testing.T) *gateway.Pipeline {
+	g := &gateway.Gateway{Models: map[string]*gateway.Model{}, PingInterval: -1}
+	for _, name := range []string{"qwen", "gemma", "llama"} {
+		p := pool.New(t.Name()+"/"+name, &routing.RoundRobin{})
+		t.Cleanup(p.Close)
+		g.Models[name] = &gateway.Model{Name: name, Pool: p}
+	}
+	return &gateway.Pipeline{Auth: scopesAuth{}, Gateway: g}
+}
+
 // TestMount runs requests through the door's paths and the pipeline's
-// stages up to the gateway, which serves no model here (503): what the
+// stages up to the gateway, whose models have no replica (503): what the
 // door answers before a replica is asked.
 func TestMount(t *testing.T) {
 	const body = `{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`
@@ -40,8 +52,8 @@ func TestMount(t *testing.T) {
 		status                   int
 		typ, msg                 string
 	}{
-		{"x-api-key", "POST", PathMessages, body, []string{"X-Api-Key", "model:qwen"}, 503, "overloaded_error", ""},
-		{"bearer", "POST", PathMessages, body, []string{"Authorization", "Bearer model:qwen"}, 503, "overloaded_error", ""},
+		{"x-api-key", "POST", PathMessages, body, []string{"X-Api-Key", "model:qwen"}, 503, "overloaded_error", "No healthy replica"},
+		{"bearer", "POST", PathMessages, body, []string{"Authorization", "Bearer model:qwen"}, 503, "overloaded_error", "No healthy replica"},
 		{"authorization wins", "POST", PathMessages, body, []string{"Authorization", "Bearer model:qwen", "X-Api-Key", "bad"}, 503, "overloaded_error", ""},
 		{"no credential", "POST", PathMessages, body, nil, 401, "authentication_error", "Not authenticated"},
 		{"bad key", "POST", PathMessages, body, []string{"X-Api-Key", "bad"}, 401, "authentication_error", "Could not validate credentials"},
@@ -59,7 +71,7 @@ func TestMount(t *testing.T) {
 			[]string{"X-Api-Key", "model:qwen"}, 400, "invalid_request_error", "messages: Field required"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := &gateway.Pipeline{Auth: scopesAuth{}, Gateway: replicaless(t)}
+			p := testPipeline(t)
 			site := &gateway.Site{Mounts: []gateway.Mount{NewMount(p, testDoor(), nil)}}
 			r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
 			for i := 0; i+1 < len(c.header); i += 2 {
@@ -90,22 +102,10 @@ func TestMount(t *testing.T) {
 	}
 }
 
-// replicaless is a gateway serving qwen and gemma with no replica: a
-// request that reaches a replica's choice is answered 503.
-func replicaless(t *testing.T) *gateway.Gateway {
-	g := &gateway.Gateway{Models: map[string]*gateway.Model{}}
-	for _, name := range []string{"qwen", "gemma"} {
-		p := pool.New(t.Name()+name, routing.P2C{})
-		t.Cleanup(p.Close)
-		g.Models[name] = &gateway.Model{Name: name, Pool: p}
-	}
-	return g
-}
-
 // TestStageHandlers: a handler that runs the pipeline's stages through the
 // door (llm_auth anthropic) takes x-api-key too.
 func TestStageHandlers(t *testing.T) {
-	p := &gateway.Pipeline{Auth: scopesAuth{}, Gateway: replicaless(t)}
+	p := testPipeline(t)
 	r := httptest.NewRequest("POST", PathMessages, strings.NewReader(`{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`))
 	r.Header.Set("X-Api-Key", "model:qwen")
 	w := httptest.NewRecorder()
@@ -146,6 +146,14 @@ func TestDescribe(t *testing.T) {
 	w = httptest.NewRecorder()
 	u := api.NewError(400, "Unsupported parameter: ...")
 	u.Code, u.Param = "unsupported_parameter", string(api.FormatAnthropicCountTokens)
+	CountTokens{testDoor()}.WriteError(w, u)
+	if w.Code != 404 || !strings.Contains(w.Body.String(), `"not_found_error"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	// So is a protocol's refusal of the whole API (ollama's, native).
+	w = httptest.NewRecorder()
+	u = api.NewError(400, "Unsupported parameter: this model's replicas speak the ollama protocol, which cannot carry ...")
+	u.Code = "unsupported_parameter"
 	CountTokens{testDoor()}.WriteError(w, u)
 	if w.Code != 404 || !strings.Contains(w.Body.String(), `"not_found_error"`) {
 		t.Fatalf("%d %s", w.Code, w.Body)

@@ -133,8 +133,15 @@ func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 	w := &api.Wire{Format: api.FormatAnthropicMessages, Body: body, Object: req.object, Members: req.members}
 	if e == endpointCountTokens {
 		// Counted by the replica, not inferred: no messages to route on
-		// or to reserve tokens for, one token of reply to reserve.
+		// or to reserve tokens for, one token of reply to reserve. The
+		// request's own system prompt is kept as such, so that the model's
+		// default is not put in its place: the count is of what
+		// /v1/messages would send.
 		w.Format = api.FormatAnthropicCountTokens
+		if len(chat.Messages) > 0 && chat.Messages[0].Role == api.RoleSystem {
+			sys := chat.Messages[0].Content
+			chat.SystemMessage = &sys
+		}
 		chat.Messages, chat.Sampling = nil, api.Sampling{MaxTokens: 1}
 		chat.Wire = w
 		return chat, nil

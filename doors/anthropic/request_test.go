@@ -105,6 +105,15 @@ func TestDecodeCountTokens(t *testing.T) {
 		chat.Wire.Format != api.FormatAnthropicCountTokens || chat.Wire.Translate != nil {
 		t.Fatalf("chat %+v wire %+v", chat, chat.Wire)
 	}
+	// The request's system prompt is its own: the model's default does not
+	// replace it (the gateway adds one only when there is none).
+	if chat.SystemMessage == nil || *chat.SystemMessage != "S" {
+		t.Fatalf("system %v", chat.SystemMessage)
+	}
+	chat, _, aerr = CountTokens{d}.Decode(post(PathCountTokens, `{"model":"qwen","messages":[{"role":"user","content":"Hi"}]}`))
+	if aerr != nil || chat.SystemMessage != nil {
+		t.Fatalf("no system: %v %v", aerr, chat.SystemMessage)
+	}
 	_, _, aerr = CountTokens{d}.Decode(post(PathCountTokens, `{"model":"qwen","stream":true,"messages":[{"role":"user","content":"Hi"}]}`))
 	if aerr == nil || !strings.Contains(message(aerr), "count_tokens does not stream") {
 		t.Fatalf("stream: %v", aerr)
