@@ -700,7 +700,6 @@ func butGot(raw wire.Value) string {
 
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 
-
 // dotted renders a JSON path as Anthropic's messages do: messages.2.role.
 func dotted(path []any) string {
 	parts := make([]string, 0, len(path))

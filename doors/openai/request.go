@@ -554,4 +554,3 @@ func kind(raw wire.Value) string {
 }
 
 func fmtNum(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
-
