@@ -103,9 +103,9 @@ func TestUsersFileReload(t *testing.T) {
 		t.Fatalf("ben before being added: %d", s)
 	}
 	addUser("ben", "ben-pw")
-	waitFor(t, 5*time.Second, func() bool { return tokenStatus("ben", "ben-pw") == 200 })
+	waitFor(t, 30*time.Second, func() bool { return tokenStatus("ben", "ben-pw") == 200 })
 	addUser("ann", "ann-pw", "--disabled")
-	waitFor(t, 5*time.Second, func() bool { return tokenStatus("ann", "ann-pw") == 401 })
+	waitFor(t, 30*time.Second, func() bool { return tokenStatus("ann", "ann-pw") == 401 })
 	// A broken file keeps the users as they were, once the gateway has
 	// read it (and said it keeps them).
 	const kept = "users file not reloaded; keeping the current users"

@@ -753,18 +753,29 @@ func TestScopesWhateverTheField(t *testing.T) {
 func TestTranslatingProtocolsRefuse(t *testing.T) {
 	f := startPassFixture(t)
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	tools := `,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`
 	for _, m := range []struct {
 		model, protocol string
 		sim             *Sim
-	}{{"olla", "ollama", f.olla}, {"nat", "native", f.nat}} {
+		refused         []struct{ extra, param string }
+	}{
+		// Ollama's /api/chat carries tools (translated); it has no n,
+		// logprobs or logit_bias.
+		{"olla", "ollama", f.olla, []struct{ extra, param string }{
+			{`,"n":2`, "n"},
+			{`,"logprobs":true`, "logprobs"},
+			{`,"logit_bias":{"50256":-100}`, "logit_bias"},
+		}},
+		{"nat", "native", f.nat, []struct{ extra, param string }{
+			{tools, "tools"},
+			{`,"tools":[{"type":"function","function":{"name":"f"}}],"stream":true`, "tools"},
+			{`,"n":2`, "n"},
+			{`,"logprobs":true`, "logprobs"},
+		}},
+	} {
 		t.Run(m.protocol, func(t *testing.T) {
 			m.sim.reset(t)
-			for _, tc := range []struct{ extra, param string }{
-				{`,"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]`, "tools"},
-				{`,"tools":[{"type":"function","function":{"name":"f"}}],"stream":true`, "tools"},
-				{`,"n":2`, "n"},
-				{`,"logprobs":true`, "logprobs"},
-			} {
+			for _, tc := range m.refused {
 				resp := f.g.v1(t, "POST", "/v1/chat/completions", f.tok, `{"model":"`+m.model+`",`+msgs+tc.extra+`}`)
 				var e openAIError
 				raw := readJSON(t, resp, &e)

@@ -330,7 +330,7 @@ func (rep *stallReport) log(t testing.TB) {
 		rep.refusedAtOnce.Round(time.Millisecond))
 }
 
-// TestStalledConnections holds 2,000 slow clients (bodies and header
+// TestStalledConnections holds 1,000 slow clients (bodies and header
 // fields sent a byte a second, with and without credentials, on both
 // doors and the token endpoint) against a gateway at once: each ends at
 // its deadline (408 in the API's shape, or closed), the gateway's memory
@@ -340,9 +340,11 @@ func (rep *stallReport) log(t testing.TB) {
 // it ships.
 func TestStalledConnections(t *testing.T) {
 	// The deadlines must outlast the opening of every connection, which
-	// the race detector slows down (5 to 10ms a connection on 2 busy
-	// cores).
-	rep := runStalled(t, 2000, 30*time.Second)
+	// the race detector slows down (5 to 15 ms a connection on 2 busy
+	// cores): 1,000 here, so that they are all open together well within
+	// the deadline; BenchmarkStalledConnections holds 2,000 against the
+	// binary as it ships.
+	rep := runStalled(t, 1000, 30*time.Second)
 	rep.log(t)
 	rep.check(t)
 	if rep.peakFDs > rep.baseFDs+rep.n+100 {
