@@ -26,7 +26,7 @@ type scaleoutFleet struct {
 func newScaleoutFleet(t *testing.T, share string) *scaleoutFleet {
 	f := &scaleoutFleet{t: t, srv: redistest.Start(t)}
 	for range 4 {
-		f.sims = append(f.sims, startSim(t, "-tokens", "4", "-prefill-per-token", "20us"))
+		f.sims = append(f.sims, startSim(t, "-tokens", "4", "-prefill-per-token", "20us", "-prompt-tokens-details"))
 	}
 	data := t.TempDir() // one storage: a token of one gateway is good at the others
 	f.cfg = func(log string) GatewayConfig {
@@ -136,6 +136,20 @@ func TestRoutingSharedAcrossInstances(t *testing.T) {
 		t.Errorf("the replicas' own prefix caches hit %d of %d prompt tokens", h, q)
 	}
 	t.Logf("replicas' prefix caches: %d of %d prompt tokens hit", h, q)
+	// The routing-quality signal: the replicas report their cached tokens,
+	// and each gateway compares them with its predictions.
+	for i, g := range []*Gateway{a, b} {
+		m := g.scrape(t)
+		series := func(kind string) float64 {
+			return metricValue(t, m, `llmedge_prefix_cache_tokens_total{kind="`+kind+`",model_type="qwen"}`)
+		}
+		prompt, cached, predicted := series("prompt"), series("cached"), series("predicted")
+		errs := metricValue(t, m, `llmedge_prefix_prediction_error_ratio_count{model_type="qwen"}`)
+		t.Logf("gateway %d: replicas report %.0f of %.0f prompt tokens cached, %.0f predicted (%v predictions compared)", i, cached, prompt, predicted, errs)
+		if prompt <= 0 || cached/prompt < 0.5 || predicted/prompt < 0.5 || errs != convs*2 {
+			t.Errorf("gateway %d: prompt %v cached %v predicted %v tokens, %v predictions compared (want %d)", i, prompt, cached, predicted, errs, convs*2)
+		}
+	}
 
 	// A third instance joins: it learns what was decided before it came,
 	// and routes the next turns home.
