@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -187,6 +188,20 @@ func TestRoutingSharedAcrossInstances(t *testing.T) {
 		}
 		if !strings.Contains(g.Log(), "each instance routes on its own view") {
 			t.Error("the outage was not logged")
+		}
+		resp, err := http.Get(g.Admin + "/llmedge/status.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var snap struct {
+			RoutingShare struct {
+				Up   bool   `json:"up"`
+				Line string `json:"line"`
+			} `json:"routing_share"`
+		}
+		readJSON(t, resp, &snap)
+		if snap.RoutingShare.Up || !strings.Contains(snap.RoutingShare.Line, "own view") {
+			t.Errorf("the status page's routing share with Redis down: %+v", snap.RoutingShare)
 		}
 	}
 	// Back: sharing resumes.

@@ -1,9 +1,12 @@
 package llmapp
 
 import (
+	"fmt"
+
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/routing/share"
+	"github.com/llmedge/llmedge/status"
 )
 
 // shareRouting takes the hub that passes routing decisions between
@@ -55,4 +58,20 @@ func (a *App) ShareStats() (bool, metrics.ShareStats) {
 	st := a.share.Stats()
 	return true, metrics.ShareStats{Up: st.Up, Published: st.Published, Dropped: st.Dropped,
 		Applied: st.Applied, Ignored: st.Ignored, Errors: st.Errors}
+}
+
+// routingShareStatus is the status page's line about the sharing; nil
+// when it is off.
+func (a *App) routingShareStatus() *status.RoutingShare {
+	if a.share == nil {
+		return nil
+	}
+	st := a.share.Stats()
+	rs := &status.RoutingShare{Up: st.Up, Published: st.Published, Dropped: st.Dropped, Applied: st.Applied}
+	if st.Up {
+		rs.Line = fmt.Sprintf("shared with the other instances over Redis: %d decisions sent, %d of theirs applied, %d dropped", st.Published, st.Applied, st.Dropped)
+	} else {
+		rs.Line = "Redis " + shareDegraded + fmt.Sprintf(" (%d decisions dropped)", st.Dropped)
+	}
+	return rs
 }
