@@ -82,6 +82,7 @@ type Hub struct {
 	client   *redis.Client
 	instance string
 	buf      chan record
+	free     chan *[]uint64
 
 	mu     sync.RWMutex
 	models map[string][]*Model
@@ -95,15 +96,36 @@ type Hub struct {
 	wg     sync.WaitGroup
 }
 
-// record is one insertion waiting for the flusher; hashes come from
-// hashPool and go back once encoded.
+// record is one insertion waiting for the flusher; hashes come from the
+// Hub's free list and go back once encoded.
 type record struct {
 	m       *Model
 	replica string
 	hashes  *[]uint64
 }
 
-var hashPool = sync.Pool{New: func() any { return new([]uint64) }}
+// get takes an array for a record's hashes from the free list. A free
+// list rather than a sync.Pool: records wait up to Interval in the buffer,
+// so under load thousands of arrays are out at once, and a pool emptied at
+// every garbage collection would allocate one per request. The list holds
+// at most Buffer arrays (each as long as the longest prompt it carried:
+// 8 KiB at the default max_blocks).
+func (h *Hub) get() *[]uint64 {
+	select {
+	case p := <-h.free:
+		return p
+	default:
+		return new([]uint64)
+	}
+}
+
+// put returns an array to the free list (or to the collector when full).
+func (h *Hub) put(p *[]uint64) {
+	select {
+	case h.free <- p:
+	default:
+	}
+}
 
 // New makes a Hub; nothing runs before Start.
 func New(opts Options) *Hub {
@@ -128,7 +150,7 @@ func New(opts Options) *Hub {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	h := &Hub{opts: opts, client: redis.NewClient(&ro), instance: hex.EncodeToString(id[:]),
-		buf: make(chan record, opts.Buffer), models: map[string][]*Model{}}
+		buf: make(chan record, opts.Buffer), free: make(chan *[]uint64, opts.Buffer), models: map[string][]*Model{}}
 	h.up.Store(true) // until a call says otherwise
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
@@ -222,12 +244,12 @@ func (m *Model) Publish(replica string, hashes []uint64) {
 	if m == nil || len(hashes) == 0 {
 		return
 	}
-	p := hashPool.Get().(*[]uint64)
+	p := m.hub.get()
 	*p = append((*p)[:0], hashes...)
 	select {
 	case m.hub.buf <- record{m: m, replica: replica, hashes: p}:
 	default:
-		hashPool.Put(p)
+		m.hub.put(p)
 		m.hub.dropped.Add(1)
 	}
 }

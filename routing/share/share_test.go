@@ -274,7 +274,7 @@ func BenchmarkPublish(b *testing.B) {
 		for {
 			select {
 			case r := <-h.buf:
-				hashPool.Put(r.hashes)
+				h.put(r.hashes)
 			case <-stop:
 				return
 			}
@@ -287,4 +287,32 @@ func BenchmarkPublish(b *testing.B) {
 		m.Publish("http://replica:8000", hashes)
 	}
 	b.ReportMetric(float64(h.Stats().Dropped), "dropped")
+}
+
+// encode reuses the arrays of the last flush's entries: a steady flow of
+// decisions allocates nothing to encode.
+func TestEncodeReusesEntries(t *testing.T) {
+	h := New(Options{Redis: &redis.Options{Addr: "127.0.0.1:1"}, Buffer: 64}) // never started
+	defer h.Destruct()
+	m := h.Attach("m", newIndex(t, "m", 64))
+	hashes := chain(1, 1024) // 8 KiB a record: four entries of at most 32 KiB for 12
+	var entries [][]byte
+	flush := func() {
+		for range 12 {
+			m.Publish("r", hashes)
+		}
+		entries = h.encode(entries, len(h.buf))
+	}
+	flush()
+	if len(entries) != 4 {
+		t.Fatalf("%d entries, want 4", len(entries))
+	}
+	for _, e := range entries {
+		if len(e) > MaxEntryBytes {
+			t.Errorf("an entry of %d bytes", len(e))
+		}
+	}
+	if allocs := testing.AllocsPerRun(20, flush); allocs != 0 {
+		t.Errorf("%v allocations per flush of 12 decisions", allocs)
+	}
 }

@@ -55,7 +55,7 @@ func (h *Hub) flushLoop() {
 func (h *Hub) drop(n int) {
 	for range n {
 		r := <-h.buf
-		hashPool.Put(r.hashes)
+		h.put(r.hashes)
 	}
 	h.dropped.Add(uint64(n))
 }
@@ -63,12 +63,13 @@ func (h *Hub) drop(n int) {
 // encode takes n insertions off the buffer into entries of at most
 // MaxEntryBytes (unless one insertion is larger), reusing entries' arrays.
 func (h *Hub) encode(entries [][]byte, n int) [][]byte {
-	for i := range entries {
-		entries[i] = entries[i][:0]
-	}
+	// entries' arrays beyond its length are last flush's: reused.
+	entries = entries[:0]
 	k := 0
 	next := func() {
-		if k == len(entries) {
+		if k < cap(entries) {
+			entries = entries[:k+1]
+		} else {
 			entries = append(entries, nil)
 		}
 		entries[k] = startBatch(entries[k])
@@ -81,7 +82,7 @@ func (h *Hub) encode(entries [][]byte, n int) [][]byte {
 			next()
 		}
 		entries[k-1] = appendRecord(entries[k-1], r.m.name, r.m.blockSize, r.replica, *r.hashes)
-		hashPool.Put(r.hashes)
+		h.put(r.hashes)
 	}
 	return entries[:k]
 }
