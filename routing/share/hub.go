@@ -87,8 +87,8 @@ type Hub struct {
 	mu     sync.RWMutex
 	models map[string][]*Model
 
-	up                                            atomic.Bool
-	published, dropped, applied, ignored, errors_ atomic.Uint64
+	up                                             atomic.Bool
+	published, dropped, applied, ignored, failures atomic.Uint64
 
 	start  sync.Once
 	ctx    context.Context
@@ -108,8 +108,8 @@ type record struct {
 // list rather than a sync.Pool: records wait up to Interval in the buffer,
 // so under load thousands of arrays are out at once, and a pool emptied at
 // every garbage collection would allocate one per request. The list holds
-// at most Buffer arrays (each as long as the longest prompt it carried:
-// 8 KiB at the default max_blocks).
+// at most Buffer arrays of at most maxKept hashes: 32 MiB at worst, about
+// 8 MiB at the default max_blocks under the heaviest load.
 func (h *Hub) get() *[]uint64 {
 	select {
 	case p := <-h.free:
@@ -119,8 +119,16 @@ func (h *Hub) get() *[]uint64 {
 	}
 }
 
-// put returns an array to the free list (or to the collector when full).
+// maxKept is the longest array the free list keeps (8,192 hashes, 64 KiB):
+// the rare longer prompt's array goes to the collector.
+const maxKept = 8192
+
+// put returns an array to the free list (or to the collector when the
+// list is full or the array long).
 func (h *Hub) put(p *[]uint64) {
+	if cap(*p) > maxKept {
+		return
+	}
 	select {
 	case h.free <- p:
 	default:
@@ -182,7 +190,7 @@ func (h *Hub) Destruct() error {
 // Stats returns the counters.
 func (h *Hub) Stats() Stats {
 	return Stats{Up: h.up.Load(), Published: h.published.Load(), Dropped: h.dropped.Load(),
-		Applied: h.applied.Load(), Ignored: h.ignored.Load(), Errors: h.errors_.Load()}
+		Applied: h.applied.Load(), Ignored: h.ignored.Load(), Errors: h.failures.Load()}
 }
 
 // Model is one model's index attached to a Hub: its insertions are
@@ -289,7 +297,7 @@ func (h *Hub) state(err error) {
 		}
 		return
 	}
-	h.errors_.Add(1)
+	h.failures.Add(1)
 	if h.up.Swap(false) {
 		h.opts.Logger.Error("redis unreachable: each instance routes on its own view until it answers", zap.Error(err))
 	}

@@ -138,7 +138,7 @@ func (h *Hub) readLoop() {
 				}
 				b, _ := m.Values["b"].(string)
 				if buf, err = decodeBatch([]byte(b), buf, h.apply); err != nil {
-					h.errors_.Add(1)
+					h.failures.Add(1)
 				}
 			}
 		}
