@@ -108,8 +108,8 @@ type record struct {
 // list rather than a sync.Pool: records wait up to Interval in the buffer,
 // so under load thousands of arrays are out at once, and a pool emptied at
 // every garbage collection would allocate one per request. The list holds
-// at most Buffer arrays of at most maxKept hashes: 32 MiB at worst, about
-// 8 MiB at the default max_blocks under the heaviest load.
+// at most Buffer arrays of at most maxKept hashes: 32 MiB at worst, and
+// as many arrays as were waiting at once at the busiest moment.
 func (h *Hub) get() *[]uint64 {
 	select {
 	case p := <-h.free:
@@ -119,9 +119,10 @@ func (h *Hub) get() *[]uint64 {
 	}
 }
 
-// maxKept is the longest array the free list keeps (8,192 hashes, 64 KiB):
-// the rare longer prompt's array goes to the collector.
-const maxKept = 8192
+// maxKept is the longest array the free list keeps: a prompt of the
+// default max_blocks (1,024 hashes, 8 KiB). A longer one's array goes to
+// the collector.
+const maxKept = prefix.DefaultMaxBlocks
 
 // put returns an array to the free list (or to the collector when the
 // list is full or the array long).
