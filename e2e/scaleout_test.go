@@ -87,8 +87,9 @@ func (f *scaleoutFleet) cacheHits() (queries, hits int) {
 // of four replicas. Conversations whose turns alternate between the two
 // land each on one replica (the access logs of both say so, and predict
 // the history cached; the replicas' own caches confirm it); with
-// share_routing off, the same conversations scatter. A third gateway
-// started mid-run routes the next turns the same way within seconds.
+// share_routing off, the same conversations scatter. A reload keeps the
+// sharing. A third gateway started mid-run routes the next turns the same
+// way within seconds.
 // Redis dies: both keep serving, not one request fails, and /readyz and
 // the metrics say each routes on its own view.
 func TestRoutingSharedAcrossInstances(t *testing.T) {
@@ -152,14 +153,31 @@ func TestRoutingSharedAcrossInstances(t *testing.T) {
 		}
 	}
 
+	// A reload keeps the sharing (the hub is kept with the Redis
+	// connection): the next turns, alternating still, stay home.
+	a.Reload(t, func(s string) string { return s })
+	for c := range convs {
+		g := []*Gateway{a, b}[c%2]
+		if e := turn(g, c, 5); e["replica"] != home[c] {
+			t.Errorf("after a reload, conversation %d went to %v, its history is on %v", c, e["replica"], home[c])
+		}
+		if g == a {
+			learnedB++
+		} else {
+			learnedA++
+		}
+	}
+	waitLearned(a, learnedA)
+	waitLearned(b, learnedB)
+
 	// A third instance joins: it learns what was decided before it came,
 	// and routes the next turns home.
 	start := time.Now()
 	c3 := f.add()
-	waitLearned(c3, convs*4)
-	t.Logf("the third instance learned the %d decisions in %v after it started", convs*4, time.Since(start).Round(time.Millisecond))
+	waitLearned(c3, convs*5)
+	t.Logf("the third instance learned the %d decisions in %v after it started", convs*5, time.Since(start).Round(time.Millisecond))
 	for c := range convs {
-		e := turn(c3, c, 5)
+		e := turn(c3, c, 6)
 		if cached, _ := e["predicted_cached"].(float64); e["replica"] != home[c] || cached < 0.5 {
 			t.Errorf("on the third instance, conversation %d went to %v predicting %v cached, its history is on %v",
 				c, e["replica"], e["predicted_cached"], home[c])
@@ -168,7 +186,7 @@ func TestRoutingSharedAcrossInstances(t *testing.T) {
 
 	// Redis dies: every instance keeps serving on its own view.
 	f.srv.Kill()
-	for n := 6; n <= 9; n++ {
+	for n := 7; n <= 10; n++ {
 		for c := range convs {
 			g := f.gws[(c+n)%3]
 			if r := g.infer(context.Background(), nil, f.tok, turnBody(c%3, c, n)); r.status != 200 {
