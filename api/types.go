@@ -23,6 +23,11 @@ type Usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
+	// CachedTokens are the prompt tokens the replica found in its prefix
+	// cache, when it said so (CachedKnown): the measure of the routing's
+	// prediction. No answer of the gateway's own carries them.
+	CachedTokens int  `json:"-"`
+	CachedKnown  bool `json:"-"`
 }
 
 // InferenceRequest is a validated body of POST /tasks/assistant_inference,

@@ -255,8 +255,18 @@ func (g *Gateway) observe(ex *Exchange) {
 		ModelType: model, Status: ex.Status,
 		Total: time.Since(ex.Start), Upstream: ex.Upstream, TTFT: ex.TTFT, Attempts: ex.Attempts,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
-		Reason: ex.Choice.Reason,
+		Reason: ex.Choice.Reason, Predicted: predicted(ex), CachedTokens: ex.Usage.CachedTokens, CachedKnown: ex.Usage.CachedKnown,
 	})
+}
+
+// predicted is the share of the prompt the policy predicted cached on the
+// replica that answered, or -1 when it predicted nothing (no prefix
+// policy, no replica reached).
+func predicted(ex *Exchange) float64 {
+	if ex.Choice.Replica == nil {
+		return -1
+	}
+	return ex.Choice.Cached
 }
 
 func (g *Gateway) pingInterval() time.Duration {

@@ -24,6 +24,8 @@ type Metrics struct {
 	authFailures *prometheus.CounterVec
 	decisions    *prometheus.CounterVec
 	scrapeErrors *prometheus.CounterVec
+	cacheTokens  *prometheus.CounterVec
+	predictError *prometheus.HistogramVec
 }
 
 // Source reports the state behind the scrape-time gauges.
@@ -65,6 +67,9 @@ type PrefixStats struct {
 var (
 	overheadBuckets = []float64{25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3}
 	latencyBuckets  = []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}
+	// errorBuckets of the prediction error: symmetric, finer near zero
+	// (a block or two of difference is the index's approximation).
+	errorBuckets = []float64{-.75, -.5, -.25, -.1, -.05, .05, .1, .25, .5, .75}
 )
 
 // New registers the collectors in reg. Registering twice in the same
@@ -104,6 +109,13 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmedge_load_scrape_errors_total", Help: "Failed reads of replicas' own load metrics (their in-flight count stands in).",
 		}, []string{"model_type"}),
+		cacheTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_prefix_cache_tokens_total", Help: "Prompt tokens of the answers whose replica reported its cached tokens (usage.prompt_tokens_details.cached_tokens), by kind: prompt (all of them), cached (as the replica reported), predicted (as the routing policy predicted). cached/prompt is the replicas' hit rate, predicted/prompt the policy's expectation.",
+		}, []string{"model_type", "kind"}),
+		predictError: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "llmedge_prefix_prediction_error_ratio", Help: "Predicted minus reported cached share of each prompt (-1..1: positive when the policy expected more cached than the replica held), for answers that report cached tokens and requests a policy predicted.",
+			Buckets: errorBuckets,
+		}, []string{"model_type"}),
 	}
 	var err error
 	m.requests = register(reg, m.requests, &err)
@@ -116,6 +128,8 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.authFailures = register(reg, m.authFailures, &err)
 	m.decisions = register(reg, m.decisions, &err)
 	m.scrapeErrors = register(reg, m.scrapeErrors, &err)
+	m.cacheTokens = register(reg, m.cacheTokens, &err)
+	m.predictError = register(reg, m.predictError, &err)
 	if src != nil {
 		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -153,6 +167,13 @@ type Request struct {
 	CompletionTokens int
 	// Reason is why the last attempt's replica was chosen.
 	Reason string
+	// Predicted is the share of the prompt the policy predicted cached on
+	// the replica (0..1), negative when it predicted nothing.
+	Predicted float64
+	// CachedTokens is what the replica reported its prefix cache held of
+	// the prompt, when it reported it (CachedKnown).
+	CachedTokens int
+	CachedKnown  bool
 }
 
 // ObserveRequest records one answered inference request. A nil *Metrics
@@ -184,6 +205,22 @@ func (m *Metrics) ObserveRequest(r Request) {
 	}
 	if r.CompletionTokens > 0 {
 		m.tokens.WithLabelValues(r.ModelType, "completion").Add(float64(r.CompletionTokens))
+	}
+	if r.CachedKnown && r.PromptTokens > 0 {
+		m.observeCache(r)
+	}
+}
+
+// observeCache compares what the policy predicted with what the replica
+// reported its prefix cache held.
+func (m *Metrics) observeCache(r Request) {
+	prompt := float64(r.PromptTokens)
+	cached := min(float64(r.CachedTokens), prompt)
+	m.cacheTokens.WithLabelValues(r.ModelType, "prompt").Add(prompt)
+	m.cacheTokens.WithLabelValues(r.ModelType, "cached").Add(cached)
+	if r.Predicted >= 0 {
+		m.cacheTokens.WithLabelValues(r.ModelType, "predicted").Add(r.Predicted * prompt)
+		m.predictError.WithLabelValues(r.ModelType).Observe(r.Predicted - cached/prompt)
 	}
 }
 

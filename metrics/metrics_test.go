@@ -1,12 +1,14 @@
 package metrics
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 )
 
 type fakeSource map[string]map[string]int
@@ -103,4 +105,44 @@ llmedge_prefix_predicted_hit_ratio{model_type="qwen"} 0.75
 	var nilM *Metrics
 	nilM.ObserveRequest(Request{}) // must not panic
 	nilM.TokenIssued()
+}
+
+// The routing-quality figures: only answers that report cached tokens
+// count; a prediction is compared with what the replica held.
+func TestObserveCachedTokens(t *testing.T) {
+	cases := []struct {
+		name                      string
+		r                         Request
+		prompt, cached, predicted float64
+		errors                    uint64
+		errSum                    float64
+	}{
+		{"not reported", Request{PromptTokens: 100, Predicted: 0.5}, 0, 0, 0, 0, 0},
+		{"predicted right", Request{PromptTokens: 100, CachedTokens: 80, CachedKnown: true, Predicted: 0.8}, 100, 80, 80, 1, 0},
+		{"predicted too much", Request{PromptTokens: 100, CachedTokens: 0, CachedKnown: true, Predicted: 0.5}, 100, 0, 50, 1, 0.5},
+		{"no prediction", Request{PromptTokens: 100, CachedTokens: 64, CachedKnown: true, Predicted: -1}, 100, 64, 0, 0, 0},
+		{"more cached than the prompt", Request{PromptTokens: 10, CachedTokens: 16, CachedKnown: true, Predicted: 1}, 10, 10, 10, 1, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := New(prometheus.NewRegistry(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.r.ModelType, c.r.Status = "qwen", 200
+			m.ObserveRequest(c.r)
+			for kind, want := range map[string]float64{"prompt": c.prompt, "cached": c.cached, "predicted": c.predicted} {
+				if got := testutil.ToFloat64(m.cacheTokens.WithLabelValues("qwen", kind)); got != want {
+					t.Errorf("%s tokens %v, want %v", kind, got, want)
+				}
+			}
+			h := &dto.Metric{}
+			if err := m.predictError.WithLabelValues("qwen").(prometheus.Histogram).Write(h); err != nil {
+				t.Fatal(err)
+			}
+			if h.Histogram.GetSampleCount() != c.errors || math.Abs(h.Histogram.GetSampleSum()-c.errSum) > 1e-9 {
+				t.Errorf("error histogram: %d samples summing %v, want %d and %v", h.Histogram.GetSampleCount(), h.Histogram.GetSampleSum(), c.errors, c.errSum)
+			}
+		})
+	}
 }

@@ -49,6 +49,19 @@ type PrefixCache struct {
 	// KVFull is the KV-cache usage (0..1) at which a replica counts as
 	// saturated; 0 means DefaultKVFull.
 	KVFull float64
+	// Share, when set, tells the other gateway instances every decision
+	// (share.Model): off the request path, a copy and a channel send.
+	Share Sharer
+}
+
+// Sharer passes a model's routing decisions to the other gateway
+// instances, which apply them to their own index (package share).
+type Sharer interface {
+	// Publish queues the decision that the prompt of hashes went to
+	// replica; it must not block, nor keep hashes.
+	Publish(replica string, hashes []uint64)
+	// SetReplicas says which replicas the model has now.
+	SetReplicas(urls []string)
 }
 
 // scratch holds one decision's buffers, reused across requests.
@@ -122,6 +135,9 @@ func (p *PrefixCache) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 	// An index full of replicas refuses a new one; the request is routed
 	// all the same, only not remembered.
 	_, _ = p.Index.Insert(chosen.URL, s.hashes)
+	if p.Share != nil {
+		p.Share.Publish(chosen.URL, s.hashes)
+	}
 	return pool.Choice{Replica: chosen, Reason: reason, Cached: cached, Prefill: total - int64(s.matched[best])}
 }
 
@@ -132,6 +148,9 @@ func (p *PrefixCache) Record(req *pool.Request, r *pool.Replica) float64 {
 	defer scratches.Put(s)
 	s.hashes = p.Index.Hash(s.hashes[:0], req.Messages)
 	hit, _ := p.Index.Insert(r.URL, s.hashes)
+	if p.Share != nil {
+		p.Share.Publish(r.URL, s.hashes)
+	}
 	if len(s.hashes) == 0 {
 		return 0
 	}
@@ -142,8 +161,13 @@ func (p *PrefixCache) Record(req *pool.Request, r *pool.Replica) float64 {
 // pool are forgotten, so their slots serve the ones that came.
 func (p *PrefixCache) ReplicasChanged(current []*pool.Replica) {
 	keep := make(map[string]bool, len(current))
+	urls := make([]string, 0, len(current))
 	for _, r := range current {
 		keep[r.URL] = true
+		urls = append(urls, r.URL)
+	}
+	if p.Share != nil {
+		p.Share.SetReplicas(urls)
 	}
 	for _, rs := range p.Index.Stats().Replicas {
 		if !keep[rs.Replica] {

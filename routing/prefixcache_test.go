@@ -5,9 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/internal/redistest"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing/prefix"
+	"github.com/llmedge/llmedge/routing/share"
 )
 
 func newPrefixPool(t testing.TB, n int) (*pool.Pool, []*pool.Replica, *PrefixCache) {
@@ -241,4 +245,31 @@ func TestPrefixCacheTiesAreEven(t *testing.T) {
 			t.Fatalf("uneven draw among equals: %v", count)
 		}
 	}
+}
+
+// The same decision with sharing on: a started Hub on a real Redis, whose
+// flusher writes the decisions while the benchmark makes them.
+func BenchmarkPrefixCacheSelect16KiBShared(b *testing.B) {
+	srv := redistest.Start(b)
+	ro, err := redis.ParseURL(srv.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	hub := share.New(share.Options{Redis: ro, Key: "bench:routing"})
+	defer hub.Destruct()
+	p, _, pc := newPrefixPool(b, 4)
+	pc.Share = hub.Attach("m", pc.Index)
+	hub.Start()
+	msgs := conversation(1, 1, 14)
+	req := &pool.Request{Model: "m", Messages: msgs}
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := p.Acquire(req, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.Release(pool.Success)
+	}
+	st := hub.Stats()
+	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
 }

@@ -188,5 +188,9 @@ func completionUsage(cfg Config, p plan) *fullUsage {
 	if cfg.NoUsage {
 		return nil
 	}
-	return &fullUsage{usage: newUsage(p.PromptTokens, p.completionTokens()), PromptTokensDetails: jsonNull}
+	u := &fullUsage{usage: newUsage(p.PromptTokens, p.completionTokens()), PromptTokensDetails: jsonNull}
+	if d := detailsOf(cfg, p); d != nil {
+		u.PromptTokensDetails = encodeJSON(d)
+	}
+	return u
 }

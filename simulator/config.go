@@ -123,6 +123,10 @@ type Config struct {
 	Loading Duration `json:"loading"`
 	// NoUsage omits token usage from every answer.
 	NoUsage bool `json:"no_usage"`
+	// PromptTokensDetails reports usage.prompt_tokens_details.cached_tokens,
+	// the prompt tokens the prefix cache held, as vLLM does with
+	// --enable-prompt-tokens-details (null otherwise, its default).
+	PromptTokensDetails bool `json:"prompt_tokens_details"`
 	// UsageInFinish puts a stream's usage on its finishing chunk instead of
 	// a separate last chunk (OpenAI dialects only).
 	UsageInFinish bool `json:"usage_in_finish"`

@@ -14,7 +14,7 @@ func TestSimConfigGet(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	want := `{"model":"sim-model","ttft":"0s","itl":"0s","tokens":16,"seed":0,"error_rate":0,"error_status":500,"hang":false,"drop_after":0,"max_model_len":0,"api_key":"","dialect":"","loading":"0s","no_usage":false,"usage_in_finish":false,"error_after":0,"max_concurrent":0,` +
+	want := `{"model":"sim-model","ttft":"0s","itl":"0s","tokens":16,"seed":0,"error_rate":0,"error_status":500,"hang":false,"drop_after":0,"max_model_len":0,"api_key":"","dialect":"","loading":"0s","no_usage":false,"prompt_tokens_details":false,"usage_in_finish":false,"error_after":0,"max_concurrent":0,` +
 		`"block_size":16,"kv_cache_blocks":16384,"no_prefix_cache":false,"prefix_cache":"blocks","prefill_per_token":"0s","max_num_seqs":0,"metrics_fault":""}`
 	if string(b) != want {
 		t.Errorf("GET /sim/config\n got %s\nwant %s", b, want)

@@ -140,6 +140,9 @@ type sequence struct {
 	// prefill is the time the prefill took (uncached tokens ×
 	// PrefillPerToken), once firstToken got that far.
 	prefill time.Duration
+	// cached is the prompt tokens the prefix cache held, once firstToken
+	// got that far.
+	cached int
 }
 
 // blockBufs recycles the block-hash slices of finished requests, so that
@@ -190,6 +193,7 @@ func (q *sequence) firstToken(ctx context.Context) bool {
 	default:
 		cached = e.cache.lookup(blocks, cfg.BlockSize, q.tokens)
 	}
+	q.cached = cached
 	q.prefill = time.Duration(q.tokens-cached) * cfg.PrefillPerToken.D()
 	ok := sleep(ctx, q.prefill)
 	switch {

@@ -337,3 +337,52 @@ func TestStreamWaitsForPrefill(t *testing.T) {
 		t.Errorf("prefix cache hits %d", st.PrefixCacheHits)
 	}
 }
+
+// TestChatReportsCachedTokens: with PromptTokensDetails, usage says how
+// many prompt tokens the prefix cache held (vLLM's
+// --enable-prompt-tokens-details), streamed or not; without, it is null.
+func TestChatReportsCachedTokens(t *testing.T) {
+	msgs := []api.Message{{Role: "system", Content: wordsText(0, 60)}, {Role: "user", Content: wordsText(1, 30)}}
+	cases := []struct {
+		name    string
+		details bool
+		stream  bool
+		want    string // the second request's prompt_tokens_details
+	}{
+		{"off", false, false, `null`},
+		{"non-streamed", true, false, `{"cached_tokens":96}`},
+		{"streamed", true, true, `{"cached_tokens":96}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ts, _ := start(t, Config{Tokens: 3, PromptTokensDetails: c.details})
+			req := map[string]any{"messages": msgs, "stream": c.stream}
+			if c.stream {
+				req["stream_options"] = map[string]any{"include_usage": true}
+			}
+			b, _ := json.Marshal(req)
+			details := func() string {
+				_, out := do(t, http.MethodPost, ts.URL+"/v1/chat/completions", string(b))
+				i := strings.LastIndex(string(out), `"prompt_tokens_details":`)
+				if i < 0 {
+					if !c.details {
+						return "null" // a stream without details says nothing
+					}
+					t.Fatalf("no prompt_tokens_details in %s", out)
+				}
+				rest := string(out[i+len(`"prompt_tokens_details":`):])
+				if strings.HasPrefix(rest, "null") {
+					return "null"
+				}
+				return rest[:strings.IndexByte(rest, '}')+1]
+			}
+			first := details()
+			if c.details && first != `{"cached_tokens":0}` {
+				t.Errorf("cold: %s", first)
+			}
+			if got := details(); got != c.want {
+				t.Errorf("warm: %s, want %s", got, c.want)
+			}
+		})
+	}
+}

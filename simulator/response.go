@@ -49,6 +49,27 @@ type usage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
+	// Details is a stream's prompt_tokens_details, sent only with
+	// Config.PromptTokensDetails.
+	Details *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptTokensDetails is vLLM's PromptTokenUsageInfo.
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// detailsOf is a request's prompt_tokens_details, nil unless cfg asks
+// for them.
+func detailsOf(cfg Config, p plan) *promptTokensDetails {
+	if !cfg.PromptTokensDetails {
+		return nil
+	}
+	d := &promptTokensDetails{}
+	if p.seq != nil {
+		d.CachedTokens = p.seq.cached
+	}
+	return d
 }
 
 // fullUsage is usage as the non-streamed answer carries it.

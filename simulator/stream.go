@@ -92,6 +92,7 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dial
 	var u *usage
 	if !cfg.NoUsage && (c.IncludeUsage || d.usageInFinish) {
 		v := newUsage(p.PromptTokens, p.completionTokens())
+		v.Details = detailsOf(cfg, p)
 		u = &v
 	}
 	inFinish := cfg.UsageInFinish || d.usageInFinish

@@ -23,6 +23,24 @@ type Snapshot struct {
 	// IdentityProviders are the trusted issuers' keys, when any is
 	// trusted.
 	IdentityProviders []IdentityProvider `json:"identity_providers,omitempty"`
+	// RoutingShare is the sharing of routing decisions with the other
+	// instances, when it is on.
+	RoutingShare *RoutingShare `json:"routing_share,omitempty"`
+}
+
+// RoutingShare is the state of the routing decisions shared between
+// instances.
+type RoutingShare struct {
+	// Up is false while Redis is unreachable: each instance then routes
+	// on its own view.
+	Up bool `json:"up"`
+	// Published, Dropped and Applied count insertions: this instance's
+	// sent, lost, and the others' applied here.
+	Published uint64 `json:"published"`
+	Dropped   uint64 `json:"dropped"`
+	Applied   uint64 `json:"applied"`
+	// Line says it in a sentence, for the page.
+	Line string `json:"line"`
 }
 
 // IdentityProvider is one trusted issuer's keys as the gateway holds them.

@@ -307,3 +307,15 @@ func (s *Service) RedisErrors() map[string]uint64 { return s.state.limiter.Stats
 
 // FallbackDecisions implements metrics.TenancySource.
 func (s *Service) FallbackDecisions() uint64 { return s.state.limiter.Stats().Fallback }
+
+// SharedRedis returns, for other state the instances share over the same
+// Redis (the routing decisions), a copy of its client's options, the
+// prefix of keys and an identity of the settings; nil options without
+// Redis.
+func (s *Service) SharedRedis() (opts *redis.Options, prefix, key string) {
+	if s.state == nil || s.state.client == nil {
+		return nil, "", ""
+	}
+	o := *s.state.client.Options()
+	return &o, s.prefix(), s.key
+}

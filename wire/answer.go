@@ -52,6 +52,12 @@ type Usage struct {
 	Given bool
 	// The counts; each is given only when sent, and not null.
 	PromptTokens, CompletionTokens, TotalTokens Count
+	// CachedTokens is prompt_tokens_details.cached_tokens (the Responses
+	// API's input_tokens_details.cached_tokens): the prompt tokens the
+	// engine found in its prefix cache. It is read leniently, since
+	// engines differ in the details: anything but an integer there is not
+	// given, never an error.
+	CachedTokens Count
 }
 
 // Count is one token count.
@@ -405,6 +411,13 @@ func (dec *decoder) usage(u *Usage) error {
 			c, name = &u.CompletionTokens, "completion_tokens"
 		case "total_tokens":
 			c, name = &u.TotalTokens, "total_tokens"
+		case "prompt_tokens_details":
+			v, err := dec.raw()
+			if err != nil {
+				return err
+			}
+			u.CachedTokens = cachedTokens(v)
+			continue
 		default:
 			if d, esc := unescaped(n); esc && !decoded {
 				n, decoded = d, true
@@ -512,4 +525,20 @@ func (k Kind) String() string {
 		return "an array"
 	}
 	return "invalid"
+}
+
+// cachedTokens reads cached_tokens of a details object leniently: the
+// last occurrence counts; anything but an integer is not given.
+func cachedTokens(v []byte) Count {
+	var c Count
+	_ = Value{Raw: v}.membersLax(func(n string, mv []byte) bool {
+		if n == "cached_tokens" {
+			c = Count{}
+			if x, err := strconv.ParseInt(string(mv), 10, strconv.IntSize); err == nil {
+				c = Count{N: int(x), Given: true}
+			}
+		}
+		return true
+	})
+	return c
 }

@@ -93,6 +93,21 @@ func answerOracle(data []byte) (Answer, error) {
 					to = &a.Usage.CompletionTokens
 				case "total_tokens":
 					to = &a.Usage.TotalTokens
+				case "prompt_tokens_details":
+					a.Usage.CachedTokens = Count{}
+					dm, _ := membersOf(u.raw)
+					for _, d := range dm {
+						if d.name != "cached_tokens" {
+							continue
+						}
+						var n int
+						if json.Unmarshal(d.raw, &n) == nil && string(d.raw) != "null" {
+							a.Usage.CachedTokens = Count{N: n, Given: true}
+						} else {
+							a.Usage.CachedTokens = Count{}
+						}
+					}
+					continue
 				default:
 					continue
 				}
@@ -233,6 +248,11 @@ var answerSeeds = []string{
 	`{"a":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]],"choices":[]}`,
 	`{"choices":[{"delta":{"content":"x"},"finish_reason":nullx}]}`,
 	// Usage, as the last chunk and the whole completion carry it.
+	`{"usage":{"prompt_tokens":98,"prompt_tokens_details":{"cached_tokens":96}}}`,
+	`{"usage":{"prompt_tokens_details":null}}`, `{"usage":{"prompt_tokens_details":{"cached_tokens":null}}}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":1.5,"cached_tokens":3}}}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":"7"}}}`, `{"usage":{"prompt_tokens_details":[1]}}`,
+	`{"usage":{"prompt_tokens_details":{"cached_tokens":4},"prompt_tokens_details":{}}}`,
 	`{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":16,"total_tokens":28}}`,
 	`{"usage":{"prompt_tokens":1.5}}`, `{"usage":{"prompt_tokens":1e3}}`, `{"usage":{"prompt_tokens":-0,"total_tokens":null}}`,
 	`{"usage":{"prompt_tokens":99999999999999999999999}}`, `{"usage":{"completion_tokens":3,"completion_tokens":4}}`,

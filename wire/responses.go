@@ -235,6 +235,9 @@ func readResponsesUsage(v []byte, u *Usage) error {
 			c = &u.CompletionTokens
 		case "total_tokens":
 			c = &u.TotalTokens
+		case "input_tokens_details":
+			u.CachedTokens = cachedTokens(mv)
+			return true
 		default:
 			return true
 		}

@@ -31,7 +31,7 @@ func TestReadResponsesEvent(t *testing.T) {
 			want: ResponsesEvent{Type: "response.output_text.delta", Delta: "2"}},
 		{name: "completed", data: completed, model: `"m-7b"`, want: ResponsesEvent{Type: "response.completed", Response: Response{
 			Given: true, Status: "incomplete", IncompleteReason: "max_output_tokens", Object: "response", Text: "Hello world",
-			Usage: Usage{Given: true, PromptTokens: Count{7, true}, CompletionTokens: Count{3, true}, TotalTokens: Count{10, true}}}}},
+			Usage: Usage{Given: true, PromptTokens: Count{7, true}, CompletionTokens: Count{3, true}, TotalTokens: Count{10, true}, CachedTokens: Count{0, true}}}}},
 		{name: "failed", data: `{"type":"response.failed","response":{"status":"failed","error":{"code":"server_error","message":"oops"},"usage":null,"model":null}}`,
 			model: "null", want: ResponsesEvent{Type: "response.failed", Response: Response{Given: true, Status: "failed", Error: true, ErrorMessage: "oops"}}},
 		{name: "type not a string", data: `{"type":1}`, wantErr: true},

@@ -69,6 +69,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.StringVar(&cfg.Dialect, "dialect", "", "engine to imitate: vllm (default), sglang, tgi, llamacpp, ollama, native")
 	loading := fs.Duration("loading", 0, "startup period answered as the engine does while loading (vllm: connections refused)")
 	fs.BoolVar(&cfg.NoUsage, "no-usage", false, "omit token usage from every answer")
+	fs.BoolVar(&cfg.PromptTokensDetails, "prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens (vLLM's --enable-prompt-tokens-details)")
 	fs.BoolVar(&cfg.UsageInFinish, "usage-in-finish", false, "put a stream's usage on its finishing chunk, not a separate one")
 	fs.IntVar(&cfg.ErrorAfter, "error-after", 0, "fail streams in-band after this many tokens (0 = off)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "refuse chat requests beyond this many in flight as overloaded (0 = no cap)")

@@ -28,6 +28,7 @@ import (
 	"github.com/llmedge/llmedge/internal/portlock"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/modules/llmauthenticator"
+	"github.com/llmedge/llmedge/routing/share"
 	"github.com/llmedge/llmedge/tenancy"
 )
 
@@ -108,6 +109,11 @@ type App struct {
 	// (default) enforces them per instance, "closed" refuses the requests
 	// they apply to.
 	OnRedisFailure string `json:"on_redis_failure,omitempty"`
+	// ShareRouting shares routing decisions with the other instances over
+	// Redis, so that each routes as if it were the only one (a
+	// conversation whose turns reach different instances stays on the
+	// replica holding its history). Default: on when Redis is configured.
+	ShareRouting *bool `json:"share_routing,omitempty"`
 	// RateLimits are every user's default limits (users and models may
 	// override them).
 	RateLimits *RateLimitsConfig `json:"rate_limits,omitempty"`
@@ -133,6 +139,10 @@ type App struct {
 	creds   *auth.Service
 	fleet   *fleet.Fleet
 	tenants *tenancy.Service
+	// share passes routing decisions between instances (nil without
+	// Redis or with share_routing off); shareKey is its key in kept.
+	share    *share.Hub
+	shareKey string
 	// idps report the trusted issuers' keys (oidc authenticators).
 	idps []identityStatus
 
@@ -181,6 +191,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if a.metrics, err = metrics.New(ctx.GetMetricsRegistry(), a); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err = metrics.RegisterShare(ctx.GetMetricsRegistry(), a); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	repl := caddy.NewReplacer() // {env.*} and {file.*} in secrets and paths
 	tcfg, err := a.tenancyConfig(ctx, repl)
 	if err != nil {
@@ -197,6 +210,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		return err
 	}
 	a.tenants.SetUsers(a.creds.Users())
+	if err = a.shareRouting(); err != nil {
+		return err
+	}
 	a.client = newReplicaClient(time.Duration(a.DialTimeout))
 	if a.fleet, err = a.buildFleet(ctx, repl); err != nil {
 		return err
@@ -236,6 +252,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			},
 		}}
 	}
+	a.pipeline.Gateway.Dependencies = append(a.pipeline.Gateway.Dependencies, a.shareDependencies()...)
 	a.pipeline.Gateway.Dependencies = append(a.pipeline.Gateway.Dependencies, a.identityDependencies()...)
 	if a.openapi, err = api.OpenAPI(a.validator); err != nil {
 		return err
@@ -328,6 +345,9 @@ func (a *App) Start() error {
 	}
 	a.creds.Start()
 	a.tenants.Start()
+	if a.share != nil {
+		a.share.Start() // the models are attached: what it reads first reaches them
+	}
 	return a.fleet.Start()
 }
 
@@ -386,6 +406,9 @@ func (a *App) Cleanup() error {
 	}
 	if a.client != nil {
 		a.client.CloseIdleConnections()
+	}
+	if a.share != nil {
+		_, _ = kept.Delete(a.shareKey)
 	}
 	if a.tenants != nil {
 		a.tenants.Close()

@@ -16,6 +16,7 @@ import (
 	"github.com/llmedge/llmedge/modules/llmsource"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/routing/share"
 	"github.com/llmedge/llmedge/scrape"
 )
 
@@ -40,6 +41,8 @@ type modelDeps struct {
 	consul discovery.ConsulConfig
 	// dialects are the engines' load metrics (guest modules), by name.
 	dialects map[string]scrape.Dialect
+	// share passes routing decisions between instances; nil for none.
+	share *share.Hub
 }
 
 // buildFleet resolves every model's guest modules and hands the models to
@@ -49,7 +52,7 @@ func (a *App) buildFleet(ctx caddy.Context, repl *caddy.Replacer) (*fleet.Fleet,
 	if err != nil {
 		return nil, err
 	}
-	d := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, consul: a.Consul.resolved(), dialects: dialects}
+	d := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, consul: a.Consul.resolved(), dialects: dialects, share: a.share}
 	specs := make([]fleet.Spec, 0, len(a.Models))
 	closeAll := func() {
 		for _, s := range specs {
@@ -78,7 +81,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 		return fleet.Spec{}, err
 	}
 	policyLabel := policyName(mc) // before loading it: Caddy clears PolicyRaw then
-	policy, err := mc.policy(d.ctx)
+	policy, err := mc.policy(d)
 	if err != nil {
 		return fleet.Spec{}, err
 	}
@@ -148,7 +151,8 @@ func (mc *ModelConfig) load() *fleet.Load {
 }
 
 // policy loads the model's balancing policy (a guest module).
-func (mc *ModelConfig) policy(ctx caddy.Context) (pool.Policy, error) {
+func (mc *ModelConfig) policy(d *modelDeps) (pool.Policy, error) {
+	ctx := d.ctx
 	if mc.PolicyRaw == nil {
 		mc.PolicyRaw = moduleObject("policy", DefaultPolicy)
 	}
@@ -161,7 +165,7 @@ func (mc *ModelConfig) policy(ctx caddy.Context) (pool.Policy, error) {
 		return nil, fmt.Errorf("lb_policy: module %T is not a pool.Policy", mod)
 	}
 	if b, ok := mod.(llmpolicy.Bound); ok {
-		if err := b.Bind(llmpolicy.Env{Model: mc.Name, Kept: kept}); err != nil {
+		if err := b.Bind(llmpolicy.Env{Model: mc.Name, Kept: kept, Share: d.share}); err != nil {
 			return nil, err
 		}
 	}

@@ -73,6 +73,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off; weight <x> }   # limits of mapped identities
 //		admitter          <name> [{ ... }]     # repeatable, asked in order; default limits
 //		on_redis_failure  open|closed
+//		share_routing     on|off            # routing decisions shared over redis; default on with redis
 //		revocation_refresh <duration>
 //		limits {                            # every user's default
 //			rpm                <n>|off
@@ -220,6 +221,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "on_redis_failure":
 			if err = oneString(d, &a.OnRedisFailure); err == nil && a.OnRedisFailure != RedisFailOpen && a.OnRedisFailure != RedisFailClosed {
 				err = d.Errf("on_redis_failure: want open or closed, got %q", a.OnRedisFailure)
+			}
+		case "share_routing":
+			var v string
+			if err = oneString(d, &v); err == nil {
+				if v != "on" && v != "off" {
+					err = d.Errf("share_routing: want on or off, got %q", v)
+				} else {
+					on := v == "on"
+					a.ShareRouting = &on
+				}
 			}
 		case "revocation_refresh":
 			err = positiveDuration(d, d.Val(), &a.RevocationRefresh)

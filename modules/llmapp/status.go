@@ -44,5 +44,6 @@ func (a *App) StatusSnapshot() *status.Snapshot {
 	}
 	snap := observability().Snapshot(models)
 	snap.IdentityProviders = a.identityProviders()
+	snap.RoutingShare = a.routingShareStatus()
 	return snap
 }

@@ -18,6 +18,8 @@ func TestTenancyCaddyfileErrors(t *testing.T) {
 		{"redis http URL", "llmedge {\nredis http://x:6379\n}", "redis:// or rediss://"},
 		{"redis unknown option", "llmedge {\nredis redis://x:6379 {\ndb 3\n}\n}", `unrecognized redis option "db"`},
 		{"failure mode", "llmedge {\non_redis_failure maybe\n}", "want open or closed"},
+		{"share_routing value", "llmedge {\nshare_routing yes\n}", "share_routing: want on or off"},
+		{"share_routing without value", "llmedge {\nshare_routing\n}", "wrong argument count"},
 		{"zero rpm", "llmedge {\nlimits {\nrpm 0\n}\n}", "want a whole number ≥ 1 or off"},
 		{"negative tpm", "llmedge {\nlimits {\ntpm -5\n}\n}", "want a whole number ≥ 1 or off"},
 		{"unknown limit", "llmedge {\nlimits {\nrph 5\n}\n}", `unrecognized option "rph"`},

@@ -12,6 +12,7 @@ import (
 	"github.com/llmedge/llmedge/keep"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing"
+	"github.com/llmedge/llmedge/routing/share"
 )
 
 // Namespace of the policy modules.
@@ -37,6 +38,9 @@ type Env struct {
 	// configuration's policy of the same model and settings); nil keeps
 	// state in the policy alone.
 	Kept *keep.Store
+	// Share, when set, shares routing decisions with the other gateway
+	// instances (share_routing); policies with an index attach it.
+	Share *share.Hub
 }
 
 func init() {

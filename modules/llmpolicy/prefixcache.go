@@ -12,6 +12,7 @@ import (
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/routing/prefix"
+	"github.com/llmedge/llmedge/routing/share"
 )
 
 func init() {
@@ -95,8 +96,19 @@ func (p *PrefixCache) Bind(env Env) error {
 	if err != nil {
 		return fmt.Errorf("prefix_cache: %w", err)
 	}
-	p.policy = routing.PrefixCache{Index: v.(*prefix.Index), LoadFactor: p.LoadFactor, KVFull: p.KVFull}
-	p.release = func() { _, _ = kept.Delete(k) }
+	idx := v.(*prefix.Index)
+	p.policy = routing.PrefixCache{Index: idx, LoadFactor: p.LoadFactor, KVFull: p.KVFull}
+	var shared *share.Model
+	if env.Share != nil {
+		shared = env.Share.Attach(model, idx)
+		p.policy.Share = shared
+	}
+	p.release = func() {
+		if shared != nil {
+			shared.Detach()
+		}
+		_, _ = kept.Delete(k)
+	}
 	return nil
 }
 

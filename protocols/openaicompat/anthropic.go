@@ -132,6 +132,9 @@ func (u *anthropicUsage) add(out *api.Usage, known *bool) {
 		out.PromptTokens = deref(u.InputTokens) + deref(u.CacheCreationInputTokens) + deref(u.CacheReadInputTokens)
 		*known = true
 	}
+	if u.CacheReadInputTokens != nil {
+		out.CachedTokens, out.CachedKnown = *u.CacheReadInputTokens, true
+	}
 	if u.OutputTokens != nil {
 		out.CompletionTokens = *u.OutputTokens
 		*known = true

@@ -89,7 +89,7 @@ func TestAnthropicPassThrough(t *testing.T) {
 		t.Fatalf("raw %q format %q model %q", res.Raw, res.Format, res.Model.Raw)
 	}
 	if res.Content != "Hello" || res.FinishReason != "tool_use" || !res.UsageKnown ||
-		res.Usage != (api.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15}) {
+		res.Usage != (api.Usage{PromptTokens: 10, CompletionTokens: 5, TotalTokens: 15, CachedTokens: 3, CachedKnown: true}) {
 		t.Fatalf("content %q finish %q usage %+v %v", res.Content, res.FinishReason, res.Usage, res.UsageKnown)
 	}
 }

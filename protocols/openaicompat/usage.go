@@ -12,7 +12,8 @@ func usage(u wire.Usage) (api.Usage, bool) {
 	if !u.PromptTokens.Given && !u.CompletionTokens.Given && !u.TotalTokens.Given {
 		return api.Usage{}, false
 	}
-	out := api.Usage{PromptTokens: u.PromptTokens.N, CompletionTokens: u.CompletionTokens.N}
+	out := api.Usage{PromptTokens: u.PromptTokens.N, CompletionTokens: u.CompletionTokens.N,
+		CachedTokens: u.CachedTokens.N, CachedKnown: u.CachedTokens.Given}
 	switch {
 	case u.TotalTokens.Given:
 		out.TotalTokens = u.TotalTokens.N

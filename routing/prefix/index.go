@@ -124,6 +124,7 @@ type Index struct {
 	hits      uint64
 	evictions uint64
 	refused   uint64
+	learned   uint64
 }
 
 // New returns an empty index for model.
@@ -250,6 +251,19 @@ func (x *Index) Match(dst []int, hashes []uint64, candidates []string) []int {
 // predicted hit of the decision, the figure to log or export. It fails
 // only when the replica is new and MaxReplicas replicas are tracked.
 func (x *Index) Insert(replica string, hashes []uint64) (int, error) {
+	return x.insert(replica, hashes, true)
+}
+
+// Learn records, as Insert does, that the prompt of hashes went to
+// replica, but as another gateway instance's decision: it counts in none
+// of this index's decision figures (Stats' Inserts, InsertedBlocks,
+// HitBlocks), which stay this instance's own.
+func (x *Index) Learn(replica string, hashes []uint64) error {
+	_, err := x.insert(replica, hashes, false)
+	return err
+}
+
+func (x *Index) insert(replica string, hashes []uint64, decision bool) (int, error) {
 	if len(hashes) > x.hasher.maxBlocks {
 		hashes = hashes[:x.hasher.maxBlocks]
 	}
@@ -298,6 +312,10 @@ func (x *Index) Insert(replica string, hashes []uint64) (int, error) {
 	}
 	for r.blocks > x.capacity {
 		x.evict(r, s)
+	}
+	if !decision {
+		x.learned++
+		return hit, nil
 	}
 	x.inserts++
 	x.inserted += uint64(len(hashes))
@@ -552,7 +570,9 @@ type Stats struct {
 	// Evictions counts blocks dropped from a replica for capacity.
 	Evictions uint64
 	// Refused counts Inserts refused because MaxReplicas were tracked.
-	Refused  uint64
+	Refused uint64
+	// Learned counts other instances' decisions recorded (Learn).
+	Learned  uint64
 	Replicas []ReplicaStats
 }
 
@@ -606,6 +626,7 @@ func (x *Index) Stats() Stats {
 		HitBlocks:      x.hits,
 		Evictions:      x.evictions,
 		Refused:        x.refused,
+		Learned:        x.learned,
 		MemoryBytes: int64(cap(x.segs))*int64(unsafe.Sizeof(seg{})) +
 			int64(cap(x.nodes))*int64(unsafe.Sizeof(node{})) +
 			x.runBytes +

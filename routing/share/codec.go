@@ -1,0 +1,107 @@
+package share
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/llmedge/llmedge/routing/prefix"
+)
+
+// A batch is a version byte, then records, each:
+//
+//	uvarint len(model), model, uvarint blockSize,
+//	uvarint len(replica), replica, uvarint n, n hashes (8 bytes, little endian)
+//
+// Binary rather than JSON: a 16 KiB prompt is 256 hashes, 2 KiB here and
+// about 5 KiB as JSON numbers, and decoding costs no allocation per hash.
+const version = 1
+
+// Bounds of a record, checked when decoding: anyone who can write to the
+// stream can write garbage, which must cost nothing but a counted error.
+const (
+	maxName   = 4096
+	maxHashes = prefix.MaxMaxBlocks
+)
+
+// Insertion is one routing decision: the prompt whose block hashes are
+// Hashes (for model Model, cut in blocks of BlockSize bytes) went to
+// Replica.
+type Insertion struct {
+	Model     string
+	BlockSize int
+	Replica   string
+	Hashes    []uint64
+}
+
+// appendRecord appends one insertion to a batch (started with
+// startBatch).
+func appendRecord(b []byte, model string, blockSize int, replica string, hashes []uint64) []byte {
+	b = binary.AppendUvarint(b, uint64(len(model)))
+	b = append(b, model...)
+	b = binary.AppendUvarint(b, uint64(blockSize))
+	b = binary.AppendUvarint(b, uint64(len(replica)))
+	b = append(b, replica...)
+	b = binary.AppendUvarint(b, uint64(len(hashes)))
+	for _, h := range hashes {
+		b = binary.LittleEndian.AppendUint64(b, h)
+	}
+	return b
+}
+
+func startBatch(b []byte) []byte { return append(b[:0], version) }
+
+var errBatch = errors.New("share: malformed batch")
+
+// decodeBatch calls apply for each record of b, in order, with hashes
+// decoded into a buffer reused from record to record (apply must not keep
+// it). It stops at the first malformed record, after applying the ones
+// before it.
+func decodeBatch(b []byte, buf []uint64, apply func(Insertion)) ([]uint64, error) {
+	if len(b) == 0 || b[0] != version {
+		return buf, fmt.Errorf("%w: unknown version", errBatch)
+	}
+	b = b[1:]
+	str := func() (string, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > maxName || uint64(len(b)-k) < n {
+			return "", false
+		}
+		s := string(b[k : k+int(n)])
+		b = b[k+int(n):]
+		return s, true
+	}
+	num := func(limit uint64) (uint64, bool) {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > limit {
+			return 0, false
+		}
+		b = b[k:]
+		return n, true
+	}
+	for len(b) > 0 {
+		var in Insertion
+		var ok bool
+		var bs, n uint64
+		if in.Model, ok = str(); !ok {
+			return buf, fmt.Errorf("%w: model", errBatch)
+		}
+		if bs, ok = num(prefix.MaxBlockSize); !ok {
+			return buf, fmt.Errorf("%w: block size", errBatch)
+		}
+		if in.Replica, ok = str(); !ok {
+			return buf, fmt.Errorf("%w: replica", errBatch)
+		}
+		if n, ok = num(maxHashes); !ok || uint64(len(b)) < 8*n {
+			return buf, fmt.Errorf("%w: hashes", errBatch)
+		}
+		buf = buf[:0]
+		for i := range int(n) {
+			buf = append(buf, binary.LittleEndian.Uint64(b[8*i:]))
+		}
+		b = b[8*n:]
+		in.BlockSize, in.Hashes = int(bs), buf
+		apply(in)
+	}
+	return buf, nil
+}

@@ -1,0 +1,84 @@
+package routing
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmedge/llmedge/internal/redistest"
+	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/routing/prefix"
+	"github.com/llmedge/llmedge/routing/share"
+)
+
+// instance is one gateway's pool of the same four replicas, its
+// PrefixCache sharing its decisions through a Hub on srv.
+func instance(t *testing.T, srv *redistest.Server, on bool) (*pool.Pool, *PrefixCache) {
+	t.Helper()
+	idx, err := prefix.New("m", prefix.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := &PrefixCache{Index: idx}
+	if on {
+		ro, err := redis.ParseURL(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hub := share.New(share.Options{Redis: ro, Key: "test:routing", Interval: 5 * time.Millisecond})
+		t.Cleanup(func() { _ = hub.Destruct() })
+		pc.Share = hub.Attach("m", idx)
+		hub.Start()
+	}
+	p := pool.New("m", pc)
+	p.Set(replicas(t, "http://r0:1", "http://r1:1", "http://r2:1", "http://r3:1"))
+	return p, pc
+}
+
+// Conversations whose turns alternate between two instances stay on one
+// replica when the instances share their decisions, and scatter when
+// they do not.
+func TestPrefixCacheSharedBetweenInstances(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, on := range []bool{true, false} {
+		a, pa := instance(t, srv, on)
+		b, pb := instance(t, srv, on)
+		moved := 0
+		for conv := range 8 {
+			var home string
+			for turn := 1; turn <= 4; turn++ {
+				p, other := a, pb
+				if (conv+turn)%2 == 0 {
+					p, other = b, pa
+				}
+				l := route(t, p, conversation(conv, conv, turn))
+				url := l.Replica.URL
+				l.Release(pool.Success)
+				if turn == 1 {
+					home = url
+				} else if url != home {
+					moved++
+				}
+				if on { // the next turn comes seconds later in life
+					want := conversation(conv, conv, turn)
+					hashes := other.Index.Hash(nil, want)
+					deadline := time.Now().Add(5 * time.Second)
+					for other.Index.Match(nil, hashes, []string{url})[0] < len(hashes) {
+						if time.Now().After(deadline) {
+							t.Fatalf("the other instance did not learn conversation %d turn %d", conv, turn)
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+			}
+		}
+		switch {
+		case on && moved > 0:
+			t.Errorf("sharing: %d turns left their conversation's replica", moved)
+		case !on && moved == 0:
+			t.Error("without sharing, no turn left its conversation's replica: the test cannot tell")
+		}
+		t.Logf("sharing %v: %d of 24 later turns moved", on, moved)
+	}
+}
