@@ -102,10 +102,22 @@ func TestUsersFileReload(t *testing.T) {
 	if s := tokenStatus("ben", "ben-pw"); s != 401 {
 		t.Fatalf("ben before being added: %d", s)
 	}
+	// Waited for in the log, not by asking for tokens until one comes:
+	// each refusal counts towards the user's lockout, and on a busy
+	// machine enough of them come before the reload to lock ben out.
+	const reloaded = "reloaded the users file"
+	since := g.logCount(reloaded)
 	addUser("ben", "ben-pw")
-	waitFor(t, 30*time.Second, func() bool { return tokenStatus("ben", "ben-pw") == 200 })
+	g.waitLog(t, reloaded, since, 30*time.Second)
+	if s := tokenStatus("ben", "ben-pw"); s != 200 {
+		t.Fatalf("ben once added: %d", s)
+	}
+	since = g.logCount(reloaded)
 	addUser("ann", "ann-pw", "--disabled")
-	waitFor(t, 30*time.Second, func() bool { return tokenStatus("ann", "ann-pw") == 401 })
+	g.waitLog(t, reloaded, since, 30*time.Second)
+	if s := tokenStatus("ann", "ann-pw"); s != 401 {
+		t.Fatalf("ann once disabled: %d", s)
+	}
 	// A broken file keeps the users as they were, once the gateway has
 	// read it (and said it keeps them).
 	const kept = "users file not reloaded; keeping the current users"
