@@ -24,6 +24,8 @@ type Metrics struct {
 	authFailures *prometheus.CounterVec
 	decisions    *prometheus.CounterVec
 	scrapeErrors *prometheus.CounterVec
+	aliases      *prometheus.CounterVec
+	fallbacks    *prometheus.CounterVec
 }
 
 // Source reports the state behind the scrape-time gauges.
@@ -104,6 +106,12 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		scrapeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmedge_load_scrape_errors_total", Help: "Failed reads of replicas' own load metrics (their in-flight count stands in).",
 		}, []string{"model_type"}),
+		aliases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_alias_requests_total", Help: "Inference requests that named a model by one of its aliases, by model type and alias.",
+		}, []string{"model_type", "alias"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_fallbacks_total", Help: "Requests answered by a fallback model because no replica of the model asked for could take them, by model type and fallback.",
+		}, []string{"model_type", "fallback"}),
 	}
 	var err error
 	m.requests = register(reg, m.requests, &err)
@@ -116,6 +124,8 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.authFailures = register(reg, m.authFailures, &err)
 	m.decisions = register(reg, m.decisions, &err)
 	m.scrapeErrors = register(reg, m.scrapeErrors, &err)
+	m.aliases = register(reg, m.aliases, &err)
+	m.fallbacks = register(reg, m.fallbacks, &err)
 	if src != nil {
 		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -153,6 +163,12 @@ type Request struct {
 	CompletionTokens int
 	// Reason is why the last attempt's replica was chosen.
 	Reason string
+	// Alias is the alias of ModelType the request named; "" when it
+	// named the model itself.
+	Alias string
+	// Fallback is the model that answered in ModelType's place; "" when
+	// ModelType's own replicas did (or nobody did).
+	Fallback string
 }
 
 // ObserveRequest records one answered inference request. A nil *Metrics
@@ -172,6 +188,12 @@ func (m *Metrics) ObserveRequest(r Request) {
 	}
 	if r.TTFT > 0 {
 		m.ttft.WithLabelValues(r.ModelType).Observe(r.TTFT.Seconds())
+	}
+	if r.Alias != "" {
+		m.aliases.WithLabelValues(r.ModelType, r.Alias).Inc()
+	}
+	if r.Fallback != "" {
+		m.fallbacks.WithLabelValues(r.ModelType, r.Fallback).Inc()
 	}
 	if r.Reason != "" {
 		m.decisions.WithLabelValues(r.ModelType, r.Reason).Inc()

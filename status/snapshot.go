@@ -48,7 +48,12 @@ type Model struct {
 	Source string `json:"source"`
 	// Policy is the balancing policy's name.
 	Policy string `json:"policy"`
-	Ready  bool   `json:"ready"`
+	// Aliases are the model's other names; Fallbacks the models that
+	// answer in its place when none of its replicas can, in the order
+	// they are tried.
+	Aliases   []string `json:"aliases"`
+	Fallbacks []string `json:"fallbacks"`
+	Ready     bool     `json:"ready"`
 	// NotReady says why the model cannot serve, when it cannot.
 	NotReady       string `json:"not_ready,omitempty"`
 	Synced         bool   `json:"synced"`
@@ -66,6 +71,9 @@ type Model struct {
 	RefusedPerSecond  float64 `json:"refused_per_second"`
 	// TTFT is the replicas' time to first token over WindowSeconds.
 	TTFT Latency `json:"ttft"`
+	// FallbacksTaken counts, over WindowSeconds, the requests for this
+	// model that a fallback model answered.
+	FallbacksTaken uint64 `json:"fallbacks_taken"`
 
 	Replicas []Replica `json:"replicas"`
 }
@@ -160,6 +168,7 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 		var w totals
 		s.sum(cur, ringSize, true, &w)
 		m.TTFT.Samples = w.ttft.samples()
+		m.FallbacksTaken = w.fallbacks
 		if p, ok := w.ttft.quantile(0.5); ok {
 			m.TTFT.P50 = &p
 		}
@@ -176,6 +185,15 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 	}
 	if snap.Models == nil {
 		snap.Models = []Model{}
+	}
+	for i := range snap.Models {
+		// Empty lists, not null: the page iterates them.
+		if snap.Models[i].Aliases == nil {
+			snap.Models[i].Aliases = []string{}
+		}
+		if snap.Models[i].Fallbacks == nil {
+			snap.Models[i].Fallbacks = []string{}
+		}
 	}
 	return snap
 }
