@@ -41,6 +41,10 @@ type Exchange struct {
 	// Outcome, for logs and metrics.
 	Replica  string
 	Attempts int
+	// Fallback is the model that served the request in the place of the
+	// one it asked for (Chat.Model), when none of that one's replicas
+	// could; "" otherwise.
+	Fallback string
 	// Choice is the balancing decision of the last attempt, by Policy.
 	Choice pool.Choice
 	Policy string
@@ -61,6 +65,10 @@ type Exchange struct {
 	// what they granted, settled once the request ends.
 	Admission tenancy.Admission
 	Ticket    tenancy.Ticket
+
+	// admitFallback admits the request for a fallback model under that
+	// model's own limits (the pipeline's admitters); nil admits all.
+	admitFallback func(ctx context.Context, m *Model) *api.Error
 
 	body     []byte // the request body, once decoded
 	observed bool   // metrics recorded

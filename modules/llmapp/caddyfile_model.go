@@ -126,6 +126,18 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			var l limits.Limit
 			l, err = parseLimits(d, "limits of model "+m.Name, nil)
 			m.RateLimits = &l
+		case "alias":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("alias: want at least one name for model %q", m.Name)
+			}
+			m.Aliases = append(m.Aliases, args...)
+		case "fallback":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("fallback: want at least one model for model %q", m.Name)
+			}
+			m.Fallbacks = append(m.Fallbacks, args...)
 		default:
 			return d.Errf("unrecognized option %q in model %q", d.Val(), m.Name)
 		}

@@ -78,6 +78,13 @@ type ModelConfig struct {
 	// RateLimits limit each user's requests to this model, on top of the
 	// user's own limits.
 	RateLimits *limits.Limit `json:"rate_limits,omitempty"`
+	// Aliases are other names of this model that requests may use, in
+	// every door; none may be another model's name or alias.
+	Aliases []string `json:"aliases,omitempty"`
+	// Fallbacks are the models (or aliases) that serve a request in this
+	// one's place when none of its replicas can take it, tried in order
+	// among those the caller may use.
+	Fallbacks []string `json:"fallbacks,omitempty"`
 }
 
 // Values of ModelConfig.StreamUpstream.
