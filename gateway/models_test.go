@@ -196,6 +196,9 @@ func TestFallback(t *testing.T) {
 			if tt.answered == "gemma" && !strings.HasSuffix(route, "; model=gemma; fallback_from=qwen") {
 				t.Errorf("Llmedge-Route %q does not name the fallback", route)
 			}
+			if tt.answered != "gemma" && strings.Contains(route, "fallback_from") {
+				t.Errorf("Llmedge-Route %q names a fallback that did not answer", route)
+			}
 			if tt.status == 503 && !strings.Contains(w.Body.String(), "model 'qwen'") {
 				t.Errorf("the 503 names another model: %s", w.Body)
 			}

@@ -87,6 +87,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		return // answered, or the client left
 	}
 	if g.mayFallBack(r, ex, sse, ctx, err) {
+		primaryRoute := w.Header().Get(routeHeader) // written by this goroutine alone
 		for _, name := range m.Fallbacks {
 			fm := g.fallbackModel(r, ex, name)
 			if fm == nil {
@@ -105,7 +106,14 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			}
 		}
 		// No fallback could take it either: the model asked for is the
-		// one that is unavailable.
+		// one that is unavailable, and its route is the one to show.
+		if ex.Fallback != "" {
+			if sse != nil {
+				sse.restoreHeader(routeHeader, primaryRoute)
+			} else {
+				restoreHeader(w.Header(), routeHeader, primaryRoute)
+			}
+		}
 		ex.Fallback, ans.Model = "", chat.Name()
 	}
 	if ctx.Err() != nil && r.Context().Err() == nil {
