@@ -121,6 +121,9 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 	for _, m := range f.models {
 		sm := status.Model{Name: m.Name, Policy: m.Policy, QueueWaiting: m.Pool.Waiting(),
 			Aliases: m.Aliases, Fallbacks: m.Fallbacks}
+		for _, sh := range m.Rollout {
+			sm.Rollout = append(sm.Rollout, status.Share{Model: sh.Model, Weight: sh.Weight})
+		}
 		if st, ok := ready[m.Name]; ok {
 			sm.Source, sm.Ready, sm.Synced, sm.DiscoveryError = st.Source, st.Ready, st.Synced, st.DiscoveryError
 			if !st.Ready {

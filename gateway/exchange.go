@@ -41,6 +41,9 @@ type Exchange struct {
 	// Outcome, for logs and metrics.
 	Replica  string
 	Attempts int
+	// Rollout is the model that served the request as its share of
+	// Chat.Model's weighted rollout; "" for a model without one.
+	Rollout string
 	// Fallback is the model that served the request in the place of the
 	// one it asked for (Chat.Model), when none of that one's replicas
 	// could; "" otherwise.

@@ -56,6 +56,10 @@ type Model struct {
 	// the configuration's list with each fallback's own fallbacks after
 	// it, without repeats (see FallbackChains).
 	Fallbacks []string
+	// Rollout, when set, makes this model a weighted split of others: each
+	// conversation is served by one of the Share models, by weight, and
+	// the model has no replicas of its own (see rolloutTarget).
+	Rollout []Share
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

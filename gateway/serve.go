@@ -67,7 +67,18 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			WithHeader("Retry-After", "5"))
 		return
 	}
-	to := m.Timeouts.withDefaults()
+	serving := m
+	if len(m.Rollout) > 0 {
+		// A rollout: the share that serves this conversation stands in for
+		// the model (its replicas, policy, timeouts), while the scope, the
+		// limits, the fallbacks and the answer's name stay the model's.
+		if serving = g.rolloutTarget(m, chat); serving == nil {
+			serving = m
+		} else {
+			ex.Rollout = serving.Name
+		}
+	}
+	to := serving.Timeouts.withDefaults()
 	ctx, cancel := context.WithTimeout(r.Context(), to.Total)
 	defer cancel()
 	ctx, span := ex.traceRoute(ctx)
@@ -82,7 +93,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		defer sse.close()
 	}
 
-	err := g.tryModel(ctx, w, r, ex, m, sse, ans, to)
+	err := g.tryModel(ctx, w, r, ex, serving, sse, ans, to)
 	if err == nil {
 		return // answered, or the client left
 	}
@@ -168,6 +179,9 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		ex.Replica, ex.Choice = rep.URL, lease.Choice
 		ex.Policy = m.Policy
 		rv := routeValue(m.Policy, lease.Choice)
+		if ex.Rollout == m.Name {
+			rv += "; rollout=" + m.Name
+		}
 		if ex.Fallback != "" {
 			rv += "; model=" + m.Name + "; fallback_from=" + ex.Chat.Model
 		}
@@ -313,7 +327,7 @@ func (g *Gateway) observe(ex *Exchange) {
 		ModelType: model, Status: ex.Status,
 		Total: time.Since(ex.Start), Upstream: ex.Upstream, TTFT: ex.TTFT, Attempts: ex.Attempts,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
-		Reason: ex.Choice.Reason, Alias: ex.Chat.Asked, Fallback: ex.Fallback,
+		Reason: ex.Choice.Reason, Alias: ex.Chat.Asked, Fallback: ex.Fallback, Rollout: ex.Rollout,
 	})
 }
 

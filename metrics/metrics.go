@@ -26,6 +26,7 @@ type Metrics struct {
 	scrapeErrors *prometheus.CounterVec
 	aliases      *prometheus.CounterVec
 	fallbacks    *prometheus.CounterVec
+	rollouts     *prometheus.CounterVec
 }
 
 // Source reports the state behind the scrape-time gauges.
@@ -112,6 +113,9 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmedge_fallbacks_total", Help: "Requests answered by a fallback model because no replica of the model asked for could take them, by model type and fallback.",
 		}, []string{"model_type", "fallback"}),
+		rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_rollout_requests_total", Help: "Requests for a model with a weighted rollout, by model type and the model (pool) of its share that took them.",
+		}, []string{"model_type", "target"}),
 	}
 	var err error
 	m.requests = register(reg, m.requests, &err)
@@ -126,6 +130,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.scrapeErrors = register(reg, m.scrapeErrors, &err)
 	m.aliases = register(reg, m.aliases, &err)
 	m.fallbacks = register(reg, m.fallbacks, &err)
+	m.rollouts = register(reg, m.rollouts, &err)
 	if src != nil {
 		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -169,6 +174,9 @@ type Request struct {
 	// Fallback is the model that answered in ModelType's place; "" when
 	// ModelType's own replicas did (or nobody did).
 	Fallback string
+	// Rollout is the model whose share of ModelType's weighted rollout
+	// took the request; "" without a rollout.
+	Rollout string
 }
 
 // ObserveRequest records one answered inference request. A nil *Metrics
@@ -191,6 +199,9 @@ func (m *Metrics) ObserveRequest(r Request) {
 	}
 	if r.Alias != "" {
 		m.aliases.WithLabelValues(r.ModelType, r.Alias).Inc()
+	}
+	if r.Rollout != "" {
+		m.rollouts.WithLabelValues(r.ModelType, r.Rollout).Inc()
 	}
 	if r.Fallback != "" {
 		m.fallbacks.WithLabelValues(r.ModelType, r.Fallback).Inc()

@@ -53,7 +53,10 @@ type Model struct {
 	// they are tried.
 	Aliases   []string `json:"aliases"`
 	Fallbacks []string `json:"fallbacks"`
-	Ready     bool     `json:"ready"`
+	// Rollout are the models that serve this one's conversations, by
+	// weight, when it is a weighted rollout; absent otherwise.
+	Rollout []Share `json:"rollout,omitempty"`
+	Ready   bool    `json:"ready"`
 	// NotReady says why the model cannot serve, when it cannot.
 	NotReady       string `json:"not_ready,omitempty"`
 	Synced         bool   `json:"synced"`
@@ -76,6 +79,12 @@ type Model struct {
 	FallbacksTaken uint64 `json:"fallbacks_taken"`
 
 	Replicas []Replica `json:"replicas"`
+}
+
+// Share is one model of a weighted rollout and its weight.
+type Share struct {
+	Model  string `json:"model"`
+	Weight int    `json:"weight"`
 }
 
 // Latency holds quantiles in seconds; null when no sample was taken.

@@ -85,6 +85,16 @@ type ModelConfig struct {
 	// one's place when none of its replicas can take it, tried in order
 	// among those the caller may use.
 	Fallbacks []string `json:"fallbacks,omitempty"`
+	// Rollout makes this model a weighted split of other models: each
+	// conversation is served by one of them, by weight, sticky per
+	// conversation. Such a model has no replicas of its own.
+	Rollout []RolloutShare `json:"rollout,omitempty"`
+}
+
+// RolloutShare is one model of a rollout and its weight.
+type RolloutShare struct {
+	Model  string `json:"model"`
+	Weight int    `json:"weight"`
 }
 
 // Values of ModelConfig.StreamUpstream.

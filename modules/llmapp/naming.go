@@ -18,6 +18,8 @@ type naming struct {
 	fallbacks map[string][]string
 	// own are each model's aliases.
 	own map[string][]string
+	// rollouts are the shares of each model with a rollout.
+	rollouts map[string][]gateway.Share
 }
 
 // naming checks the models' aliases and fallbacks: an alias that is
@@ -66,6 +68,9 @@ func (a *App) naming() (*naming, error) {
 		return nil, err
 	}
 	n.fallbacks = chains
+	if n.rollouts, err = a.rollouts(owner); err != nil {
+		return nil, err
+	}
 	for _, m := range a.Models {
 		n.accepted = append(n.accepted, m.Name)
 		n.accepted = append(n.accepted, m.Aliases...)
@@ -73,9 +78,51 @@ func (a *App) naming() (*naming, error) {
 	return n, nil
 }
 
-// apply gives the fleet's models their aliases and fallback chains.
+// rollouts checks the models' rollouts: each share names a model (or an
+// alias) other than the model itself, that has no rollout of its own,
+// with a positive weight, and a model with a rollout has no replicas of
+// its own.
+func (a *App) rollouts(owner map[string]string) (map[string][]gateway.Share, error) {
+	split := map[string]bool{}
+	for _, m := range a.Models {
+		if len(m.Rollout) > 0 {
+			split[m.Name] = true
+		}
+	}
+	out := map[string][]gateway.Share{}
+	for _, m := range a.Models {
+		if len(m.Rollout) == 0 {
+			continue
+		}
+		if m.SourceRaw != nil {
+			return nil, fmt.Errorf("model %q: a model with a rollout has no replicas of its own (its rollout's models have)", m.Name)
+		}
+		seen := map[string]bool{}
+		for _, s := range m.Rollout {
+			of, ok := owner[s.Model]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("model %q: rollout model %q is not a configured model", m.Name, s.Model)
+			case of == m.Name:
+				return nil, fmt.Errorf("model %q: its rollout names the model itself", m.Name)
+			case split[of]:
+				return nil, fmt.Errorf("model %q: rollout model %q has a rollout of its own", m.Name, s.Model)
+			case seen[of]:
+				return nil, fmt.Errorf("model %q: rollout model %q is named twice", m.Name, s.Model)
+			case s.Weight <= 0:
+				return nil, fmt.Errorf("model %q: rollout model %q: weight must be positive, got %d", m.Name, s.Model, s.Weight)
+			}
+			seen[of] = true
+			out[m.Name] = append(out[m.Name], gateway.Share{Model: of, Weight: s.Weight})
+		}
+	}
+	return out, nil
+}
+
+// apply gives the fleet's models their aliases, fallback chains and
+// rollouts.
 func (n *naming) apply(models map[string]*gateway.Model) {
 	for name, m := range models {
-		m.Aliases, m.Fallbacks = n.own[name], n.fallbacks[name]
+		m.Aliases, m.Fallbacks, m.Rollout = n.own[name], n.fallbacks[name], n.rollouts[name]
 	}
 }

@@ -170,6 +170,9 @@ func LogFields(r *http.Request, ex *gateway.Exchange) {
 		if ex.Chat.Asked != "" {
 			extra.Set(zap.String("model_alias", ex.Chat.Asked))
 		}
+		if ex.Rollout != "" {
+			extra.Set(zap.String("rollout_model", ex.Rollout))
+		}
 		if ex.Fallback != "" {
 			extra.Set(zap.String("fallback_model", ex.Fallback))
 		}
