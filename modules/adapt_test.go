@@ -73,6 +73,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"user without hash", "{\n\tllmedge {\n\t\tuser bob\n\t}\n}\n:80\n", "user: want"},
 		{"alias without a name", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\talias\n\t\t}\n\t}\n}\n:80\n", `alias: want at least one name for model "m"`},
 		{"fallback without a model", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tfallback\n\t\t}\n\t}\n}\n:80\n", `fallback: want at least one model for model "m"`},
+		{"rollout odd", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\trollout a 1 b\n\t\t}\n\t}\n}\n:80\n", `rollout: want <model> <weight> [<model> <weight>...] for model "m"`},
+		{"rollout weight", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\trollout a 0\n\t\t}\n\t}\n}\n:80\n", `rollout: weight of "a": want a positive integer, got "0"`},
 		{"fallback_default", "{\n\tllmedge {\n\t\tfallback_default maybe\n\t}\n}\n:80\n", `fallback_default: want on or off, got "maybe"`},
 		{"unknown model option", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tspeed fast\n\t\t}\n\t}\n}\n:80\n", `unrecognized option "speed" in model "m"`},
 		{"gateway args", ":80 {\n\tllm_gateway extra\n}\n", "wrong argument count"},

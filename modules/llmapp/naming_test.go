@@ -1,6 +1,7 @@
 package llmapp
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -59,6 +60,42 @@ func TestNaming(t *testing.T) {
 						t.Errorf("alias %s names %q, want %q", al, n.aliases[al], mc.Name)
 					}
 				}
+			}
+		})
+	}
+}
+
+func TestRolloutNaming(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		models []*ModelConfig
+		want   string // the shares of qwen, or the error
+	}{
+		{"by name and alias", []*ModelConfig{{Name: "qwen", Rollout: []RolloutShare{{"a", 9}, {"bee", 1}}},
+			{Name: "a"}, {Name: "b", Aliases: []string{"bee"}}}, "a 9 b 1"},
+		{"itself", []*ModelConfig{{Name: "qwen", Aliases: []string{"q"}, Rollout: []RolloutShare{{"q", 1}}}}, "names the model itself"},
+		{"no model", []*ModelConfig{{Name: "qwen", Rollout: []RolloutShare{{"z", 1}}}}, `rollout model "z" is not a configured model`},
+		{"nested", []*ModelConfig{{Name: "qwen", Rollout: []RolloutShare{{"a", 1}}}, {Name: "a", Rollout: []RolloutShare{{"b", 1}}}, {Name: "b"}},
+			`rollout model "a" has a rollout of its own`},
+		{"twice", []*ModelConfig{{Name: "qwen", Rollout: []RolloutShare{{"a", 1}, {"a", 2}}}, {Name: "a"}}, `rollout model "a" is named twice`},
+		{"zero weight", []*ModelConfig{{Name: "qwen", Rollout: []RolloutShare{{"a", 0}}}, {Name: "a"}}, "weight must be positive"},
+		{"replicas of its own", []*ModelConfig{{Name: "qwen", SourceRaw: []byte(`{"source":"static"}`), Rollout: []RolloutShare{{"a", 1}}}, {Name: "a"}},
+			"has no replicas of its own"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := (&App{Models: tc.models}).naming()
+			if err != nil {
+				if !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("err = %v, want ~%q", err, tc.want)
+				}
+				return
+			}
+			var got []string
+			for _, s := range n.rollouts["qwen"] {
+				got = append(got, fmt.Sprint(s.Model, " ", s.Weight))
+			}
+			if strings.Join(got, " ") != tc.want {
+				t.Fatalf("shares %v, want %q", got, tc.want)
 			}
 		})
 	}
