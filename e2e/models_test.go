@@ -325,3 +325,100 @@ func TestModelNamingErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestModelRollout: qwen is a weighted rollout of two models, each with
+// its own simulator. Conversations spread by weight, each one stays on
+// its model at every turn (through both doors), the answer keeps the
+// name asked for, a reload that raises a share moves conversations only
+// towards it, and the metrics count each share.
+func TestModelRollout(t *testing.T) {
+	simA := startSim(t, "-tokens", "2")
+	simB := startSim(t, "-tokens", "2")
+	g := startGateway(t, GatewayConfig{
+		Models: map[string]string{
+			"qwen":   "\t\t\trollout qwen-a 50 qwen-b 50\n\t\t\talias q",
+			"qwen-a": staticModel(simA),
+			"qwen-b": staticModel(simB),
+		},
+	})
+	tok := g.Token(t, "alice", "demo", "") // qwen only: the rollout's models need no scope of their own
+
+	// ask sends conversation i at its given turn (1: one user message)
+	// and returns the model of the rollout that served it.
+	ask := func(i, turn int, door string) string {
+		t.Helper()
+		msgs := fmt.Sprintf(`{"role":"system","content":"Be terse."},{"role":"user","content":"conversation %d"}`, i)
+		for k := 1; k < turn; k++ {
+			msgs += fmt.Sprintf(`,{"role":"assistant","content":"answer %d"},{"role":"user","content":"question %d"}`, k, k)
+		}
+		var resp *http.Response
+		var name string
+		if door == "native" {
+			resp = g.Infer(t, tok, `{"model_type":"q","messages":[`+msgs+`]}`)
+			var ans struct {
+				ModelType string `json:"model_type"`
+			}
+			readJSON(t, resp, &ans)
+			name = ans.ModelType
+		} else {
+			resp = g.v1(t, "POST", "/v1/chat/completions", tok, `{"model":"qwen","messages":[`+msgs+`]}`)
+			var c chatCompletion
+			readJSON(t, resp, &c)
+			name = c.Model
+		}
+		route := resp.Header.Get("Llmedge-Route")
+		if want := map[string]string{"native": "q", "openai": "qwen"}[door]; resp.StatusCode != 200 || name != want {
+			t.Fatalf("conversation %d turn %d (%s): %s, model %q", i, turn, door, resp.Status, name)
+		}
+		_, served, ok := strings.Cut(route, "rollout=")
+		if !ok {
+			t.Fatalf("Llmedge-Route %q names no model of the rollout", route)
+		}
+		return served
+	}
+
+	const n = 24
+	first := map[int]string{}
+	count := map[string]int{}
+	for i := range n {
+		first[i] = ask(i, 1, "native")
+		count[first[i]]++
+	}
+	if count["qwen-a"] == 0 || count["qwen-b"] == 0 {
+		t.Fatalf("24 conversations at 50/50 all went to one model: %v", count)
+	}
+	if a, b := simA.Stats(t).Requests, simB.Stats(t).Requests; a != count["qwen-a"] || b != count["qwen-b"] {
+		t.Fatalf("the simulators served %d and %d, the route headers say %v", a, b, count)
+	}
+	for i := range n {
+		if got := ask(i, 3, "openai"); got != first[i] {
+			t.Fatalf("conversation %d moved from %s to %s at its third turn", i, first[i], got)
+		}
+	}
+	text := g.scrape(t)
+	for _, m := range []string{"qwen-a", "qwen-b"} {
+		if v := metricValue(t, text, `llmedge_rollout_requests_total{model_type="qwen",target="`+m+`"}`); v != float64(2*count[m]) {
+			t.Errorf("metrics count %v requests on %s, want %d", v, m, 2*count[m])
+		}
+	}
+
+	// Raise qwen-b's share: conversations move only towards it.
+	g.Reload(t, func(conf string) string {
+		return strings.Replace(conf, "rollout qwen-a 50 qwen-b 50", "rollout qwen-a 10 qwen-b 90", 1)
+	})
+	// The old server closes its idle HTTP/1.1 connections; do not race it.
+	g.Client.CloseIdleConnections()
+	moved := 0
+	for i := range n {
+		got := ask(i, 5, "native")
+		if first[i] == "qwen-b" && got != "qwen-b" {
+			t.Fatalf("conversation %d left qwen-b when its share grew", i)
+		}
+		if got != first[i] {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("no conversation moved to qwen-b when its share went from 50 to 90 (%v)", count)
+	}
+}

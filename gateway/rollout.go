@@ -32,7 +32,7 @@ func (g *Gateway) rolloutTarget(m *Model, chat *api.Chat) *Model {
 	}
 	point := rand.Float64()
 	if h, ok := conversationKey(chat); ok {
-		point = float64(h>>11) / (1 << 53) // [0, 1)
+		point = float64(mix(h)>>11) / (1 << 53) // [0, 1)
 	}
 	x := point * float64(total)
 	var last *Model
@@ -73,4 +73,16 @@ func conversationKey(chat *api.Chat) (uint64, bool) {
 		}
 	}
 	return h.Sum64(), n > 0
+}
+
+// mix spreads h's bits over all 64 (splitmix64's finalizer): FNV's high
+// bits, which choose the point, barely differ between openings that
+// differ only in their last bytes ("conversation 1", "conversation 2").
+func mix(h uint64) uint64 {
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	h *= 0x94d049bb133111eb
+	h ^= h >> 31
+	return h
 }

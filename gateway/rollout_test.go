@@ -101,3 +101,25 @@ func TestRolloutServes(t *testing.T) {
 		t.Fatalf("readiness %v %+v", ready, st["qwen"])
 	}
 }
+
+// TestRolloutSpreadsSmallSets: a few conversations whose openings differ
+// in one character still spread over the shares (FNV alone clusters them).
+func TestRolloutSpreadsSmallSets(t *testing.T) {
+	g := rolloutGateway(50, 50)
+	on := map[string]int{}
+	for i := range 10 {
+		on[g.rolloutTarget(g.Models["qwen"], conversation(fmt.Sprint("conversation ", i), 1)).Name]++
+	}
+	if on["v1"] < 2 || on["v2"] < 2 {
+		t.Fatalf("10 conversations at 50/50: %v", on)
+	}
+	// and a larger share takes most of a few.
+	g = rolloutGateway(10, 90)
+	on = map[string]int{}
+	for i := range 10 {
+		on[g.rolloutTarget(g.Models["qwen"], conversation(fmt.Sprint("conversation ", i), 1)).Name]++
+	}
+	if on["v2"] < 6 {
+		t.Fatalf("10 conversations at 10/90: %v", on)
+	}
+}
