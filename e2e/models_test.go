@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/llmedge/llmedge/internal/freeport"
 )
 
@@ -168,9 +170,11 @@ func TestModelFallback(t *testing.T) {
 		Models: map[string]string{
 			"qwen":  "\t\t\tstatic " + down + "\n\t\t\tfallback gemma",
 			"llama": staticModel(live) + "\n\t\t\tfallback qwen",
-			"gemma": staticModel(gemma),
+			"gemma": staticModel(gemma) + "\n\t\t\talias g",
 		},
-		Options: "\t\tuser bob " + demoHash + " qwen llama",
+		Options:    "\t\tuser bob " + demoHash + " qwen llama",
+		Sites:      "http://127.0.0.1:{{index .Extra 0}} {\n\tbind 127.0.0.1\n\tllm_status\n}\n",
+		ExtraPorts: 1,
 	})
 	demo, alice, bob := g.Token(t, "demo", "demo", ""), g.Token(t, "alice", "demo", ""), g.Token(t, "bob", "demo", "")
 
@@ -291,6 +295,23 @@ func TestModelFallback(t *testing.T) {
 		}
 		if got["qwen"] != "[gemma] 2" || got["llama"] != "[qwen gemma] 1" || got["gemma"] != "[] 0" {
 			t.Errorf("status page: %v", got)
+		}
+
+		// The page itself, in a browser: the chains, the aliases and the
+		// fallbacks taken.
+		ctx, problems := browser(t)
+		if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/", g.Extra[0]))); err != nil {
+			t.Fatal(err)
+		}
+		field := func(model, f string) string {
+			return fmt.Sprintf(`document.querySelector('section[data-model="%s"] [data-field="%s"]')?.textContent`, model, f)
+		}
+		waitPage(t, ctx, "aliases and fallbacks", field("llama", "fallbacks")+` === 'falls back to qwen, gemma' && `+
+			field("gemma", "aliases")+` === 'also g' && `+
+			`/fallbacks taken[^]*/.test(document.querySelector('section[data-model="qwen"] .figures').textContent) && `+
+			`[...document.querySelectorAll('section[data-model="qwen"] .figures > div')].some((d) => d.textContent === '2fallbacks taken (window)')`)
+		if p := problems(); len(p) > 0 {
+			t.Errorf("the page logged errors: %q", p)
 		}
 	})
 }
