@@ -443,3 +443,30 @@ func TestModelRollout(t *testing.T) {
 		t.Errorf("no conversation moved to qwen-b when its share went from 50 to 90 (%v)", count)
 	}
 }
+
+// TestModelAliasSDK runs the Go SDK's TestAlias (e2e/sdk/go/models_test.go)
+// against a gateway whose qwen answers to gpt-4o-mini and gemma to g:
+// aliases through OpenAI's official client, once per kind of credential.
+func TestModelAliasSDK(t *testing.T) {
+	lookPath(t, "go")
+	sim := startSim(t, "-tokens", "4", "-seed", "3")
+	g := startGateway(t, GatewayConfig{
+		Models: map[string]string{
+			"qwen":  staticModel(sim) + "\n\t\t\talias gpt-4o-mini",
+			"gemma": staticModel(sim) + "\n\t\t\talias g",
+		},
+	})
+	for _, cred := range credentialKinds {
+		t.Run(cred.name, func(t *testing.T) {
+			env := append(os.Environ(),
+				"LLMEDGE_OPENAI_BASE_URL="+g.Base+"/v1",
+				"LLMEDGE_KEY="+cred.get(t, g, "demo"),
+				"LLMEDGE_KEY_LIMITED="+cred.get(t, g, "alice"),
+				"LLMEDGE_CA_FILE="+g.CAFile(),
+				"LLMEDGE_ALIAS=gpt-4o-mini", "LLMEDGE_ALIAS_OTHER=g",
+			)
+			// The first run compiles the SDK, a few minutes on two cores.
+			run(t, 15*time.Minute, goSDKDir, env, "go", "test", "-count=1", "-run", "^TestAlias$", "-v", "./...")
+		})
+	}
+}
