@@ -46,9 +46,7 @@ func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) b
 func (p *Pipeline) route(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	defer settle(ex) // the fallback's ticket too, when one served
 	if p.Admitter != nil {
-		ex.admitFallback = func(ctx context.Context, m *Model) *api.Error {
-			return p.admitFallback(ctx, ex, m)
-		}
+		ex.admits = p
 	}
 	p.Gateway.Serve(w, r, ex)
 }

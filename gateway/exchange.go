@@ -69,9 +69,9 @@ type Exchange struct {
 	Admission tenancy.Admission
 	Ticket    tenancy.Ticket
 
-	// admitFallback admits the request for a fallback model under that
-	// model's own limits (the pipeline's admitters); nil admits all.
-	admitFallback func(ctx context.Context, m *Model) *api.Error
+	// admits is the pipeline whose admitters admit the request for a
+	// fallback model, under that model's own limits; nil admits all.
+	admits *Pipeline
 
 	body     []byte // the request body, once decoded
 	observed bool   // metrics recorded

@@ -63,8 +63,8 @@ func (g *Gateway) fallbackModel(r *http.Request, ex *Exchange, name string) *Mod
 	if fm == nil || ex.Principal == nil || !ex.Principal.HasScope(auth.ModelScope(name)) {
 		return nil
 	}
-	if ex.admitFallback != nil {
-		if err := ex.admitFallback(r.Context(), fm); err != nil {
+	if p := ex.admits; p != nil {
+		if err := p.admitFallback(r.Context(), ex, fm); err != nil {
 			g.logger().Info("fallback model refused by its limits",
 				zap.String("request_id", ex.RequestID), zap.String("model_type", ex.Chat.Model),
 				zap.String("fallback", name), zap.Int("status", err.Status))
