@@ -310,6 +310,12 @@ func TestModelFallback(t *testing.T) {
 			field("gemma", "aliases")+` === 'also g' && `+
 			`/fallbacks taken[^]*/.test(document.querySelector('section[data-model="qwen"] .figures').textContent) && `+
 			`[...document.querySelectorAll('section[data-model="qwen"] .figures > div')].some((d) => d.textContent === '2fallbacks taken (window)')`)
+		if shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			path := filepath.Join(artifacts(t), "status-page-models.png")
+			if err := os.WriteFile(path, shot, 0o644); err == nil {
+				t.Logf("screenshot of the status page: %s", path)
+			}
+		}
 		if p := problems(); len(p) > 0 {
 			t.Errorf("the page logged errors: %q", p)
 		}
