@@ -6,7 +6,11 @@ import "github.com/llmedge/llmedge/wire"
 // what the gateway routes and what replicas are asked.
 type Chat struct {
 	// Model is the model type asked for.
-	Model    string
+	Model string
+	// Asked is the name the request gave the model, when it was one of
+	// the model's aliases (Model is then the model itself); "" when it
+	// named the model.
+	Asked    string
 	Messages []Message
 	// SystemMessage, when set, replaces a leading system message.
 	SystemMessage *string
@@ -92,4 +96,13 @@ func (req *InferenceRequest) Chat() Chat {
 		Stream:        req.Stream,
 		Sampling:      Sampling{Temperature: &req.Temperature},
 	}
+}
+
+// Name is the model's name as the request gave it: the alias it named,
+// or the model.
+func (c *Chat) Name() string {
+	if c.Asked != "" {
+		return c.Asked
+	}
+	return c.Model
 }

@@ -81,6 +81,10 @@ type Validator struct {
 	// Models lists the accepted model_type values, in the order the error
 	// message names them.
 	Models []string
+	// Aliases map the names in Models that are aliases to the models
+	// they name (the pipeline resolves them once a door has read the
+	// body); nil when there are none.
+	Aliases map[string]string
 	// DefaultModel is used when model_type is absent.
 	DefaultModel string
 }

@@ -119,7 +119,11 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 	now := time.Now()
 	models := make([]status.Model, 0, len(f.models))
 	for _, m := range f.models {
-		sm := status.Model{Name: m.Name, Policy: m.Policy, QueueWaiting: m.Pool.Waiting()}
+		sm := status.Model{Name: m.Name, Policy: m.Policy, QueueWaiting: m.Pool.Waiting(),
+			Aliases: m.Aliases, Fallbacks: m.Fallbacks}
+		for _, sh := range m.Rollout {
+			sm.Rollout = append(sm.Rollout, status.Share{Model: sh.Model, Weight: sh.Weight})
+		}
 		if st, ok := ready[m.Name]; ok {
 			sm.Source, sm.Ready, sm.Synced, sm.DiscoveryError = st.Source, st.Ready, st.Synced, st.DiscoveryError
 			if !st.Ready {

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -43,14 +44,41 @@ func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) b
 // route serves the request, then settles its ticket, even if serving
 // panicked: a reservation never outlives its request.
 func (p *Pipeline) route(w http.ResponseWriter, r *http.Request, ex *Exchange) {
-	if ex.Ticket != nil {
-		defer settle(ex)
+	defer settle(ex) // the fallback's ticket too, when one served
+	if p.Admitter != nil {
+		ex.admits = p
 	}
 	p.Gateway.Serve(w, r, ex)
 }
 
+// admitFallback asks the admitters for the request on fallback model m,
+// under m's own limits: the user's and key's were taken for the model
+// asked for, and hold for the request whichever model serves it. The
+// rate-limit headers stay those of that first admission.
+func (p *Pipeline) admitFallback(ctx context.Context, ex *Exchange, m *Model) *api.Error {
+	a := ex.Admission
+	a.Principal, a.Model, a.Fallback = ex.Principal, m.Name, true
+	a.PromptBytes, a.Messages = m.promptSize(&ex.Chat)
+	a.MaxTokens = ex.Chat.Sampling.MaxTokens
+	if m.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > m.MaxTokens) {
+		a.MaxTokens = m.MaxTokens
+	}
+	if w := ex.Chat.Wire; w != nil && w.Format == api.FormatOpenAIEmbeddings {
+		a.MaxTokens = tenancy.NoReply
+	}
+	t, err := p.Admitter.Admit(ctx, &a, http.Header{})
+	if err != nil {
+		return err
+	}
+	ex.Ticket = tenancy.Join(ex.Ticket, t)
+	return nil
+}
+
 func settle(ex *Exchange) {
 	t := ex.Ticket
+	if t == nil {
+		return
+	}
 	ex.Ticket = nil
 	t.Settle(tenancy.Settlement{Status: ex.Status, Served: ex.Attempts > 0,
 		Usage: ex.Usage, UsageKnown: ex.UsageKnown, Relayed: ex.Relayed})

@@ -41,6 +41,13 @@ type Exchange struct {
 	// Outcome, for logs and metrics.
 	Replica  string
 	Attempts int
+	// Rollout is the model that served the request as its share of
+	// Chat.Model's weighted rollout; "" for a model without one.
+	Rollout string
+	// Fallback is the model that served the request in the place of the
+	// one it asked for (Chat.Model), when none of that one's replicas
+	// could; "" otherwise.
+	Fallback string
 	// Choice is the balancing decision of the last attempt, by Policy.
 	Choice pool.Choice
 	Policy string
@@ -61,6 +68,10 @@ type Exchange struct {
 	// what they granted, settled once the request ends.
 	Admission tenancy.Admission
 	Ticket    tenancy.Ticket
+
+	// admits is the pipeline whose admitters admit the request for a
+	// fallback model, under that model's own limits; nil admits all.
+	admits *Pipeline
 
 	body     []byte // the request body, once decoded
 	observed bool   // metrics recorded

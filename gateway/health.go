@@ -58,6 +58,28 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 		}
 		out[name] = st
 	}
+	// A model with a weighted rollout has no replicas of its own: it is
+	// ready when a share is, and counts its shares' replicas.
+	for name, m := range g.Models {
+		if len(m.Rollout) == 0 {
+			continue
+		}
+		st := ModelStatus{Source: "rollout", Synced: true}
+		for _, s := range m.Rollout {
+			ts := out[s.Model]
+			st.Replicas += ts.Replicas
+			st.Usable += ts.Usable
+			st.Ready = st.Ready || ts.Ready
+		}
+		if !st.Ready {
+			st.Reason = "no model of its rollout is ready"
+		}
+		out[name] = st
+	}
+	all = true
+	for _, st := range out {
+		all = all && st.Ready
+	}
 	return all, out
 }
 

@@ -48,6 +48,18 @@ type Model struct {
 	// Discovery reports the state of the replica source for /readyz; nil
 	// is a static list, always synced.
 	Discovery func() discovery.Status
+	// Aliases are the model's other names, as the configuration gives
+	// them (the Gateway's Aliases map them to Name).
+	Aliases []string
+	// Fallbacks are the models that serve a request in this one's place
+	// when none of its replicas can take it, in the order they are tried:
+	// the configuration's list with each fallback's own fallbacks after
+	// it, without repeats (see FallbackChains).
+	Fallbacks []string
+	// Rollout, when set, makes this model a weighted split of others: each
+	// conversation is served by one of the Share models, by weight, and
+	// the model has no replicas of its own (see rolloutTarget).
+	Rollout []Share
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

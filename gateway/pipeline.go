@@ -203,6 +203,11 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		api.LiftBodyDeadline(w) // the answer may take minutes: only the body had a deadline
 	}
 	ex.Chat, ex.body = chat, body
+	if m, ok := p.Gateway.Aliases[chat.Model]; ok {
+		// An alias is its model in every later stage (scope, limits,
+		// routing); the answer gives the name the client used.
+		ex.Chat.Asked, ex.Chat.Model = chat.Model, m
+	}
 	return true
 }
 

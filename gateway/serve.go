@@ -42,6 +42,12 @@ type Gateway struct {
 	// (auth.Principal.Tier → pool.Request.Share); a principal without a
 	// tier, or of a tier without one, has share 1.
 	Shares map[string]float64
+	// Aliases map each alias to the model it names (a key of Models).
+	Aliases map[string]string
+	// FallbackOff makes a request go to its models' fallbacks only when
+	// it asks for them (Llmedge-No-Fallback: 0); by default every request
+	// may, unless it refuses (Llmedge-No-Fallback: 1).
+	FallbackOff bool
 }
 
 // DefaultPingInterval is the keep-alive period of a stream waiting for its
@@ -61,13 +67,24 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			WithHeader("Retry-After", "5"))
 		return
 	}
-	to := m.Timeouts.withDefaults()
+	serving := m
+	if len(m.Rollout) > 0 {
+		// A rollout: the share that serves this conversation stands in for
+		// the model (its replicas, policy, timeouts), while the scope, the
+		// limits, the fallbacks and the answer's name stay the model's.
+		if serving = g.rolloutTarget(m, chat); serving == nil {
+			serving = m
+		} else {
+			ex.Rollout = serving.Name
+		}
+	}
+	to := serving.Timeouts.withDefaults()
 	ctx, cancel := context.WithTimeout(r.Context(), to.Total)
 	defer cancel()
 	ctx, span := ex.traceRoute(ctx)
 	defer ex.endRoute(span)
 
-	ans := &Answer{ID: ex.RequestID, Model: chat.Model, Created: ex.Start,
+	ans := &Answer{ID: ex.RequestID, Model: chat.Name(), Created: ex.Start,
 		MessageCount: len(chat.Messages), IncludeUsage: chat.IncludeUsage}
 	var sse *sseWriter
 	if chat.Stream {
@@ -76,6 +93,53 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		defer sse.close()
 	}
 
+	err := g.tryModel(ctx, w, r, ex, serving, sse, ans, to)
+	if err == nil {
+		return // answered, or the client left
+	}
+	if g.mayFallBack(r, ex, sse, ctx, err) {
+		primaryRoute := w.Header().Get(routeHeader) // written by this goroutine alone
+		for _, name := range m.Fallbacks {
+			fm := g.fallbackModel(r, ex, name)
+			if fm == nil {
+				continue
+			}
+			ex.Fallback, ans.Model = fm.Name, fm.Name
+			ferr := g.tryModel(ctx, w, r, ex, fm, sse, ans, fm.Timeouts.withDefaults())
+			if ferr == nil {
+				return
+			}
+			if !g.mayFallBack(r, ex, sse, ctx, ferr) {
+				// The fallback's replicas took the request and failed it
+				// (a timeout, the model's refusal): that is the answer.
+				g.fail(w, sse, fm, ex, ans, ferr)
+				return
+			}
+		}
+		// No fallback could take it either: the model asked for is the
+		// one that is unavailable, and its route is the one to show.
+		if ex.Fallback != "" {
+			if sse != nil {
+				sse.restoreHeader(routeHeader, primaryRoute)
+			} else {
+				restoreHeader(w.Header(), routeHeader, primaryRoute)
+			}
+		}
+		ex.Fallback, ans.Model = "", chat.Name()
+	}
+	if ctx.Err() != nil && r.Context().Err() == nil {
+		err = &protocols.Error{Kind: protocols.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
+	}
+	g.fail(w, sse, m, ex, ans, err)
+}
+
+// tryModel runs the request's attempts on m's replicas. It returns nil
+// once the client has its answer (or has left), and otherwise the error
+// that ended the attempts, with nothing answered yet (but a stream that
+// has started).
+func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.Request, ex *Exchange,
+	m *Model, sse *sseWriter, ans *Answer, to Timeouts) error {
+	chat := &ex.Chat
 	call := m.call(chat)
 	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header}
 	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
@@ -102,7 +166,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		if err != nil {
 			if r.Context().Err() != nil {
 				ex.Status = statusClientGone
-				return // the client left while queued
+				return nil // the client left while queued
 			}
 			if lastErr == nil {
 				lastErr = err
@@ -111,12 +175,20 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		}
 		rep := lease.Replica
 		tried = append(tried, rep)
-		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
+		ex.Attempts++
+		ex.Replica, ex.Choice = rep.URL, lease.Choice
 		ex.Policy = m.Policy
+		rv := routeValue(m.Policy, lease.Choice)
+		if ex.Rollout == m.Name {
+			rv += "; rollout=" + m.Name
+		}
+		if ex.Fallback != "" {
+			rv += "; model=" + m.Name + "; fallback_from=" + ex.Chat.Model
+		}
 		if sse != nil {
-			sse.setHeader(routeHeader, routeValue(m.Policy, lease.Choice))
+			sse.setHeader(routeHeader, rv)
 		} else {
-			w.Header()[routeHeader] = []string{routeValue(m.Policy, lease.Choice)}
+			w.Header()[routeHeader] = []string{rv}
 		}
 		content.Reset()
 		ans.Deltas, ans.Relayed, ans.State = 0, false, nil
@@ -130,12 +202,12 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
 			g.succeed(w, sse, ex, ans, res, &content)
-			return
+			return nil
 		}
 		lastErr = err
 		if clientGone {
 			ex.Status = statusClientGone
-			return // nobody to answer; the replica request is already cancelled
+			return nil // nobody to answer; the replica request is already cancelled
 		}
 		g.logger().Warn("replica attempt failed",
 			zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
@@ -144,10 +216,10 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			break
 		}
 	}
-	if ctx.Err() != nil && r.Context().Err() == nil {
-		lastErr = &protocols.Error{Kind: protocols.KindTimeout, Message: "the request exceeded its total time limit", Err: ctx.Err()}
+	if lastErr == nil {
+		lastErr = pool.ErrNoReplicas // no attempt could start (try_duration)
 	}
-	g.fail(w, sse, m, ex, ans, lastErr)
+	return lastErr
 }
 
 // routeHeader tells the client how its request was placed: the policy,
@@ -256,6 +328,7 @@ func (g *Gateway) observe(ex *Exchange) {
 		Total: time.Since(ex.Start), Upstream: ex.Upstream, TTFT: ex.TTFT, Attempts: ex.Attempts,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		Reason: ex.Choice.Reason, Predicted: predicted(ex), CachedTokens: ex.Usage.CachedTokens, CachedKnown: ex.Usage.CachedKnown,
+		Alias: ex.Chat.Asked, Fallback: ex.Fallback, Rollout: ex.Rollout,
 	})
 }
 

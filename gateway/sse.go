@@ -67,6 +67,24 @@ func (s *sseWriter) setHeader(key, value string) {
 	}
 }
 
+// restoreHeader sets key back to value, or removes it when value is
+// empty, unless the stream has started.
+func (s *sseWriter) restoreHeader(key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started {
+		restoreHeader(s.w.Header(), key, value)
+	}
+}
+
+func restoreHeader(h http.Header, key, value string) {
+	if value == "" {
+		delete(h, key)
+	} else {
+		h[key] = []string{value}
+	}
+}
+
 // closeUnlessStarted closes the writer if the status is not sent yet, so
 // the caller may answer with an error status of its own; it reports
 // whether the stream had started (and stays open for in-band errors).

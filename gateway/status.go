@@ -13,8 +13,9 @@ func (g *Gateway) recordStatus(ex *Exchange) {
 	}
 	r := status.Request{
 		Model: ex.Model(), Status: ex.Status, StreamError: ex.StreamError, TTFT: ex.TTFT,
-		Tokens:  ex.Usage.PromptTokens + ex.Usage.CompletionTokens,
-		Refusal: status.RefusalOf(ex.Status, ex.Stage >= StageRouted),
+		Tokens:   ex.Usage.PromptTokens + ex.Usage.CompletionTokens,
+		Refusal:  status.RefusalOf(ex.Status, ex.Stage >= StageRouted),
+		Fallback: ex.Fallback != "",
 	}
 	if ex.Principal != nil {
 		r.User = ex.Principal.Subject

@@ -26,6 +26,9 @@ type Metrics struct {
 	scrapeErrors *prometheus.CounterVec
 	cacheTokens  *prometheus.CounterVec
 	predictError *prometheus.HistogramVec
+	aliases      *prometheus.CounterVec
+	fallbacks    *prometheus.CounterVec
+	rollouts     *prometheus.CounterVec
 }
 
 // Source reports the state behind the scrape-time gauges.
@@ -116,6 +119,15 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			Name: "llmedge_prefix_prediction_error_ratio", Help: "Predicted minus reported cached share of each prompt (-1..1: positive when the policy expected more cached than the replica held), for answers that report cached tokens and requests a policy predicted.",
 			Buckets: errorBuckets,
 		}, []string{"model_type"}),
+		aliases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_alias_requests_total", Help: "Inference requests that named a model by one of its aliases, by model type and alias.",
+		}, []string{"model_type", "alias"}),
+		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_fallbacks_total", Help: "Requests answered by a fallback model because no replica of the model asked for could take them, by model type and fallback.",
+		}, []string{"model_type", "fallback"}),
+		rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_rollout_requests_total", Help: "Requests for a model with a weighted rollout, by model type and the model (pool) of its share that took them.",
+		}, []string{"model_type", "target"}),
 	}
 	var err error
 	m.requests = register(reg, m.requests, &err)
@@ -130,6 +142,9 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.scrapeErrors = register(reg, m.scrapeErrors, &err)
 	m.cacheTokens = register(reg, m.cacheTokens, &err)
 	m.predictError = register(reg, m.predictError, &err)
+	m.aliases = register(reg, m.aliases, &err)
+	m.fallbacks = register(reg, m.fallbacks, &err)
+	m.rollouts = register(reg, m.rollouts, &err)
 	if src != nil {
 		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -174,6 +189,15 @@ type Request struct {
 	// the prompt, when it reported it (CachedKnown).
 	CachedTokens int
 	CachedKnown  bool
+	// Alias is the alias of ModelType the request named; "" when it
+	// named the model itself.
+	Alias string
+	// Fallback is the model that answered in ModelType's place; "" when
+	// ModelType's own replicas did (or nobody did).
+	Fallback string
+	// Rollout is the model whose share of ModelType's weighted rollout
+	// took the request; "" without a rollout.
+	Rollout string
 }
 
 // ObserveRequest records one answered inference request. A nil *Metrics
@@ -193,6 +217,15 @@ func (m *Metrics) ObserveRequest(r Request) {
 	}
 	if r.TTFT > 0 {
 		m.ttft.WithLabelValues(r.ModelType).Observe(r.TTFT.Seconds())
+	}
+	if r.Alias != "" {
+		m.aliases.WithLabelValues(r.ModelType, r.Alias).Inc()
+	}
+	if r.Rollout != "" {
+		m.rollouts.WithLabelValues(r.ModelType, r.Rollout).Inc()
+	}
+	if r.Fallback != "" {
+		m.fallbacks.WithLabelValues(r.ModelType, r.Fallback).Inc()
 	}
 	if r.Reason != "" {
 		m.decisions.WithLabelValues(r.ModelType, r.Reason).Inc()

@@ -37,6 +37,7 @@ func TestObserveAndScrape(t *testing.T) {
 	m.ObserveRequest(Request{ModelType: "qwen", Status: 200, Total: 110 * time.Millisecond, Upstream: 100 * time.Millisecond,
 		TTFT: 20 * time.Millisecond, Attempts: 2, PromptTokens: 5, CompletionTokens: 7, Reason: "prefix"})
 	m.ObserveRequest(Request{ModelType: "qwen", Status: 503, Total: time.Millisecond})
+	m.ObserveRequest(Request{ModelType: "qwen", Status: 200, Alias: "q", Fallback: "gemma"})
 	m.TokenIssued()
 	m.AuthFailure("invalid_token")
 	m.ScrapeError("qwen")
@@ -45,7 +46,9 @@ func TestObserveAndScrape(t *testing.T) {
 		c    prometheus.Collector
 		want float64
 	}{
-		{m.requests.WithLabelValues("qwen", "200"), 1},
+		{m.requests.WithLabelValues("qwen", "200"), 2},
+		{m.aliases.WithLabelValues("qwen", "q"), 1},
+		{m.fallbacks.WithLabelValues("qwen", "gemma"), 1},
 		{m.requests.WithLabelValues("qwen", "503"), 1},
 		{m.retries.WithLabelValues("qwen"), 1},
 		{m.tokens.WithLabelValues("qwen", "prompt"), 5},

@@ -54,6 +54,9 @@ type Request struct {
 	Tokens int
 	// Refusal says why a 403 or 429 was answered (see Refusal*).
 	Refusal string
+	// Fallback: another model answered in Model's place (its fallback),
+	// because no replica of Model could take the request.
+	Fallback bool
 }
 
 // Reasons a request was refused, as the gateway tells them.
@@ -131,6 +134,7 @@ type series struct {
 type bucket struct {
 	epoch                      atomic.Int64
 	requests, errors, refusals atomic.Uint64
+	fallbacks                  atomic.Uint64
 	ttft                       histogram
 }
 
@@ -150,6 +154,7 @@ func (s *series) at(epoch int64) *bucket {
 			b.requests.Store(0)
 			b.errors.Store(0)
 			b.refusals.Store(0)
+			b.fallbacks.Store(0)
 			b.ttft.reset()
 			b.epoch.Store(epoch)
 		}
@@ -169,6 +174,9 @@ func (b *bucket) add(r Request) {
 	if r.Status == 429 {
 		b.refusals.Add(1)
 	}
+	if r.Fallback {
+		b.fallbacks.Add(1)
+	}
 	if r.TTFT > 0 {
 		b.ttft.add(r.TTFT)
 	}
@@ -177,6 +185,7 @@ func (b *bucket) add(r Request) {
 // totals are a model's figures summed over some buckets.
 type totals struct {
 	requests, errors, refusals uint64
+	fallbacks                  uint64
 	ttft                       histogram
 }
 
@@ -191,6 +200,7 @@ func (s *series) sum(cur int64, n int, withTTFT bool, t *totals) {
 		t.requests += b.requests.Load()
 		t.errors += b.errors.Load()
 		t.refusals += b.refusals.Load()
+		t.fallbacks += b.fallbacks.Load()
 		if withTTFT {
 			t.ttft.merge(&b.ttft)
 		}

@@ -66,7 +66,15 @@ type Model struct {
 	Source string `json:"source"`
 	// Policy is the balancing policy's name.
 	Policy string `json:"policy"`
-	Ready  bool   `json:"ready"`
+	// Aliases are the model's other names; Fallbacks the models that
+	// answer in its place when none of its replicas can, in the order
+	// they are tried.
+	Aliases   []string `json:"aliases"`
+	Fallbacks []string `json:"fallbacks"`
+	// Rollout are the models that serve this one's conversations, by
+	// weight, when it is a weighted rollout; absent otherwise.
+	Rollout []Share `json:"rollout,omitempty"`
+	Ready   bool    `json:"ready"`
 	// NotReady says why the model cannot serve, when it cannot.
 	NotReady       string `json:"not_ready,omitempty"`
 	Synced         bool   `json:"synced"`
@@ -84,8 +92,17 @@ type Model struct {
 	RefusedPerSecond  float64 `json:"refused_per_second"`
 	// TTFT is the replicas' time to first token over WindowSeconds.
 	TTFT Latency `json:"ttft"`
+	// FallbacksTaken counts, over WindowSeconds, the requests for this
+	// model that a fallback model answered.
+	FallbacksTaken uint64 `json:"fallbacks_taken"`
 
 	Replicas []Replica `json:"replicas"`
+}
+
+// Share is one model of a weighted rollout and its weight.
+type Share struct {
+	Model  string `json:"model"`
+	Weight int    `json:"weight"`
 }
 
 // Latency holds quantiles in seconds; null when no sample was taken.
@@ -178,6 +195,7 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 		var w totals
 		s.sum(cur, ringSize, true, &w)
 		m.TTFT.Samples = w.ttft.samples()
+		m.FallbacksTaken = w.fallbacks
 		if p, ok := w.ttft.quantile(0.5); ok {
 			m.TTFT.P50 = &p
 		}
@@ -194,6 +212,15 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 	}
 	if snap.Models == nil {
 		snap.Models = []Model{}
+	}
+	for i := range snap.Models {
+		// Empty lists, not null: the page iterates them.
+		if snap.Models[i].Aliases == nil {
+			snap.Models[i].Aliases = []string{}
+		}
+		if snap.Models[i].Fallbacks == nil {
+			snap.Models[i].Fallbacks = []string{}
+		}
 	}
 	return snap
 }

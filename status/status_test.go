@@ -331,3 +331,26 @@ func BenchmarkSnapshot(b *testing.B) {
 		_ = rec.Snapshot(models)
 	}
 }
+
+// TestFallbacksTaken: the requests a fallback answered count for the
+// model asked for, over the window, and leave it with the window.
+func TestFallbacksTaken(t *testing.T) {
+	rec, c := newTestRecorder()
+	rec.Record(Request{Model: "qwen", Status: 200, Fallback: true})
+	rec.Record(Request{Model: "qwen", Status: 200})
+	rec.Record(Request{Model: "gemma", Status: 200})
+	s := rec.Snapshot([]Model{{Name: "qwen", Aliases: []string{"q"}}, {Name: "gemma"}})
+	if got := s.Models[0].FallbacksTaken; got != 1 {
+		t.Fatalf("qwen: %d fallbacks taken, want 1", got)
+	}
+	if got := s.Models[1].FallbacksTaken; got != 0 {
+		t.Fatalf("gemma: %d fallbacks taken, want 0", got)
+	}
+	if s.Models[1].Aliases == nil || s.Models[1].Fallbacks == nil {
+		t.Fatal("a model without aliases or fallbacks must list [] in JSON, not null")
+	}
+	c.add(Window + BucketWidth)
+	if got := rec.Snapshot([]Model{{Name: "qwen"}}).Models[0].FallbacksTaken; got != 0 {
+		t.Fatalf("after the window: %d fallbacks taken, want 0", got)
+	}
+}

@@ -30,6 +30,11 @@ type Admission struct {
 	// max_tokens within the model's; 0 when neither sets one; NoReply
 	// for a request that generates no tokens (embeddings).
 	MaxTokens int
+	// Fallback: the request, already admitted for the model it asked
+	// for, is about to be served by Model, its fallback, because no
+	// replica of the first could take it. The limits of the user and key
+	// were taken then; Model's own apply now.
+	Fallback bool
 }
 
 // NoReply is the MaxTokens of a request that generates no tokens: its
@@ -92,4 +97,16 @@ func (ts tickets) Settle(s Settlement) {
 	for _, t := range ts {
 		t.Settle(s)
 	}
+}
+
+// Join is one ticket settling both a and b (either may be nil): a request
+// admitted twice, for its model and for the fallback that served it.
+func Join(a, b Ticket) Ticket {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return tickets{a, b}
 }

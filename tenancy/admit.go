@@ -59,6 +59,16 @@ func (ad *limitsAdmitter) Admit(ctx context.Context, adm *Admission, h http.Head
 	p := adm.Principal
 	var buf [limits.MaxBuckets]limits.Bucket
 	bs := buf[:0]
+	if adm.Fallback {
+		// Admitted already under the user's and key's limits: only the
+		// fallback model's own apply.
+		ml, ok := ad.l.Models[adm.Model]
+		if !ok {
+			return nil, nil
+		}
+		bs = append(bs, limits.Bucket{Key: limits.ModelKey(adm.Model, p.Subject), Scope: limits.ScopeModel, Limit: ml})
+		return ad.admit(ctx, adm, h, bs)
+	}
 	ul := ad.l.Default
 	switch {
 	case p.Tier != "":
@@ -85,6 +95,12 @@ func (ad *limitsAdmitter) Admit(ctx context.Context, adm *Admission, h http.Head
 	if len(bs) == 0 {
 		return nil, nil
 	}
+	return ad.admit(ctx, adm, h, bs)
+}
+
+// admit asks the limiter for the buckets bs.
+func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Header, bs []limits.Bucket) (Ticket, *api.Error) {
+	p := adm.Principal
 	reply := adm.MaxTokens
 	switch {
 	case reply == NoReply:

@@ -217,3 +217,53 @@ func BenchmarkLimitCheck(b *testing.B) {
 		run(b, ad, "alice")
 	})
 }
+
+// TestAdmitterFallback: a request admitted for its model and then sent to
+// a fallback is checked against the fallback's own limits alone: the
+// user's and key's were taken once, for the model asked for.
+func TestAdmitterFallback(t *testing.T) {
+	ad := testAdmitter(t, limits.New(limits.Options{}), []auth.User{{Name: "alice"}})
+	ctx := context.Background()
+	fallback := func(model string) (Ticket, *api.Error) {
+		a := admission("alice", "key1", model)
+		a.Fallback = true
+		return ad.Admit(ctx, a, http.Header{})
+	}
+	// No limit of qwen's own: nothing to take, whatever the user's.
+	for i := 0; i < 5; i++ {
+		if tk, err := fallback("qwen"); tk != nil || err != nil {
+			t.Fatalf("fallback to qwen %d: ticket %v, err %v", i+1, tk, err)
+		}
+	}
+	// gemma's 1 rpm applies, and the user's 3 rpm was not charged: her
+	// own requests still pass three times.
+	if _, err := fallback("gemma"); err != nil {
+		t.Fatalf("first fallback to gemma: %v", err)
+	}
+	if _, err := fallback("gemma"); err == nil || err.Status != 429 {
+		t.Fatalf("second fallback to gemma: %v, want gemma's 429", err)
+	}
+	for i := 0; i < 3; i++ {
+		tk, err := ad.Admit(ctx, admission("alice", "", "qwen"), http.Header{})
+		if err != nil {
+			t.Fatalf("alice's own request %d: %v", i+1, err)
+		}
+		tk.Settle(Settlement{})
+	}
+}
+
+func TestJoin(t *testing.T) {
+	var n int
+	count := ticketFunc(func(Settlement) { n++ })
+	if Join(nil, nil) != nil || Join(count, nil) == nil || Join(nil, count) == nil {
+		t.Fatal("Join of nil tickets")
+	}
+	Join(count, count).Settle(Settlement{})
+	if n != 2 {
+		t.Fatalf("a joined ticket settled %d of 2", n)
+	}
+}
+
+type ticketFunc func(Settlement)
+
+func (f ticketFunc) Settle(s Settlement) { f(s) }

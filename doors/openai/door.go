@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
 	"github.com/llmedge/llmedge/protocols"
@@ -29,6 +30,9 @@ type Door struct {
 	// models are the model types the operator configured: the accepted
 	// values of "model", in the order the model list shows them.
 	models []string
+	// aliases map the names in models that are aliases to their models,
+	// whose scopes cover them.
+	aliases map[string]string
 	// created is the "created" time of the listed models: when the
 	// configuration was loaded, the only date the gateway knows of them.
 	created int64
@@ -38,6 +42,21 @@ type Door struct {
 // as the native API.
 func New(limits api.Limits, models []string) *Door {
 	return &Door{limits: limits.WithDefaults(), models: models, created: time.Now().Unix()}
+}
+
+// WithAliases tells f which of its models' names are aliases, and of
+// which model: the model list shows an alias to whoever may use its model.
+func (f *Door) WithAliases(aliases map[string]string) *Door {
+	f.aliases = aliases
+	return f
+}
+
+// scope is the scope that covers the model name: its model's.
+func (f *Door) scope(name string) string {
+	if m, ok := f.aliases[name]; ok {
+		return auth.ModelScope(m)
+	}
+	return auth.ModelScope(name)
 }
 
 // Name implements gateway.Door.

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
 )
@@ -100,7 +99,8 @@ func (a *Mount) inference(codec gateway.Door) http.Handler {
 }
 
 // serveModels answers GET /v1/models: the configured models the
-// credential's scopes (model:<name>) let it use.
+// credential's scopes (model:<name>) let it use, and their aliases, each
+// as an entry of its own.
 func (a *Mount) serveModels(w http.ResponseWriter, r *http.Request) {
 	if !allow(w, r, http.MethodGet) {
 		return
@@ -116,7 +116,7 @@ func (a *Mount) serveModels(w http.ResponseWriter, r *http.Request) {
 	b = append(b, `{"object":"list","data":[`...)
 	n := 0
 	for _, m := range a.door.models {
-		if !ex.Principal.HasScope(auth.ModelScope(m)) {
+		if !ex.Principal.HasScope(a.door.scope(m)) {
 			continue
 		}
 		if n > 0 {
@@ -144,7 +144,7 @@ func (a *Mount) serveModel(w http.ResponseWriter, r *http.Request) {
 	}
 	id := strings.TrimPrefix(r.URL.Path, pathModel)
 	for _, m := range a.door.models {
-		if m == id && ex.Principal.HasScope(auth.ModelScope(m)) {
+		if m == id && ex.Principal.HasScope(a.door.scope(m)) {
 			writeJSON(w, a.appendModel(make([]byte, 0, 96), m))
 			return
 		}

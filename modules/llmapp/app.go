@@ -54,6 +54,10 @@ type App struct {
 	// DefaultModel is used when a request names no model_type. Default:
 	// "qwen" when served, else the first model.
 	DefaultModel string `json:"default_model,omitempty"`
+	// FallbackDefault is "on" (default: a request may go to its model's
+	// fallbacks unless it refuses with Llmedge-No-Fallback: 1) or "off"
+	// (only a request that asks, with Llmedge-No-Fallback: 0, may).
+	FallbackDefault string `json:"fallback_default,omitempty"`
 	// Limits on inference request bodies.
 	Limits api.Limits `json:"limits,omitempty"`
 	// BodyTimeout bounds the reading of an inference request's body, from
@@ -213,11 +217,16 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if err = a.shareRouting(); err != nil {
 		return err
 	}
+	names, err := a.naming()
+	if err != nil {
+		return err
+	}
 	a.client = newReplicaClient(time.Duration(a.DialTimeout))
 	if a.fleet, err = a.buildFleet(ctx, repl); err != nil {
 		return err
 	}
-	a.validator = &api.Validator{Limits: a.Limits.WithDefaults(), Models: a.modelNames(), DefaultModel: a.DefaultModel}
+	names.apply(a.fleet.Models())
+	a.validator = &api.Validator{Limits: a.Limits.WithDefaults(), Models: names.accepted, Aliases: names.aliases, DefaultModel: a.DefaultModel}
 	authn, err := a.authenticators(ctx)
 	if err != nil {
 		return err
@@ -241,6 +250,8 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Metrics:      a.metrics,
 			Status:       observability(),
 			Shares:       a.tierShares(),
+			Aliases:      names.aliases,
+			FallbackOff:  a.FallbackDefault == "off",
 		},
 	}
 	if configured, _, _ := a.tenants.RedisHealth(); configured {
@@ -297,11 +308,18 @@ func (a *App) Validate() error {
 		}
 		seen[m.Name] = true
 	}
-	if !seen[a.DefaultModel] {
+	var aliases map[string]string
+	if a.validator != nil {
+		aliases = a.validator.Aliases
+	}
+	if _, ok := aliases[a.DefaultModel]; !seen[a.DefaultModel] && !ok {
 		return fmt.Errorf("default_model %q is not a configured model", a.DefaultModel)
 	}
 	for _, u := range a.Users {
 		for _, m := range u.Models {
+			if of, ok := aliases[m]; ok {
+				return fmt.Errorf("user %q: %q is an alias of model %q: a user's models (its scopes) name models, and cover their aliases", u.Name, m, of)
+			}
 			if !seen[m] {
 				return fmt.Errorf("user %q: model %q is not a configured model", u.Name, m)
 			}

@@ -151,6 +151,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneString(d, &a.UsersFile)
 		case "default_model":
 			err = oneString(d, &a.DefaultModel)
+		case "fallback_default":
+			if err = oneString(d, &a.FallbackDefault); err == nil && a.FallbackDefault != "on" && a.FallbackDefault != "off" {
+				err = d.Errf("fallback_default: want on or off, got %q", a.FallbackDefault)
+			}
 		case "user":
 			args := d.RemainingArgs()
 			if len(args) < 2 {

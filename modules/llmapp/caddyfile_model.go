@@ -126,6 +126,30 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			var l limits.Limit
 			l, err = parseLimits(d, "limits of model "+m.Name, nil)
 			m.RateLimits = &l
+		case "alias":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("alias: want at least one name for model %q", m.Name)
+			}
+			m.Aliases = append(m.Aliases, args...)
+		case "rollout":
+			args := d.RemainingArgs()
+			if len(args) == 0 || len(args)%2 != 0 {
+				return d.Errf("rollout: want <model> <weight> [<model> <weight>...] for model %q", m.Name)
+			}
+			for i := 0; i < len(args); i += 2 {
+				w, perr := strconv.Atoi(args[i+1])
+				if perr != nil || w <= 0 {
+					return d.Errf("rollout: weight of %q: want a positive integer, got %q", args[i], args[i+1])
+				}
+				m.Rollout = append(m.Rollout, RolloutShare{Model: args[i], Weight: w})
+			}
+		case "fallback":
+			args := d.RemainingArgs()
+			if len(args) == 0 {
+				return d.Errf("fallback: want at least one model for model %q", m.Name)
+			}
+			m.Fallbacks = append(m.Fallbacks, args...)
 		default:
 			return d.Errf("unrecognized option %q in model %q", d.Val(), m.Name)
 		}

@@ -78,6 +78,23 @@ type ModelConfig struct {
 	// RateLimits limit each user's requests to this model, on top of the
 	// user's own limits.
 	RateLimits *limits.Limit `json:"rate_limits,omitempty"`
+	// Aliases are other names of this model that requests may use, in
+	// every door; none may be another model's name or alias.
+	Aliases []string `json:"aliases,omitempty"`
+	// Fallbacks are the models (or aliases) that serve a request in this
+	// one's place when none of its replicas can take it, tried in order
+	// among those the caller may use.
+	Fallbacks []string `json:"fallbacks,omitempty"`
+	// Rollout makes this model a weighted split of other models: each
+	// conversation is served by one of them, by weight, sticky per
+	// conversation. Such a model has no replicas of its own.
+	Rollout []RolloutShare `json:"rollout,omitempty"`
+}
+
+// RolloutShare is one model of a rollout and its weight.
+type RolloutShare struct {
+	Model  string `json:"model"`
+	Weight int    `json:"weight"`
 }
 
 // Values of ModelConfig.StreamUpstream.

@@ -36,6 +36,9 @@ func (a *Anthropic) Provision(ctx caddy.Context) error {
 			return err
 		}
 		modes[m.Name] = mode
+		for _, al := range m.Aliases {
+			modes[al] = mode // the door reads the body before the pipeline resolves an alias
+		}
 	}
 	v := app.Validator()
 	a.door = anthropic.New(v.Limits, v.Models, modes)

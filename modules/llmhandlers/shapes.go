@@ -167,6 +167,15 @@ func LogFields(r *http.Request, ex *gateway.Exchange) {
 	}
 	if m := ex.Model(); m != "" {
 		extra.Set(zap.String("model_type", m))
+		if ex.Chat.Asked != "" {
+			extra.Set(zap.String("model_alias", ex.Chat.Asked))
+		}
+		if ex.Rollout != "" {
+			extra.Set(zap.String("rollout_model", ex.Rollout))
+		}
+		if ex.Fallback != "" {
+			extra.Set(zap.String("fallback_model", ex.Fallback))
+		}
 		extra.Set(zap.Bool("stream", ex.Chat.Stream))
 	}
 	if ex.Attempts > 0 {
