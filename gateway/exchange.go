@@ -41,6 +41,9 @@ type Exchange struct {
 	// Outcome, for logs and metrics.
 	Replica  string
 	Attempts int
+	// Continued lists, per continuation of the stream on another replica,
+	// the completion tokens it continued after; nil when none.
+	Continued []int
 	// Choice is the balancing decision of the last attempt, by Policy.
 	Choice pool.Choice
 	Policy string

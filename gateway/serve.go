@@ -90,9 +90,12 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	var content strings.Builder
 	var tried []*pool.Replica
 	var lastErr error
+	var sp splice
+	cur := call // the call of the attempt: a continuation's holds the text so far
 	maxAttempts := g.maxAttempts(m)
-	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		if attempt > 1 && m.TryDuration > 0 && time.Since(ex.Start) >= m.TryDuration {
+	// Continuations do not spend the tries before the first token.
+	for attempt := 1; attempt <= maxAttempts+len(sp.after); attempt++ {
+		if attempt > 1 && !sp.continuing && m.TryDuration > 0 && time.Since(ex.Start) >= m.TryDuration {
 			break // no time left for another try
 		}
 		queued := time.Now()
@@ -110,18 +113,33 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			break
 		}
 		rep := lease.Replica
+		if sp.continuing && !protocols.Continues(m.backendFor(rep), &cur) {
+			// A replica whose protocol cannot continue an answer (another
+			// llmedge): the stream ends with the failure it had.
+			lease.Release(pool.Excluded)
+			break
+		}
 		tried = append(tried, rep)
 		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
 		ex.Policy = m.Policy
-		if sse != nil {
+		switch {
+		case sp.continuing:
+			// The headers are out: where the stream went on is told in
+			// the trailer of the same name.
+			sse.setTrailer(routeHeader, string(appendContinued([]byte(routeValue(m.Policy, lease.Choice)), sp.after)))
+		case sse != nil:
 			sse.setHeader(routeHeader, routeValue(m.Policy, lease.Choice))
-		} else {
+		default:
 			w.Header()[routeHeader] = []string{routeValue(m.Policy, lease.Choice)}
 		}
-		content.Reset()
-		ans.Deltas, ans.Relayed, ans.State = 0, false, nil
+		if !sp.continuing {
+			content.Reset()
+			ans.Deltas, ans.Relayed = 0, false
+		}
+		ans.State = nil
+		sp.tokens = 0
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
-		res, err := g.attempt(actx, m, rep, call, sse, ans, &content, to, ex, lease.FirstToken)
+		res, err := g.attempt(actx, m, rep, cur, sse, ans, &content, to, ex, &sp, lease.FirstToken)
 		endAttempt(aspan, err)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		if err == nil {
@@ -129,6 +147,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		}
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
+			if sp.continuing && res.UsageKnown {
+				res.Usage = ContinuedUsage(res.Usage, sp.before)
+			}
 			g.succeed(w, sse, ex, ans, res, &content)
 			return
 		}
@@ -140,8 +161,19 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		g.logger().Warn("replica attempt failed",
 			zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
 			zap.String("replica", rep.URL), zap.Int("attempt", attempt), zap.Error(err))
-		if !retryable(err) || ctx.Err() != nil || (sse != nil && sse.isStarted()) {
+		if !retryable(err) || ctx.Err() != nil {
+			if sp.continuing && sp.cause != nil {
+				// A continuation refused (its replica's template takes no
+				// final assistant message): the client is told of the
+				// failure that broke its stream.
+				lastErr = sp.cause
+			}
 			break
+		}
+		if sse != nil && sse.isStarted() {
+			if !g.continueStream(m, ex, ans, &sp, &cur, call, &content, err) {
+				break
+			}
 		}
 	}
 	if ctx.Err() != nil && r.Context().Err() == nil {
@@ -202,6 +234,34 @@ func retryable(err error) bool {
 	return be.Kind != protocols.KindBadRequest
 }
 
+// continueStream prepares the continuation of a stream whose attempt
+// failed with err after the client saw some of it, and reports whether
+// there is to be one: cur becomes call, asked to continue the text so
+// far.
+func (g *Gateway) continueStream(m *Model, ex *Exchange, ans *Answer, sp *splice, cur *protocols.Request,
+	call protocols.Request, content *strings.Builder, err error) bool {
+	if !mayContinue(m, ex, sp, err, len(sp.after)) {
+		return false
+	}
+	before := sp.before + sp.tokens
+	next, ok := continuation(call, content.String(), before)
+	if !ok || !ex.Door.(Continuer).Continue(ans, sp.last) {
+		return false
+	}
+	*cur = next
+	if sp.cause == nil {
+		sp.cause = err
+	}
+	sp.before, sp.continuing = before, true
+	sp.after = append(sp.after, before)
+	ans.Continued, ans.Before = len(sp.after), before
+	ex.Continued = sp.after
+	g.logger().Info("stream continues on another replica",
+		zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
+		zap.Int("after_tokens", before), zap.Int("continuation", len(sp.after)))
+	return true
+}
+
 func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *protocols.Result, content *strings.Builder) {
 	if res.UsageKnown {
 		ex.Usage, ex.UsageKnown = res.Usage, true
@@ -254,6 +314,7 @@ func (g *Gateway) observe(ex *Exchange) {
 	g.Metrics.ObserveRequest(metrics.Request{
 		ModelType: model, Status: ex.Status,
 		Total: time.Since(ex.Start), Upstream: ex.Upstream, TTFT: ex.TTFT, Attempts: ex.Attempts,
+		Continuations: len(ex.Continued), Failed: ex.Status != http.StatusOK || ex.StreamError,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		Reason: ex.Choice.Reason,
 	})
