@@ -119,6 +119,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			lease.Release(pool.Excluded)
 			break
 		}
+		if sp.continuing {
+			ex.Continued = sp.after
+		}
 		tried = append(tried, rep)
 		ex.Attempts, ex.Replica, ex.Choice = attempt, rep.URL, lease.Choice
 		ex.Policy = m.Policy
@@ -255,7 +258,6 @@ func (g *Gateway) continueStream(m *Model, ex *Exchange, ans *Answer, sp *splice
 	sp.before, sp.continuing = before, true
 	sp.after = append(sp.after, before)
 	ans.Continued, ans.Before = len(sp.after), before
-	ex.Continued = sp.after
 	g.logger().Info("stream continues on another replica",
 		zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
 		zap.Int("after_tokens", before), zap.Int("continuation", len(sp.after)))
