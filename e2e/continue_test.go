@@ -263,7 +263,7 @@ func TestContinueOffAndToolCalls(t *testing.T) {
 func TestContinueReplicaKilled(t *testing.T) {
 	args := []string{"-tokens", "120", "-itl", "15ms", "-seed", "9"}
 	a, b := startSim(t, args...), startSim(t, args...)
-	clean := startSim(t, args...)
+	clean := startSim(t, "-tokens", "120", "-seed", "9") // the same text, at once
 	g := startGateway(t, GatewayConfig{Models: map[string]string{
 		"qwen":  staticModel(a, b) + "\n\t\t\tlb_policy round_robin",
 		"clean": staticModel(clean),
