@@ -42,6 +42,12 @@ type splice struct {
 	cause error
 }
 
+// continues reports whether p can continue call (a copy: only a
+// continuation pays for it).
+func continues(p protocols.Protocol, call protocols.Request) bool {
+	return protocols.Continues(p, &call)
+}
+
 // continuations is the model's bound on continuations per request.
 func (m *Model) continuations() int {
 	switch {

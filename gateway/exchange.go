@@ -66,6 +66,7 @@ type Exchange struct {
 	Ticket    tenancy.Ticket
 
 	body     []byte // the request body, once decoded
+	splice   splice // what a continuation needs of the stream (continue.go)
 	observed bool   // metrics recorded
 	// tracer makes the request's spans; nil when it is not traced.
 	tracer trace.Tracer

@@ -90,8 +90,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	var content strings.Builder
 	var tried []*pool.Replica
 	var lastErr error
-	var sp splice
-	cur := call // the call of the attempt: a continuation's holds the text so far
+	sp := &ex.splice // in the exchange: no allocation of its own on the hot path
+	cur := call      // the call of the attempt: a continuation's holds the text so far
 	maxAttempts := g.maxAttempts(m)
 	// Continuations do not spend the tries before the first token.
 	for attempt := 1; attempt <= maxAttempts+len(sp.after); attempt++ {
@@ -113,7 +113,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			break
 		}
 		rep := lease.Replica
-		if sp.continuing && !protocols.Continues(m.backendFor(rep), &cur) {
+		if sp.continuing && !continues(m.backendFor(rep), cur) {
 			// A replica whose protocol cannot continue an answer (another
 			// llmedge): the stream ends with the failure it had.
 			lease.Release(pool.Excluded)
@@ -142,7 +142,7 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		ans.State = nil
 		sp.tokens = 0
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
-		res, err := g.attempt(actx, m, rep, cur, sse, ans, &content, to, ex, &sp, lease.FirstToken)
+		res, err := g.attempt(actx, m, rep, cur, sse, ans, &content, to, ex, sp, lease.FirstToken)
 		endAttempt(aspan, err)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		if err == nil {
@@ -174,9 +174,11 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			break
 		}
 		if sse != nil && sse.isStarted() {
-			if !g.continueStream(m, ex, ans, &sp, &cur, call, &content, err) {
+			next, ok := g.continueStream(m, ex, ans, sp, call, &content, err)
+			if !ok {
 				break
 			}
+			cur = next
 		}
 	}
 	if ctx.Err() != nil && r.Context().Err() == nil {
@@ -239,19 +241,17 @@ func retryable(err error) bool {
 
 // continueStream prepares the continuation of a stream whose attempt
 // failed with err after the client saw some of it, and reports whether
-// there is to be one: cur becomes call, asked to continue the text so
-// far.
-func (g *Gateway) continueStream(m *Model, ex *Exchange, ans *Answer, sp *splice, cur *protocols.Request,
-	call protocols.Request, content *strings.Builder, err error) bool {
+// there is to be one: call, asked to continue the text so far.
+func (g *Gateway) continueStream(m *Model, ex *Exchange, ans *Answer, sp *splice,
+	call protocols.Request, content *strings.Builder, err error) (protocols.Request, bool) {
 	if !mayContinue(m, ex, sp, err, len(sp.after)) {
-		return false
+		return call, false
 	}
 	before := sp.before + sp.tokens
 	next, ok := continuation(call, content.String(), before)
 	if !ok || !ex.Door.(Continuer).Continue(ans, sp.last) {
-		return false
+		return call, false
 	}
-	*cur = next
 	if sp.cause == nil {
 		sp.cause = err
 	}
@@ -261,7 +261,7 @@ func (g *Gateway) continueStream(m *Model, ex *Exchange, ans *Answer, sp *splice
 	g.logger().Info("stream continues on another replica",
 		zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
 		zap.Int("after_tokens", before), zap.Int("continuation", len(sp.after)))
-	return true
+	return next, true
 }
 
 func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *protocols.Result, content *strings.Builder) {
