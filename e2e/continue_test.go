@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/ollamatest"
 )
 
 // Mid-stream continuation: a replica that fails after the client saw
@@ -371,5 +373,78 @@ func TestContinueReplicaKilled(t *testing.T) {
 	}
 	if continued < 5 {
 		t.Errorf("%d of %d streams continued, want the killed replica's (about half)", continued, n)
+	}
+}
+
+// TestContinueRealEngine: a stream from a real engine (Ollama, the tiny
+// endless model, which loops a fixed chain of words) whose engine is
+// killed mid-stream is continued on the other engine: Ollama continues
+// the trailing assistant message from its last word (an engine that
+// answered it anew would start the chain again), so the client reads,
+// word for word, the unbroken answer, and its completion tokens.
+func TestContinueRealEngine(t *testing.T) {
+	a := startOllama(t, ollamatest.Options{}, "tiny-endless")
+	b := startOllama(t, ollamatest.Options{}, "tiny-endless")
+	model := "\t\t\tstatic ollama+" + a.URL + " ollama+" + b.URL + "\n\t\t\tupstream_model tiny-endless\n\t\t\tmax_tokens 3000" +
+		"\n\t\t\thealth_interval 300ms\n\t\t\tlb_policy round_robin"
+	g := engineGateway(t, a, map[string]string{"endless": model})
+	tok := g.Token(t, "demo", "demo", "")
+	whole := askReal(t, g, tok, userChat("endless", "Hello!", false))
+	if whole.status != 200 || len(strings.Fields(whole.ans.Content)) < 100 {
+		t.Fatalf("unbroken answer: %d %q %q", whole.status, whole.detail, whole.ans.Content)
+	}
+
+	resp := g.Infer(t, tok, userChat("endless", "Hello!", true))
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("stream: %s", resp.Status)
+	}
+	sr := newSSEReader(resp.Body)
+	var text strings.Builder
+	for range 20 {
+		ev, ok := sr.next()
+		if !ok || ev.Name != "" {
+			t.Fatalf("stream before the kill: event %+v", ev)
+		}
+		text.WriteString(delta(t, ev))
+	}
+	// Kill the engine that serves the stream.
+	var serving string
+	for _, r := range g.status(t, "endless").Replicas {
+		if r.InFlight > 0 {
+			serving = r.URL
+		}
+	}
+	switch serving {
+	case a.URL:
+		a.Kill()
+	case b.URL:
+		b.Kill()
+	default:
+		t.Fatalf("no engine serves the stream: %+v", g.status(t, "endless").Replicas)
+	}
+	var last Event
+	for ev, ok := sr.next(); ok; ev, ok = sr.next() {
+		last = ev
+		if ev.Name == "" {
+			text.WriteString(delta(t, ev))
+		}
+	}
+	if last.Name != "done" {
+		t.Fatalf("the stream ended with %+v, want done", last)
+	}
+	var ans publicAnswer
+	if err := json.Unmarshal([]byte(last.Data), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if text.String() != whole.ans.Content || ans.Content != whole.ans.Content {
+		t.Errorf("continued text differs from the unbroken answer:\n got  %.300q\n want %.300q", text.String(), whole.ans.Content)
+	}
+	if ans.Usage.CompletionTokens != whole.ans.Usage.CompletionTokens {
+		t.Errorf("completion tokens %d, want the unbroken answer's %d", ans.Usage.CompletionTokens, whole.ans.Usage.CompletionTokens)
+	}
+	t.Logf("usage unbroken %+v, continued %+v; trailer %q", whole.ans.Usage, ans.Usage, resp.Trailer.Get("Llmedge-Route"))
+	if !afterRE.MatchString(resp.Trailer.Get("Llmedge-Route")) {
+		t.Errorf("trailer %q", resp.Trailer.Get("Llmedge-Route"))
 	}
 }
