@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -175,10 +177,14 @@ func TestContinueUnderLoad(t *testing.T) {
 	faulty := append(args[:len(args):len(args)], "-drop-after", "3", "-fault-spread", "30")
 	a, b := startSim(t, faulty...), startSim(t, faulty...)
 	clean := startSim(t, args...)
-	g := startGateway(t, GatewayConfig{Models: map[string]string{
-		"qwen":  staticModel(a, b) + "\n\t\t\tbreaker off",
-		"clean": staticModel(clean),
-	}})
+	logFile := filepath.Join(t.TempDir(), "access.log")
+	g := startGateway(t, GatewayConfig{
+		Models: map[string]string{
+			"qwen":  staticModel(a, b) + "\n\t\t\tbreaker off",
+			"clean": staticModel(clean),
+		},
+		Site: "log {\n\t\toutput file " + logFile + "\n\t\tformat json\n\t}\n\tllm_gateway",
+	})
 	tok := g.Token(t, "demo", "demo", "")
 
 	const n = 20
@@ -225,6 +231,30 @@ func TestContinueUnderLoad(t *testing.T) {
 	}
 	if c := g.logCount("stream continues on another replica"); c != n {
 		t.Errorf("%d continuations logged, want %d", c, n)
+	}
+	// The access log: each stream's entry says after how many tokens it
+	// was continued; no text reaches any log.
+	var entries []map[string]any
+	waitFor(t, 5*time.Second, func() bool {
+		entries = entries[:0]
+		b, _ := os.ReadFile(logFile)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var e map[string]any
+			if json.Unmarshal([]byte(line), &e) == nil && e["model_type"] == "qwen" {
+				entries = append(entries, e)
+			}
+		}
+		return len(entries) >= n
+	})
+	for _, e := range entries {
+		after, _ := e["continued_after"].([]any)
+		if len(after) != 1 || after[0].(float64) < 3 || e["attempts"] != float64(2) || e["completion_tokens"] != float64(40) {
+			t.Errorf("access log entry %v: want continued_after [3..32], 2 attempts, 40 completion tokens", e)
+		}
+	}
+	all, _ := os.ReadFile(logFile)
+	if strings.Contains(string(all)+g.Log(), "question number") || strings.Contains(string(all)+g.Log(), out[0].want) {
+		t.Error("message content reached the logs")
 	}
 }
 
