@@ -293,9 +293,9 @@ func TestContinueOffAndToolCalls(t *testing.T) {
 // (SIGKILL): every stream completes, the killed replica's continued on
 // the survivor, with the unbroken answer's text and usage.
 func TestContinueReplicaKilled(t *testing.T) {
-	args := []string{"-tokens", "120", "-itl", "15ms", "-seed", "9"}
+	args := []string{"-tokens", "200", "-itl", "15ms", "-seed", "9"}
 	a, b := startSim(t, args...), startSim(t, args...)
-	clean := startSim(t, "-tokens", "120", "-seed", "9") // the same text, at once
+	clean := startSim(t, "-tokens", "200", "-seed", "9") // the same text, at once
 	g := startGateway(t, GatewayConfig{Models: map[string]string{
 		"qwen":  staticModel(a, b) + "\n\t\t\tlb_policy round_robin",
 		"clean": staticModel(clean),
