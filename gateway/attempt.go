@@ -26,7 +26,7 @@ var (
 // asked for one JSON answer, as a plain proxy would, which costs both
 // sides less; ResponseTimeout, when set, bounds that call.
 func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call protocols.Request,
-	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange, firstToken func()) (*protocols.Result, error) {
+	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange, sp *splice, firstToken func()) (*protocols.Result, error) {
 	call.BaseURL, call.Model, call.APIKey = rep.URL, m.upstreamModel(rep), m.apiKey(rep)
 	backend := m.backendFor(rep)
 	if w := call.Wire; w != nil && w.Translate != nil && !protocols.Speaks(backend, w.Format) {
@@ -76,16 +76,19 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 	defer watchdog.Stop()
 	// Events before the first token (a stream's opening chunk) are held
 	// back with the client's stream unstarted, so that another replica may
-	// still be tried; the first token releases them.
+	// still be tried; the first token releases them. A continuation's are
+	// dropped: the client has had the stream's opening already.
 	var buf, held []byte
 	onDelta := func(d *protocols.Delta) error {
 		first := d.Token && !gotFirst.Load()
 		if first {
 			gotFirst.Store(true)
 			firstToken() // its prefill no longer queues ahead of others
-			ex.TTFT = time.Since(start)
-			ex.traceFirstToken(ctx, start, start.Add(ex.TTFT))
-			if sse != nil {
+			if !sp.continuing {
+				ex.TTFT = time.Since(start)
+				ex.traceFirstToken(ctx, start, start.Add(ex.TTFT))
+			}
+			if sse != nil && !sp.continuing {
 				// The headers go out with the first token: report the
 				// upstream time so far, with this attempt's time to it.
 				st := *ex
@@ -95,6 +98,16 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		}
 		if gotFirst.Load() {
 			watchdog.Reset(to.Idle)
+		}
+		if d.Token {
+			// What a continuation needs to know of the stream: its tokens
+			// so far, and whether it carried output other than text (a
+			// tool call, reasoning), which is never spliced.
+			if d.Text != "" {
+				sp.tokens++
+			} else {
+				sp.opaque = true
+			}
 		}
 		content.WriteString(d.Text)
 		ex.Relayed += len(d.Text)
@@ -106,16 +119,20 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 			return nil
 		}
 		if !gotFirst.Load() {
-			held = append(held, buf...)
+			if !sp.continuing {
+				held = append(held, buf...)
+			}
 			return nil
 		}
 		ans.Deltas++
 		if first && len(held) > 0 {
 			held = append(held, buf...)
+			sp.last = held
 			err := sse.write(held)
 			held = nil
 			return err
 		}
+		sp.last = buf
 		return sse.write(buf)
 	}
 	res, err := backend.Chat(actx, client, &call, onDelta)

@@ -34,6 +34,18 @@ type Door interface {
 	AppendStreamError(b []byte, a *Answer, err *api.Error) []byte
 }
 
+// Continuer is implemented by a door whose streams may be continued on
+// another replica when theirs fails mid-stream: the continuation's events
+// are spliced into the stream the client reads, as one answer.
+type Continuer interface {
+	// Continue is called before a continuation's attempt, with the last
+	// event the door wrote to the client (as sent): the door keeps in
+	// a.Splice what it needs to write the continuation's events as the
+	// same stream's (the first attempt's id; no second role). It reports
+	// false when it cannot continue this stream.
+	Continue(a *Answer, last []byte) bool
+}
+
 // Preparer is implemented by a Door that adjusts a request as it enters
 // the pipeline, before any stage reads it: Anthropic's door takes its
 // x-api-key header as the bearer credential, and names the request ID as
@@ -69,6 +81,14 @@ type Answer struct {
 	// stream (a translation's open content block); nil when an attempt
 	// begins.
 	State any
+	// Continued counts the continuations of the stream on other replicas
+	// so far (see Continuer); Before is the completion tokens received
+	// before the attempt under way, which it continues from. A door
+	// relaying the replica's usage adds them up with ContinuedUsage.
+	Continued, Before int
+	// Splice is the door's own, kept across a stream's attempts: what its
+	// continuations need of the events already sent (their id).
+	Splice any
 	// Raw is the replica's whole answer as it wrote it, when it is in the
 	// request's wire format (RawFormat): a door of that format passes it
 	// on, the model's name at RawModel (a span of Raw) replaced.

@@ -48,6 +48,9 @@ type Exchange struct {
 	// one it asked for (Chat.Model), when none of that one's replicas
 	// could; "" otherwise.
 	Fallback string
+	// Continued lists, per continuation of the stream on another replica,
+	// the completion tokens it continued after; nil when none.
+	Continued []int
 	// Choice is the balancing decision of the last attempt, by Policy.
 	Choice pool.Choice
 	Policy string
@@ -74,6 +77,7 @@ type Exchange struct {
 	admits *Pipeline
 
 	body     []byte // the request body, once decoded
+	splice   splice // what a continuation needs of the stream (continue.go)
 	observed bool   // metrics recorded
 	// tracer makes the request's spans; nil when it is not traced.
 	tracer trace.Tracer

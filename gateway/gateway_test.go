@@ -34,12 +34,15 @@ type fakeBackend struct {
 	scripts map[string]script
 	calls   []string
 	last    *protocols.Request
+	// continued records each call's Request.Continue.
+	continued []string
 }
 
 func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, req.BaseURL)
 	f.last = req
+	f.continued = append(f.continued, req.Continue)
 	s := f.scripts[req.BaseURL]
 	f.mu.Unlock()
 	res := &protocols.Result{Sent: time.Now()}

@@ -154,9 +154,12 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 	var content strings.Builder
 	var tried []*pool.Replica
 	var lastErr error
+	sp := &ex.splice // in the exchange: no allocation of its own on the hot path
+	cur := call      // the call of the attempt: a continuation's holds the text so far
 	maxAttempts := g.maxAttempts(m)
-	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		if attempt > 1 && m.TryDuration > 0 && time.Since(ex.Start) >= m.TryDuration {
+	// Continuations do not spend the tries before the first token.
+	for attempt := 1; attempt <= maxAttempts+len(sp.after); attempt++ {
+		if attempt > 1 && !sp.continuing && m.TryDuration > 0 && time.Since(ex.Start) >= m.TryDuration {
 			break // no time left for another try
 		}
 		queued := time.Now()
@@ -174,6 +177,15 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			break
 		}
 		rep := lease.Replica
+		if sp.continuing && !continues(m.backendFor(rep), cur) {
+			// A replica whose protocol cannot continue an answer (another
+			// llmedge): the stream ends with the failure it had.
+			lease.Release(pool.Excluded)
+			break
+		}
+		if sp.continuing {
+			ex.Continued = sp.after
+		}
 		tried = append(tried, rep)
 		ex.Attempts++
 		ex.Replica, ex.Choice = rep.URL, lease.Choice
@@ -185,15 +197,24 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		if ex.Fallback != "" {
 			rv += "; model=" + m.Name + "; fallback_from=" + ex.Chat.Model
 		}
-		if sse != nil {
+		switch {
+		case sp.continuing:
+			// The headers are out: where the stream went on is told in
+			// the trailer of the same name.
+			sse.setTrailer(routeHeader, string(appendContinued([]byte(rv), sp.after)))
+		case sse != nil:
 			sse.setHeader(routeHeader, rv)
-		} else {
+		default:
 			w.Header()[routeHeader] = []string{rv}
 		}
-		content.Reset()
-		ans.Deltas, ans.Relayed, ans.State = 0, false, nil
+		if !sp.continuing {
+			content.Reset()
+			ans.Deltas, ans.Relayed = 0, false
+		}
+		ans.State = nil
+		sp.tokens = 0
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
-		res, err := g.attempt(actx, m, rep, call, sse, ans, &content, to, ex, lease.FirstToken)
+		res, err := g.attempt(actx, m, rep, cur, sse, ans, &content, to, ex, sp, lease.FirstToken)
 		endAttempt(aspan, err)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		if err == nil {
@@ -201,6 +222,9 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
+			if sp.continuing && res.UsageKnown {
+				res.Usage = ContinuedUsage(res.Usage, sp.before)
+			}
 			g.succeed(w, sse, ex, ans, res, &content)
 			return nil
 		}
@@ -212,8 +236,21 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		g.logger().Warn("replica attempt failed",
 			zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
 			zap.String("replica", rep.URL), zap.Int("attempt", attempt), zap.Error(err))
-		if !retryable(err) || ctx.Err() != nil || (sse != nil && sse.isStarted()) {
+		if !retryable(err) || ctx.Err() != nil {
+			if sp.continuing && sp.cause != nil {
+				// A continuation refused (its replica's template takes no
+				// final assistant message): the client is told of the
+				// failure that broke its stream.
+				lastErr = sp.cause
+			}
 			break
+		}
+		if sse != nil && sse.isStarted() {
+			next, ok := g.continueStream(m, ex, ans, sp, call, &content, err)
+			if !ok {
+				break
+			}
+			cur = next
 		}
 	}
 	if lastErr == nil {
@@ -274,6 +311,31 @@ func retryable(err error) bool {
 	return be.Kind != protocols.KindBadRequest
 }
 
+// continueStream prepares the continuation of a stream whose attempt
+// failed with err after the client saw some of it, and reports whether
+// there is to be one: call, asked to continue the text so far.
+func (g *Gateway) continueStream(m *Model, ex *Exchange, ans *Answer, sp *splice,
+	call protocols.Request, content *strings.Builder, err error) (protocols.Request, bool) {
+	if !mayContinue(m, ex, sp, err, len(sp.after)) {
+		return call, false
+	}
+	before := sp.before + sp.tokens
+	next, ok := continuation(call, content.String(), before)
+	if !ok || !ex.Door.(Continuer).Continue(ans, sp.last) {
+		return call, false
+	}
+	if sp.cause == nil {
+		sp.cause = err
+	}
+	sp.before, sp.continuing = before, true
+	sp.after = append(sp.after, before)
+	ans.Continued, ans.Before = len(sp.after), before
+	g.logger().Info("stream continues on another replica",
+		zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
+		zap.Int("after_tokens", before), zap.Int("continuation", len(sp.after)))
+	return next, true
+}
+
 func (g *Gateway) succeed(w http.ResponseWriter, sse *sseWriter, ex *Exchange, ans *Answer, res *protocols.Result, content *strings.Builder) {
 	if res.UsageKnown {
 		ex.Usage, ex.UsageKnown = res.Usage, true
@@ -326,6 +388,7 @@ func (g *Gateway) observe(ex *Exchange) {
 	g.Metrics.ObserveRequest(metrics.Request{
 		ModelType: model, Status: ex.Status,
 		Total: time.Since(ex.Start), Upstream: ex.Upstream, TTFT: ex.TTFT, Attempts: ex.Attempts,
+		Continuations: len(ex.Continued), Failed: ex.Status != http.StatusOK || ex.StreamError,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		Reason: ex.Choice.Reason, Predicted: predicted(ex), CachedTokens: ex.Usage.CachedTokens, CachedKnown: ex.Usage.CachedKnown,
 		Alias: ex.Chat.Asked, Fallback: ex.Fallback, Rollout: ex.Rollout,

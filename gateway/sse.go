@@ -85,6 +85,14 @@ func restoreHeader(h http.Header, key, value string) {
 	}
 }
 
+// setTrailer sets a trailer, sent after the stream's last event: what the
+// headers, already out, could not tell.
+func (s *sseWriter) setTrailer(key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.w.Header()[http.TrailerPrefix+key] = []string{value}
+}
+
 // closeUnlessStarted closes the writer if the status is not sent yet, so
 // the caller may answer with an error status of its own; it reports
 // whether the stream had started (and stays open for in-band errors).

@@ -12,7 +12,7 @@ func (g *Gateway) recordStatus(ex *Exchange) {
 		return
 	}
 	r := status.Request{
-		Model: ex.Model(), Status: ex.Status, StreamError: ex.StreamError, TTFT: ex.TTFT,
+		Model: ex.Model(), Status: ex.Status, StreamError: ex.StreamError, Continued: len(ex.Continued) > 0, TTFT: ex.TTFT,
 		Tokens:   ex.Usage.PromptTokens + ex.Usage.CompletionTokens,
 		Refusal:  status.RefusalOf(ex.Status, ex.Stage >= StageRouted),
 		Fallback: ex.Fallback != "",

@@ -20,6 +20,7 @@ type Metrics struct {
 	ttft         *prometheus.HistogramVec
 	tokens       *prometheus.CounterVec
 	retries      *prometheus.CounterVec
+	continued    *prometheus.CounterVec
 	tokensIssued prometheus.Counter
 	authFailures *prometheus.CounterVec
 	decisions    *prometheus.CounterVec
@@ -98,8 +99,11 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 			Name: "llmedge_tokens_total", Help: "Tokens reported by replicas, by kind (prompt, completion).",
 		}, []string{"model_type", "kind"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "llmedge_retries_total", Help: "Attempts beyond the first, by model type.",
+			Name: "llmedge_retries_total", Help: "Attempts beyond the first before the client saw a token, by model type.",
 		}, []string{"model_type"}),
+		continued: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_continuations_total", Help: "Streams continued on another replica after theirs failed mid-stream, by outcome (completed: the stream ended with its answer; failed: with an error event).",
+		}, []string{"model_type", "outcome"}),
 		tokensIssued: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "llmedge_access_tokens_issued_total", Help: "Access tokens issued by /auth/token.",
 		}),
@@ -136,6 +140,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.ttft = register(reg, m.ttft, &err)
 	m.tokens = register(reg, m.tokens, &err)
 	m.retries = register(reg, m.retries, &err)
+	m.continued = register(reg, m.continued, &err)
 	m.tokensIssued = register(reg, m.tokensIssued, &err)
 	m.authFailures = register(reg, m.authFailures, &err)
 	m.decisions = register(reg, m.decisions, &err)
@@ -173,11 +178,16 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C, errp *erro
 
 // Request is what one inference request contributes.
 type Request struct {
-	ModelType        string
-	Status           int
-	Total, Upstream  time.Duration
-	TTFT             time.Duration // 0 when no token arrived
-	Attempts         int
+	ModelType       string
+	Status          int
+	Total, Upstream time.Duration
+	TTFT            time.Duration // 0 when no token arrived
+	Attempts        int
+	// Continuations counts the attempts that continued a stream on
+	// another replica (they are among Attempts, not among the retries);
+	// Failed: the request ended with an error.
+	Continuations    int
+	Failed           bool
 	PromptTokens     int
 	CompletionTokens int
 	// Reason is why the last attempt's replica was chosen.
@@ -230,8 +240,15 @@ func (m *Metrics) ObserveRequest(r Request) {
 	if r.Reason != "" {
 		m.decisions.WithLabelValues(r.ModelType, r.Reason).Inc()
 	}
-	if r.Attempts > 1 {
-		m.retries.WithLabelValues(r.ModelType).Add(float64(r.Attempts - 1))
+	if n := r.Attempts - 1 - r.Continuations; n > 0 {
+		m.retries.WithLabelValues(r.ModelType).Add(float64(n))
+	}
+	if r.Continuations > 0 {
+		outcome := "completed"
+		if r.Failed {
+			outcome = "failed"
+		}
+		m.continued.WithLabelValues(r.ModelType, outcome).Add(float64(r.Continuations))
 	}
 	if r.PromptTokens > 0 {
 		m.tokens.WithLabelValues(r.ModelType, "prompt").Add(float64(r.PromptTokens))

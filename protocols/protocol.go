@@ -49,6 +49,11 @@ type Request struct {
 	// the model streams from its replicas always, for the first-token and
 	// idle timeouts to watch the call.
 	Whole bool
+	// Continue, when set, is the text of an answer another replica began
+	// and failed to finish: the replica is asked to continue it, as the
+	// conversation's final assistant message, rather than to answer anew
+	// (see Continuing). Only a protocol that says so is given one.
+	Continue string
 }
 
 // Result is a finished chat completion.
@@ -222,6 +227,22 @@ func Speaks(p Protocol, f api.Format) bool {
 		return s.Speaks(f)
 	}
 	return f == api.FormatOpenAIChat
+}
+
+// Continuing is implemented by a protocol that can ask its replica to
+// continue an answer (Request.Continue): vLLM's and SGLang's
+// continue_final_message, or an engine that continues a trailing
+// assistant message as it is (Ollama, llama.cpp).
+type Continuing interface {
+	// Continues reports whether req, with Continue set, can be sent:
+	// a format whose answers the protocol can continue.
+	Continues(req *Request) bool
+}
+
+// Continues reports whether p can continue req's answer.
+func Continues(p Protocol, req *Request) bool {
+	c, ok := p.(Continuing)
+	return ok && c.Continues(req)
 }
 
 // Describer is implemented by backends that know their engine.

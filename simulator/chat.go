@@ -75,6 +75,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, d *diale
 		writeError(e)
 		return
 	}
+	cfg.DropAfter, cfg.ErrorAfter = faultAt(cfg, p, cfg.DropAfter), faultAt(cfg, p, cfg.ErrorAfter)
 	p.seq = s.engine.sequence(cfg, p)
 	defer p.seq.end() // releases its slot and lane even on abortConnection
 	ctx := r.Context()

@@ -135,6 +135,13 @@ type Config struct {
 	// request gets a 500. It applies only when the reply has at least
 	// ErrorAfter tokens. 0 turns it off.
 	ErrorAfter int `json:"error_after"`
+	// FaultSpread spreads DropAfter and ErrorAfter over requests: each
+	// answer's fault strikes after DropAfter (ErrorAfter) + h mod
+	// FaultSpread of its tokens, h a hash of its conversation, so that a
+	// load of streams breaks each at its own point. 0 strikes all at the
+	// same point. (Either way the point is a token of the answer: a
+	// continuation of it, continue.go, past that token runs to its end.)
+	FaultSpread int `json:"fault_spread,omitempty"`
 	// MaxConcurrent caps chat requests in flight; more are refused as the
 	// engine does when overloaded (TGI: 429, others: 503). 0 means no cap.
 	MaxConcurrent int `json:"max_concurrent"`
@@ -239,6 +246,9 @@ func (c Config) Validate() error {
 	}
 	if c.ErrorAfter < 0 {
 		bad("error_after must not be negative, got %d", c.ErrorAfter)
+	}
+	if c.FaultSpread < 0 {
+		bad("fault_spread must not be negative, got %d", c.FaultSpread)
 	}
 	if c.MaxConcurrent < 0 {
 		bad("max_concurrent must not be negative, got %d", c.MaxConcurrent)

@@ -64,6 +64,10 @@ type dialect struct {
 	// shifts its context); contextError then answers only a request that
 	// asked not to truncate.
 	truncates bool
+	// continuesTrailing continues a conversation whose last message is
+	// the assistant's from that message, as it is (llama.cpp, Ollama);
+	// the others do so only when asked (vLLM's continue_final_message).
+	continuesTrailing bool
 }
 
 // vllmErrorBody is vLLM's ≥0.10.1 error shape.
@@ -201,7 +205,7 @@ var dialects = map[string]*dialect{
 		},
 	},
 	DialectLlamaCpp: {
-		name: DialectLlamaCpp, dataPrefix: "data: ", usageInFinish: true,
+		name: DialectLlamaCpp, dataPrefix: "data: ", usageInFinish: true, continuesTrailing: true,
 		overloadStatus: 503, overloadMessage: "The server is busy.",
 		errorBody: llamaErrorBody,
 		streamError: func(msg string) []byte {
@@ -213,7 +217,7 @@ var dialects = map[string]*dialect{
 		},
 	},
 	DialectOllama: {
-		name: DialectOllama, truncates: true,
+		name: DialectOllama, truncates: true, continuesTrailing: true,
 		overloadStatus: 503, overloadMessage: "server busy, please try again.  maximum pending requests exceeded",
 		errorBody: ollamaErrorBody,
 		streamError: func(msg string) []byte {

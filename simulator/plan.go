@@ -27,6 +27,11 @@ type plan struct {
 	Prompt       []api.Message
 	Cut          promptCut
 	PromptTokens int
+	// Continued is the tokens of the assistant message the reply
+	// continues (continue.go); Conversation the messages whose answer it
+	// is (the request's, less that message), for the faults' spread.
+	Continued    int
+	Conversation []api.Message
 	// seq is the request's passage through the engine; handleChat sets it
 	// once the request is to be answered.
 	seq *sequence
@@ -87,6 +92,14 @@ func planReply(cfg Config, c *chat) (plan, *apiError) {
 	d := dialectOf(cfg)
 	prompt := c.enginePrompt()
 	p := plan{Prompt: prompt, PromptTokens: promptTokens(prompt), FinishReason: finishStop}
+	from, prefix, cont := c.continued(d)
+	p.Conversation = c.Messages
+	if cont {
+		// The assistant's turn is left open: its words, no template tokens.
+		p.Continued = len(strings.Fields(prefix))
+		p.PromptTokens = promptTokens(from) + p.Continued
+		p.Conversation = from
+	}
 	limit := c.maxTokens()
 	ml := cfg.MaxModelLen
 	switch {
@@ -128,6 +141,10 @@ func planReply(cfg Config, c *chat) (plan, *apiError) {
 			room = *limit
 		case ml > 0 && !d.truncates:
 			room = ml - pt
+		}
+		if cont {
+			p.Choices[i] = c.continueFrom(cfg, from, prefix, i%n, room)
+			continue
 		}
 		p.Choices[i] = c.generate(cfg, msgs, i%n, room)
 	}

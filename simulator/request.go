@@ -44,6 +44,10 @@ type chatRequest struct {
 	LogitBias        map[string]float64         `json:"logit_bias"`
 	ReasoningEffort  *string                    `json:"reasoning_effort"`
 	Metadata         map[string]json.RawMessage `json:"metadata"`
+	// vLLM's chat template options: continue the final (assistant)
+	// message rather than answer it (continue.go).
+	ContinueFinalMessage *bool `json:"continue_final_message"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
 }
 
 type chatMessage struct {
@@ -120,6 +124,9 @@ type chat struct {
 	Extra any
 	// Echo prepends the prompt to each choice's text (/v1/completions).
 	Echo bool
+	// ContinueFinal is vLLM's continue_final_message: the reply goes on
+	// from the last message, the assistant's (continue.go).
+	ContinueFinal bool
 	// invalid is the first semantic error found while decoding, which
 	// validate reports after the checks of the messages.
 	invalid *apiError
@@ -182,6 +189,7 @@ func decodeChat(r *http.Request, w http.ResponseWriter) (*chat, error) {
 		cv.add(m.Role, text, extra)
 	}
 	cv.fill(c)
+	c.readContinue(req.ContinueFinalMessage, req.AddGenerationPrompt)
 	if req.N != nil {
 		c.N = *req.N
 		c.checks = append(c.checks, checkN(*req.N))

@@ -48,6 +48,9 @@ type Request struct {
 	Status int
 	// StreamError: a stream that failed after it started (Status 200).
 	StreamError bool
+	// Continued: a stream continued on another replica after its replica
+	// failed mid-stream (it may still have failed: StreamError).
+	Continued bool
 	// TTFT is the replica's time to first token; 0 when none arrived.
 	TTFT time.Duration
 	// Tokens are the prompt and completion tokens the replica reported.
@@ -132,10 +135,10 @@ type series struct {
 
 // bucket holds one BucketWidth of a model's requests.
 type bucket struct {
-	epoch                      atomic.Int64
-	requests, errors, refusals atomic.Uint64
-	fallbacks                  atomic.Uint64
-	ttft                       histogram
+	epoch                                 atomic.Int64
+	requests, errors, refusals, continued atomic.Uint64
+	fallbacks                             atomic.Uint64
+	ttft                                  histogram
 }
 
 // at returns the bucket of epoch, recycling the oldest one when epoch is
@@ -155,6 +158,7 @@ func (s *series) at(epoch int64) *bucket {
 			b.errors.Store(0)
 			b.refusals.Store(0)
 			b.fallbacks.Store(0)
+			b.continued.Store(0)
 			b.ttft.reset()
 			b.epoch.Store(epoch)
 		}
@@ -177,6 +181,9 @@ func (b *bucket) add(r Request) {
 	if r.Fallback {
 		b.fallbacks.Add(1)
 	}
+	if r.Continued {
+		b.continued.Add(1)
+	}
 	if r.TTFT > 0 {
 		b.ttft.add(r.TTFT)
 	}
@@ -184,9 +191,9 @@ func (b *bucket) add(r Request) {
 
 // totals are a model's figures summed over some buckets.
 type totals struct {
-	requests, errors, refusals uint64
-	fallbacks                  uint64
-	ttft                       histogram
+	requests, errors, refusals, continued uint64
+	fallbacks                             uint64
+	ttft                                  histogram
 }
 
 // sum adds the buckets of the last n epochs up to cur to t, the TTFT
@@ -201,6 +208,7 @@ func (s *series) sum(cur int64, n int, withTTFT bool, t *totals) {
 		t.errors += b.errors.Load()
 		t.refusals += b.refusals.Load()
 		t.fallbacks += b.fallbacks.Load()
+		t.continued += b.continued.Load()
 		if withTTFT {
 			t.ttft.merge(&b.ttft)
 		}

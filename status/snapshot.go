@@ -90,6 +90,9 @@ type Model struct {
 	RequestsPerSecond float64 `json:"requests_per_second"`
 	ErrorsPerSecond   float64 `json:"errors_per_second"`
 	RefusedPerSecond  float64 `json:"refused_per_second"`
+	// ContinuedPerSecond counts the streams continued on another replica
+	// after theirs failed mid-stream (docs/resilience.md).
+	ContinuedPerSecond float64 `json:"continued_per_second"`
 	// TTFT is the replicas' time to first token over WindowSeconds.
 	TTFT Latency `json:"ttft"`
 	// FallbacksTaken counts, over WindowSeconds, the requests for this
@@ -191,6 +194,7 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 			m.RequestsPerSecond = float64(r.requests) / span.Seconds()
 			m.ErrorsPerSecond = float64(r.errors) / span.Seconds()
 			m.RefusedPerSecond = float64(r.refusals) / span.Seconds()
+			m.ContinuedPerSecond = float64(r.continued) / span.Seconds()
 		}
 		var w totals
 		s.sum(cur, ringSize, true, &w)

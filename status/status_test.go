@@ -354,3 +354,21 @@ func TestFallbacksTaken(t *testing.T) {
 		t.Fatalf("after the window: %d fallbacks taken, want 0", got)
 	}
 }
+
+// TestContinuedRate: streams continued on another replica are counted,
+// the one that failed all the same among the errors too.
+func TestContinuedRate(t *testing.T) {
+	rec, c := newTestRecorder()
+	for range 5 {
+		c.add(BucketWidth)
+	}
+	rec.Record(Request{Model: "qwen", Status: 200, Continued: true})
+	rec.Record(Request{Model: "qwen", Status: 200, Continued: true})
+	rec.Record(Request{Model: "qwen", Status: 200, Continued: true, StreamError: true})
+	rec.Record(Request{Model: "qwen", Status: 200})
+	c.add(BucketWidth - time.Nanosecond)
+	m := rec.Snapshot([]Model{{Name: "qwen"}}).Models[0]
+	if math.Abs(m.ContinuedPerSecond-3.0/60) > 1e-6 || math.Abs(m.ErrorsPerSecond-1.0/60) > 1e-6 {
+		t.Errorf("continued %v/s, errors %v/s; want 3/60 and 1/60", m.ContinuedPerSecond, m.ErrorsPerSecond)
+	}
+}

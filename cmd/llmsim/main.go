@@ -72,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.BoolVar(&cfg.PromptTokensDetails, "prompt-tokens-details", false, "report usage.prompt_tokens_details.cached_tokens (vLLM's --enable-prompt-tokens-details)")
 	fs.BoolVar(&cfg.UsageInFinish, "usage-in-finish", false, "put a stream's usage on its finishing chunk, not a separate one")
 	fs.IntVar(&cfg.ErrorAfter, "error-after", 0, "fail streams in-band after this many tokens (0 = off)")
+	fs.IntVar(&cfg.FaultSpread, "fault-spread", 0, "spread -drop-after and -error-after over requests: each answer's fault strikes up to this many tokens later, by a hash of its conversation (0 = all at the same point)")
 	fs.IntVar(&cfg.MaxConcurrent, "max-concurrent", 0, "refuse chat requests beyond this many in flight as overloaded (0 = no cap)")
 	// The dialect-dependent defaults are left zero here, for the
 	// simulator to resolve (Config.withDefaults), so that -dialect ollama

@@ -121,3 +121,9 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 }
 
 var _ gateway.Door = Door{}
+
+var _ gateway.Continuer = Door{}
+
+// Continue implements gateway.Continuer: the native events carry the
+// text alone, so a continuation's read as the same stream's as they are.
+func (Door) Continue(*gateway.Answer, []byte) bool { return true }

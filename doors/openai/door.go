@@ -90,7 +90,7 @@ func (*Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 		// Left out when the replica reported none: OpenAI's schema makes
 		// usage optional, and zeros would be a false count.
 		b = append(b, `,"usage":`...)
-		b = appendUsage(b, a.Usage)
+		b = appendUsage(b, a)
 	}
 	b = append(b, '}')
 	h := w.Header()
@@ -113,7 +113,11 @@ func (*Door) AppendDelta(b []byte, a *gateway.Answer, d *protocols.Delta) []byte
 		}
 		a.Relayed = true
 		b = append(b, "data: "...)
-		b = appendRenamed(b, d.Data, d.Model, a.Model)
+		if sp, ok := a.Splice.(*splice); ok && a.Continued > 0 {
+			b = appendSpliced(b, a, d, sp) // a continuation's chunk (splice.go)
+		} else {
+			b = appendRenamed(b, d.Data, d.Model, a.Model)
+		}
 		return append(b, "\n\n"...)
 	}
 	text := d.Text
@@ -158,7 +162,7 @@ func (f *Door) AppendEnd(b []byte, a *gateway.Answer) []byte {
 		b = appendHead(b, a, "chat.completion.chunk")
 		b = append(b, `],"usage":`...)
 		if a.UsageKnown {
-			b = appendUsage(b, a.Usage)
+			b = appendUsage(b, a)
 		} else {
 			// null, as on every other chunk of OpenAI's streams: the
 			// replica reported no counts, and zeros would be a false one.
@@ -193,13 +197,25 @@ func appendHead(b []byte, a *gateway.Answer, object string) []byte {
 	return append(b, `,"choices":[`...)
 }
 
-func appendUsage(b []byte, u api.Usage) []byte {
+func appendUsage(b []byte, a *gateway.Answer) []byte {
+	return appendUsageOf(b, a.Usage, a.Continued)
+}
+
+// appendUsageOf appends usage u; an answer continued on other replicas
+// has its count of continuations in llmedge_continuations, a member of
+// llmedge's own, which tells the client the counts are summed over them
+// (see gateway.ContinuedUsage).
+func appendUsageOf(b []byte, u api.Usage, continued int) []byte {
 	b = append(b, `{"prompt_tokens":`...)
 	b = jsonx.Int(b, int64(u.PromptTokens))
 	b = append(b, `,"completion_tokens":`...)
 	b = jsonx.Int(b, int64(u.CompletionTokens))
 	b = append(b, `,"total_tokens":`...)
 	b = jsonx.Int(b, int64(u.TotalTokens))
+	if continued > 0 {
+		b = append(b, `,"llmedge_continuations":`...)
+		b = jsonx.Int(b, int64(continued))
+	}
 	return append(b, '}')
 }
 

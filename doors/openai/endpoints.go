@@ -182,7 +182,7 @@ func (c Completions) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 	b = append(b, "}]"...)
 	if a.UsageKnown {
 		b = append(b, `,"usage":`...)
-		b = appendUsage(b, a.Usage)
+		b = appendUsage(b, a)
 	}
 	writeJSON(w, append(b, '}'))
 }

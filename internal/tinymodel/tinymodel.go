@@ -74,11 +74,20 @@ const ChatTemplate = "{% for message in messages %}" +
 	"{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 
 // OllamaTemplate is the same ChatML template in Ollama's Go template syntax,
-// for a Modelfile's TEMPLATE.
-const OllamaTemplate = `{{- range .Messages }}<|im_start|>{{ .Role }}
-{{ .Content }}<|im_end|>
-{{ end }}<|im_start|>assistant
-`
+// for a Modelfile's TEMPLATE, written as the templates of Ollama's library
+// (qwen2.5's, for one) are: a conversation that ends with the assistant's
+// message leaves that turn open, without <|im_end|> or a generation
+// prompt, so that the model continues the message (a gateway's
+// continuation of a broken stream); any other renders as the Jinja one.
+const OllamaTemplate = `{{- range $i, $_ := .Messages }}
+{{- $last := eq (len (slice $.Messages $i)) 1 -}}
+<|im_start|>{{ .Role }}
+{{ .Content }}
+{{- if or (ne .Role "assistant") (not $last) }}<|im_end|>
+{{ end }}
+{{- if and (ne .Role "assistant") $last }}<|im_start|>assistant
+{{ end }}
+{{- end }}`
 
 // Config chooses the model.
 type Config struct {

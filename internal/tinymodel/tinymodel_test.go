@@ -454,7 +454,7 @@ func TestGreedyAnswer(t *testing.T) {
 
 func TestModelfile(t *testing.T) {
 	mf := Modelfile("/models/tiny.gguf", 512)
-	for _, want := range []string{"FROM /models/tiny.gguf\n", `PARAMETER stop "<|im_end|>"`, "PARAMETER num_ctx 512\n", "PARAMETER num_thread 1\n", `TEMPLATE """{{- range .Messages }}`} {
+	for _, want := range []string{"FROM /models/tiny.gguf\n", `PARAMETER stop "<|im_end|>"`, "PARAMETER num_ctx 512\n", "PARAMETER num_thread 1\n", `TEMPLATE """{{- range $i, $_ := .Messages }}`} {
 		if !strings.Contains(mf, want) {
 			t.Errorf("Modelfile lacks %q:\n%s", want, mf)
 		}

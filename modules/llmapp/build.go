@@ -104,6 +104,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 		StreamUpstream: mc.StreamUpstream == StreamUpstreamAlways,
 		APIKey:         apiKey,
 		MaxAttempts:    mc.MaxAttempts,
+		Continuations:  mc.Continuations,
 		TryDuration:    time.Duration(mc.TryDuration),
 		Timeouts: gateway.Timeouts{
 			FirstToken: time.Duration(mc.FirstTokenTimeout),

@@ -114,6 +114,8 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = positiveDuration(d, opt, &m.DialTimeout)
 		case "max_attempts":
 			err = positiveInt(d, opt, &m.MaxAttempts)
+		case "continue":
+			err = continueOption(d, &m.Continuations)
 		case "try_duration":
 			err = positiveDuration(d, opt, &m.TryDuration)
 		case "breaker":
@@ -321,6 +323,29 @@ func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		if err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// continueOption reads "continue off | on | <n>": mid-stream
+// continuation, and its bound per request (off is stored as -1, on as 0:
+// the default).
+func continueOption(d *caddyfile.Dispenser, dst *int) error {
+	var s string
+	if err := oneString(d, &s); err != nil {
+		return err
+	}
+	switch s {
+	case "off":
+		*dst = -1
+	case "on":
+		*dst = 0
+	default:
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			return d.Errf("continue %q: want off, on or a positive number of continuations", s)
+		}
+		*dst = n
 	}
 	return nil
 }

@@ -67,6 +67,10 @@ type ModelConfig struct {
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
 	// MaxAttempts bounds tries on distinct replicas; default: the app's.
 	MaxAttempts int `json:"max_attempts,omitempty"`
+	// Continuations bounds the continuations of one stream on another
+	// replica after its replica failed mid-stream (Caddyfile: continue
+	// <n>); default 2, -1 turns continuation off (continue off).
+	Continuations int `json:"continuations,omitempty"`
 	// TryDuration bounds the time, from the request's arrival, in which a
 	// retry may start. Default 0: bounded by max_attempts and total_timeout.
 	TryDuration caddy.Duration `json:"try_duration,omitempty"`
@@ -128,6 +132,9 @@ func (mc *ModelConfig) validate() error {
 		if n.v < 0 {
 			return fmt.Errorf("model %q: %s must be positive, got %d", mc.Name, n.name, n.v)
 		}
+	}
+	if mc.Continuations < -1 {
+		return fmt.Errorf("model %q: continuations must be positive, or -1 (off), got %d", mc.Name, mc.Continuations)
 	}
 	switch mc.StreamUpstream {
 	case "", StreamUpstreamAuto, StreamUpstreamAlways:

@@ -181,6 +181,11 @@ func LogFields(r *http.Request, ex *gateway.Exchange) {
 	if ex.Attempts > 0 {
 		extra.Set(zap.String("replica", ex.Replica))
 		extra.Set(zap.Int("attempts", ex.Attempts))
+		if len(ex.Continued) > 0 {
+			// The stream went on from another replica after these many
+			// tokens (one number per continuation).
+			extra.Set(zap.Ints("continued_after", ex.Continued))
+		}
 		extra.Set(zap.String("lb_policy", ex.Policy))
 		extra.Set(zap.String("lb_reason", ex.Choice.Reason))
 		if ex.Choice.Cached >= 0 {

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,9 +96,24 @@ func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols
 	if body.Messages == nil {
 		body.Messages = []api.Message{}
 	}
+	if req.Continue != "" {
+		// A copy: the request's messages are shared by every attempt.
+		body.Messages = append(slices.Clip(body.Messages), api.Message{Role: api.RoleAssistant, Content: req.Continue})
+	}
 	return protocols.Exchange(ctx, client, url, body, req.APIKey, "application/x-ndjson", func(r io.Reader) (*protocols.Result, error) {
 		return parseStream(ctx, r, b.maxLineBytes(), nil, onDelta)
 	})
+}
+
+var _ protocols.Continuing = (*Protocol)(nil)
+
+// Continues implements protocols.Continuing: /api/chat continues a
+// conversation whose last message is the assistant's, as it is, from its
+// last token, so a continuation is that message (Request.Continue) added.
+// Requests of llmedge's own and OpenAI chat requests translated are
+// continued.
+func (*Protocol) Continues(req *protocols.Request) bool {
+	return req.Wire == nil || req.Wire.Format == api.FormatOpenAIChat
 }
 
 func (b *Protocol) maxLineBytes() int {

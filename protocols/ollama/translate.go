@@ -159,6 +159,9 @@ func translate(req *protocols.Request) (*wireRequest, *protocols.Error) {
 		}
 		body.Messages = append(body.Messages, msg)
 	}
+	if req.Continue != "" {
+		body.Messages = append(body.Messages, wireMessage{Role: api.RoleAssistant, Content: req.Continue})
+	}
 	return body, nil
 }
 

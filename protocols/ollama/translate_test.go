@@ -75,6 +75,10 @@ func TestTranslateRequest(t *testing.T) {
 			body: `{"model":"llama","messages":[{"role":"user","content":[{"type":"text","text":"what is it?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` + png1 + `","detail":"low"}},{"type":"image_url","image_url":"data:;base64,` + png1 + `"}]},` +
 				`{"role":"assistant","content":"a pixel","reasoning_content":"it is small"}]}`,
 			want: `{"model":"up","messages":[{"role":"user","content":"what is it?","images":["` + png1 + `","` + png1 + `"]},{"role":"assistant","content":"a pixel","thinking":"it is small"}],"stream":true,"options":{}}`},
+		{name: "a continuation: the text so far as the last, assistant message",
+			body: `{"model":"llama","messages":[{"role":"user","content":"x"}]}`,
+			req:  protocols.Request{Continue: "Once upon"},
+			want: `{"model":"up","messages":[{"role":"user","content":"x"},{"role":"assistant","content":"Once upon"}],"stream":true,"options":{}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := tc.req

@@ -110,6 +110,9 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	if req.CapTokens > 0 {
 		edits = capTokens(edits, w, req.CapTokens)
 	}
+	if req.Continue != "" && w.Format == api.FormatOpenAIChat && len(w.Messages) > 0 {
+		edits = continueEdits(edits, w, req.Continue)
+	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings && !anthropicFormat(w.Format) {
 		// A client that wants one answer of a model that streams from
 		// its replicas always: the replica is asked for the stream.

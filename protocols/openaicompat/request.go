@@ -106,6 +106,9 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 		b = jsonx.String(b, m.Content)
 		b = append(b, '}')
 	}
+	if req.Continue != "" {
+		b = appendContinue(b, req.Continue, len(req.Messages) > 0)
+	}
 	b = append(b, ']')
 	for _, f := range []struct {
 		name string
@@ -145,6 +148,10 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 	if stream {
 		// Only with stream: vLLM answers 400 to it on a non-streamed request.
 		b = append(b, `,"stream_options":{"include_usage":true}`...)
+	}
+	if req.Continue != "" {
+		b = append(b, ',')
+		b = append(b, continueFlags...)
 	}
 	return append(b, '}'), nil
 }
