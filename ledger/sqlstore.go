@@ -1,0 +1,220 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sqlStore is a Store on database/sql; SQLite and PostgreSQL differ only
+// in their placeholders and migrations' column types (dialect). Times are
+// kept as Unix milliseconds and durations as microseconds, integers both
+// databases read and group alike (a UTC day is time_ms / 86400000).
+type sqlStore struct {
+	db *sql.DB
+	d  dialect
+}
+
+// dialect is what differs between the databases.
+type dialect struct {
+	name string
+	// numbered placeholders ($1, $2, ...) rather than ?.
+	numbered bool
+	// migrations, in order: migration i brings the schema to version i+1.
+	migrations []string
+}
+
+// columns are usage_records' columns that a Record fills, in order.
+const columns = "time_ms, request_id, user_name, key_id, model, alias, replica, door, status, " +
+	"prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost"
+
+const dayMillis = 24 * 60 * 60 * 1000
+
+// bind rewrites ? placeholders into the dialect's.
+func (d dialect) bind(q string) string {
+	if !d.numbered {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// migrate brings the schema to the newest version, recorded in
+// schema_version, each migration in a transaction of its own.
+func (s *sqlStore) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("ledger: %s: creating schema_version: %w", s.d.name, err)
+	}
+	var version int
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	switch {
+	case err == sql.ErrNoRows:
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return fmt.Errorf("ledger: %s: initialising schema_version: %w", s.d.name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("ledger: %s: reading schema_version: %w", s.d.name, err)
+	}
+	if version > len(s.d.migrations) {
+		return fmt.Errorf("ledger: %s: the schema is at version %d, newer than this llmedge knows (%d)", s.d.name, version, len(s.d.migrations))
+	}
+	for i := version; i < len(s.d.migrations); i++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.d.migrations[i]); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.d.bind(`UPDATE schema_version SET version = ?`), i+1); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		}
+	}
+	return nil
+}
+
+// Version is the schema's version, for tests and diagnostics.
+func (s *sqlStore) Version(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	return v, err
+}
+
+// Write implements Store: one transaction, one prepared insert.
+func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: %s: %w", s.d.name, err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	stmt, err := tx.PrepareContext(ctx, s.d.bind(`INSERT INTO usage_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
+	if err != nil {
+		return fmt.Errorf("ledger: %s: preparing the insert: %w", s.d.name, err)
+	}
+	defer stmt.Close()
+	for i := range recs {
+		r := &recs[i]
+		if _, err := stmt.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
+			r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
+			r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost); err != nil {
+			return fmt.Errorf("ledger: %s: inserting a record: %w", s.d.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: %s: committing %d records: %w", s.d.name, len(recs), err)
+	}
+	return nil
+}
+
+// Sum implements Store.
+func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
+	var key string
+	switch f.By {
+	case ByNone:
+		key = "''"
+	case ByDay:
+		key = "time_ms / " + strconv.Itoa(dayMillis) // a day number, named in Go
+	case ByModel:
+		key = "model"
+	case ByUser:
+		key = "user_name"
+	default:
+		return nil, fmt.Errorf("ledger: unknown grouping %q", f.By)
+	}
+	var where []string
+	var args []any
+	if f.User != "" {
+		where, args = append(where, "user_name = ?"), append(args, f.User)
+	}
+	if f.Model != "" {
+		where, args = append(where, "model = ?"), append(args, f.Model)
+	}
+	if !f.Since.IsZero() {
+		where, args = append(where, "time_ms >= ?"), append(args, f.Since.UnixMilli())
+	}
+	if !f.Until.IsZero() {
+		where, args = append(where, "time_ms < ?"), append(args, f.Until.UnixMilli())
+	}
+	q := "SELECT " + key + " AS k, COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(cached_tokens), 0), " +
+		"COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(cost), 0) FROM usage_records"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.By != ByNone {
+		q += " GROUP BY k ORDER BY k"
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.bind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %s: summing: %w", s.d.name, err)
+	}
+	defer rows.Close()
+	var out []Sum
+	for rows.Next() {
+		var sum Sum
+		var k any
+		if err := rows.Scan(&k, &sum.Requests, &sum.PromptTokens, &sum.CachedTokens, &sum.CompletionTokens, &sum.Cost); err != nil {
+			return nil, fmt.Errorf("ledger: %s: reading a sum: %w", s.d.name, err)
+		}
+		sum.Key = keyText(f.By, k)
+		if f.By == ByNone && sum.Requests == 0 {
+			continue // no records: no total
+		}
+		out = append(out, sum)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: %s: reading the sums: %w", s.d.name, err)
+	}
+	return out, nil
+}
+
+// keyText turns a group's value as the driver gives it into its name.
+func keyText(by Group, k any) string {
+	switch v := k.(type) {
+	case int64:
+		if by == ByDay {
+			return time.UnixMilli(v * dayMillis).UTC().Format(time.DateOnly)
+		}
+		return strconv.FormatInt(v, 10)
+	case []byte:
+		return string(v)
+	case string:
+		return v
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(k)
+}
+
+// Prune implements Store.
+func (s *sqlStore) Prune(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.d.bind(`DELETE FROM usage_records WHERE time_ms < ?`), before.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("ledger: %s: pruning: %w", s.d.name, err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// Close implements Store.
+func (s *sqlStore) Close() error { return s.db.Close() }
