@@ -17,7 +17,7 @@ const (
 	DefaultInterval = time.Second
 	// DefaultSweepEvery is how often records past their retention are
 	// deleted.
-	DefaultSweepEvery = 24 * time.Hour
+	DefaultSweepEvery   = 24 * time.Hour
 	defaultCloseTimeout = 5 * time.Second
 	// writeTimeout bounds one batch's write.
 	writeTimeout = 5 * time.Second
