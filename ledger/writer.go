@@ -57,10 +57,12 @@ type Writer struct {
 	dropped atomic.Uint64
 	// written counts the records the store took.
 	written atomic.Uint64
-	stop    chan struct{}
-	done    chan struct{}
-	once    sync.Once
-	err     error // the last write's failure, reported by Close
+	// kick wakes the writer when a batch's worth is buffered.
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+	err  error // the last write's failure, reported by Close
 }
 
 // NewWriter starts a Writer on store. Close stops it.
@@ -87,7 +89,7 @@ func NewWriter(store Store, opts WriterOptions) *Writer {
 		opts.Logger = zap.NewNop()
 	}
 	w := &Writer{store: store, opts: opts, in: make(chan Record, opts.Buffer),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -101,6 +103,12 @@ func (w *Writer) Add(r Record) bool {
 	}
 	select {
 	case w.in <- r:
+		if len(w.in) >= w.opts.Batch {
+			select {
+			case w.kick <- struct{}{}:
+			default: // already kicked
+			}
+		}
 		return true
 	default:
 		w.dropped.Add(1)
@@ -129,10 +137,14 @@ func (w *Writer) Close() error {
 	return w.err
 }
 
-// run gathers records into batches and writes them. While the store
-// fails, the batch is kept and tried again each Interval, and no more is
-// taken from the buffer: the records wait there, and the buffer filling
-// up is what drops new ones.
+// run writes the buffered records in batches, each Interval or when
+// Add finds a batch's worth waiting (the kick). It does not wait on the
+// buffer itself: a goroutine blocked on it would be woken by every
+// record, a scheduling round trip on the request path; this way a busy
+// gateway pays one per batch. While the store fails, the batch in hand is
+// kept and tried again each Interval, and no more is taken from the
+// buffer: the records wait there, and the buffer filling up is what drops
+// new ones.
 func (w *Writer) run() {
 	defer close(w.done)
 	tick := time.NewTicker(w.opts.Interval)
@@ -147,27 +159,25 @@ func (w *Writer) run() {
 	batch := make([]Record, 0, w.opts.Batch)
 	failing := false
 	for {
-		var in chan Record
-		if len(batch) < w.opts.Batch && !failing {
-			in = w.in
+		kick := w.kick
+		if failing {
+			kick = nil // retried on the interval only, not at every record
 		}
 		select {
-		case r := <-in:
-			batch = append(batch, r)
-			if len(batch) >= w.opts.Batch {
-				batch, failing = w.flush(batch)
-			}
+		case <-kick:
 		case <-tick.C:
-			batch, failing = w.flush(batch)
-			for !failing && len(w.in) >= w.opts.Batch { // catch up after a failure
-				batch = w.fill(batch)
-				batch, failing = w.flush(batch)
-			}
 		case <-sweep:
 			w.sweep()
+			continue
 		case <-w.stop:
 			w.drain(batch)
 			return
+		}
+		for {
+			batch = w.fill(batch)
+			if batch, failing = w.flush(batch); failing || len(w.in) < w.opts.Batch {
+				break // written up to a partial batch, which the next tick takes
+			}
 		}
 	}
 }

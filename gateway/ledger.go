@@ -1,0 +1,25 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/llmedge/llmedge/ledger"
+)
+
+// recordLedger hands the usage ledger the record of ex. Only requests
+// with a credential are recorded: one refused before it (401) is nobody's
+// usage, and recording them would let anyone fill the ledger. The record
+// is a value sent into the writer's buffer: nothing is allocated, and
+// nothing waits for the database.
+func (g *Gateway) recordLedger(ex *Exchange) {
+	if g.Ledger == nil || ex.Principal == nil {
+		return
+	}
+	g.Ledger.Add(ledger.Record{
+		Time: ex.Start, RequestID: ex.RequestID,
+		User: ex.Principal.Subject, KeyID: ex.Principal.KeyID,
+		Model: ex.Model(), Replica: ex.Replica, Door: ex.Door.Name(), Status: ex.Status,
+		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
+		TTFT: ex.TTFT, Duration: time.Since(ex.Start),
+	})
+}
