@@ -54,8 +54,14 @@ func TestSQLiteMigrations(t *testing.T) {
 }
 
 func TestSQLiteSums(t *testing.T) {
-	ctx := context.Background()
 	s := openTestSQLite(t, filepath.Join(t.TempDir(), "ledger.db"))
+	testStoreSums(t, &s.sqlStore)
+}
+
+// testStoreSums writes records to s and checks Sum's groups and filters,
+// the stored fields, and Prune: the same for every database.
+func testStoreSums(t *testing.T, s *sqlStore) {
+	ctx := context.Background()
 	day1 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	day2 := day1.Add(24 * time.Hour)
 	recs := []Record{

@@ -76,9 +76,11 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.d.migrations[i]); err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		for _, stmt := range statements(s.d.migrations[i]) {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, s.d.bind(`UPDATE schema_version SET version = ?`), i+1); err != nil {
 			_ = tx.Rollback()
@@ -89,6 +91,19 @@ func (s *sqlStore) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// statements splits a migration into its statements, one Exec each: not
+// every driver runs several in one call. (The migrations hold no ';' but
+// between statements.)
+func statements(m string) []string {
+	var out []string
+	for _, st := range strings.Split(m, ";") {
+		if st = strings.TrimSpace(st); st != "" {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // Version is the schema's version, for tests and diagnostics.
@@ -156,8 +171,10 @@ func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
 	if !f.Until.IsZero() {
 		where, args = append(where, "time_ms < ?"), append(args, f.Until.UnixMilli())
 	}
-	q := "SELECT " + key + " AS k, COUNT(*), COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(cached_tokens), 0), " +
-		"COALESCE(SUM(completion_tokens), 0), COALESCE(SUM(cost), 0) FROM usage_records"
+	// The casts: PostgreSQL sums integers as numeric.
+	q := "SELECT " + key + " AS k, COUNT(*), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), " +
+		"CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), " +
+		"COALESCE(SUM(cost), 0) FROM usage_records"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}

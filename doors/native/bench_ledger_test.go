@@ -35,7 +35,7 @@ func BenchmarkPipelineLedger(b *testing.B) {
 				defer s.Close()
 				store = s
 			}
-			w := ledger.NewWriter(store, ledger.WriterOptions{Buffer: 1 << 20})
+			w := ledger.NewWriter(store, ledger.WriterOptions{}) // the defaults, as configured without options
 			defer func() {
 				if err := w.Close(); err != nil {
 					b.Fatal(err)
