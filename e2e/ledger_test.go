@@ -12,6 +12,8 @@ import (
 	"time"
 
 	_ "modernc.org/sqlite" // to look into the ledger's file
+
+	"github.com/llmedge/llmedge/internal/pgtest"
 )
 
 // usageSum is one line of `llmedge usage --format json`.
@@ -252,6 +254,38 @@ func TestLedgerCountsWhatAnswersSaid(t *testing.T) {
 		all := fmt.Sprint(f)
 		if strings.Contains(all, key[5:]) || strings.Contains(all, tok) {
 			t.Fatalf("a record holds a credential: %v", f)
+		}
+	}
+}
+
+// TestLedgerPostgres: two gateways keep one ledger in a real PostgreSQL
+// (`ledger postgres <dsn>`, the DSN from the environment): either one's
+// `llmedge usage` counts the requests both answered, with the tokens
+// their answers reported.
+func TestLedgerPostgres(t *testing.T) {
+	pg := pgtest.Start(t)
+	sim := startSim(t)
+	cfg := GatewayConfig{
+		Models:  map[string]string{"qwen": staticModel(sim), "gemma": staticModel(sim)},
+		Options: "\t\tledger postgres {env.LEDGER_DSN} {\n\t\t\tflush_interval 100ms\n\t\t}",
+		Env:     []string{"LEDGER_DSN=" + pg.DSN},
+	}
+	a, b := startGateway(t, cfg), startGateway(t, cfg)
+	var prompt, completion int64
+	for _, g := range []*Gateway{a, b, a} {
+		var out inferenceResponse
+		resp := g.Infer(t, g.Token(t, "demo", "demo", ""), withModel("qwen"))
+		if resp.StatusCode != 200 {
+			t.Fatalf("infer: %s", resp.Status)
+		}
+		readJSON(t, resp, &out)
+		prompt, completion = prompt+int64(out.Usage.PromptTokens), completion+int64(out.Usage.CompletionTokens)
+	}
+	waitFor(t, 10*time.Second, func() bool { return usageCmd(t, "--address", b.adminAddr())[""].Requests >= 3 })
+	for _, g := range []*Gateway{a, b} {
+		got := usageCmd(t, "--address", g.adminAddr(), "--by", "user")["demo"]
+		if got.Requests != 3 || got.PromptTokens != prompt || got.CompletionTokens != completion {
+			t.Fatalf("usage on %s: %+v, want 3 requests, %d prompt and %d completion tokens", g.Base, got, prompt, completion)
 		}
 	}
 }

@@ -87,7 +87,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		consul [<address>] {
 //			... (see ConsulOptions)
 //		}
-//		ledger [sqlite [<path>]] [{            # the usage ledger (docs/ledger.md)
+//		ledger [sqlite [<path>] | postgres <dsn>] [{   # the usage ledger (docs/ledger.md)
 //			retention <duration>|off; buffer <n>; batch <n>; flush_interval <duration>
 //		}]
 //		model <name> {

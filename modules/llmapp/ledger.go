@@ -15,11 +15,14 @@ import (
 
 // LedgerConfig is the usage ledger's configuration (the `ledger` line).
 type LedgerConfig struct {
-	// Store is "sqlite" (default).
+	// Store is "sqlite" (default) or "postgres".
 	Store string `json:"store,omitempty"`
 	// Path is the SQLite file. Default: llmedge/ledger.db in Caddy's data
 	// directory.
 	Path string `json:"path,omitempty"`
+	// DSN is the PostgreSQL database (postgres://user:password@host/db,
+	// or key=value pairs); placeholders such as {env.LEDGER_DSN} work.
+	DSN string `json:"dsn,omitempty"`
 	// Retention is how long records are kept. Default: 90 days; negative
 	// keeps them for ever.
 	Retention caddy.Duration `json:"retention,omitempty"`
@@ -63,8 +66,18 @@ func (a *App) buildLedger(ctx context.Context, repl *caddy.Replacer) (*usageLedg
 			return nil, err
 		}
 		store = s
+	case "postgres":
+		dsn := repl.ReplaceAll(c.DSN, "")
+		if dsn == "" {
+			return nil, fmt.Errorf("ledger: postgres: no DSN")
+		}
+		s, err := ledger.OpenPostgres(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		store = s
 	default:
-		return nil, fmt.Errorf("ledger: unknown store %q (want sqlite)", c.Store)
+		return nil, fmt.Errorf("ledger: unknown store %q (want sqlite or postgres)", c.Store)
 	}
 	retention := time.Duration(c.Retention)
 	if retention == 0 {
@@ -107,7 +120,7 @@ var ErrNoLedger = fmt.Errorf("llmedge: no usage ledger is configured (the ledger
 
 // unmarshalCaddyfile parses
 //
-//	ledger [sqlite [<path>]] [{
+//	ledger [sqlite [<path>] | postgres <dsn>] [{
 //		retention      <duration>|off
 //		buffer         <n>
 //		batch          <n>
@@ -125,8 +138,13 @@ func (c *LedgerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if len(args) == 2 {
 				c.Path = args[1]
 			}
+		case "postgres":
+			if len(args) != 2 {
+				return d.Errf("ledger postgres: want a DSN (postgres://user:password@host/db, e.g. {env.LEDGER_DSN})")
+			}
+			c.DSN = args[1]
 		default:
-			return d.Errf("ledger: unknown store %q (want sqlite)", c.Store)
+			return d.Errf("ledger: unknown store %q (want sqlite or postgres)", c.Store)
 		}
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {

@@ -11,6 +11,7 @@ func TestLedgerCaddyfileErrors(t *testing.T) {
 	for _, tc := range []struct{ name, block, want string }{
 		{"unknown store", "ledger mysql", `unknown store "mysql"`},
 		{"sqlite with two paths", "ledger sqlite a b", "at most a path"},
+		{"postgres without a DSN", "ledger postgres", "want a DSN"},
 		{"twice", "ledger\nledger", "given twice"},
 		{"bad retention", "ledger {\nretention soon\n}", `retention "soon"`},
 		{"zero retention", "ledger {\nretention 0s\n}", "positive duration"},
