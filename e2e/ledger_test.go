@@ -154,7 +154,7 @@ func TestLedgerCountsWhatAnswersSaid(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
-	const recorded = rounds * 6
+	recorded := int64(rounds * 6)
 	price := func(s *tally) float64 { return (float64(s.prompt)*1 + float64(s.completion)*2) / 1e6 }
 
 	check := func(t *testing.T, from string, args ...string) {
@@ -221,6 +221,23 @@ func TestLedgerCountsWhatAnswersSaid(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "want day, model or user") {
 		t.Fatalf("admin API, by=week: %s %s", resp.Status, body)
 	}
+
+	// Reloads: the configuration loaded second holds a record for its
+	// hour-long flush interval; when the third replaces it, it writes the
+	// record before letting go of the database (both configurations have
+	// the file open meanwhile).
+	g.Reload(t, func(c string) string { return strings.Replace(c, "flush_interval 100ms", "flush_interval 1h", 1) })
+	var held inferenceResponse
+	if resp := g.Infer(t, tok, withModel("qwen")); resp.StatusCode != 200 {
+		t.Fatalf("native plain after the reload: %s", resp.Status)
+	} else {
+		readJSON(t, resp, &held)
+	}
+	count("qwen", "demo", held.Usage.PromptTokens, held.Usage.CompletionTokens)
+	recorded++
+	g.Reload(t, func(c string) string { return strings.Replace(c, "flush_interval 1h", "flush_interval 100ms", 1) })
+	waitFor(t, 10*time.Second, func() bool { return usageCmd(t, admin...)[""].Requests >= recorded })
+	check(t, "after two reloads", admin...)
 
 	// Stopped, the gateway has written everything; the file reads alike.
 	g.Stop(t)
