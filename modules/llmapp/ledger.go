@@ -35,6 +35,9 @@ type LedgerConfig struct {
 // DefaultLedgerRetention is how long records are kept by default.
 const DefaultLedgerRetention = 90 * 24 * time.Hour
 
+// openTimeout bounds opening the ledger's database and migrating it.
+const openTimeout = 30 * time.Second
+
 // DefaultLedgerPath is the SQLite ledger's file, in Caddy's data directory.
 func DefaultLedgerPath() string {
 	return filepath.Join(caddy.AppDataDir(), "llmedge", "ledger.db")
@@ -54,6 +57,9 @@ func (a *App) buildLedger(ctx context.Context, repl *caddy.Replacer) (*usageLedg
 	if c == nil {
 		return nil, nil
 	}
+	// A database that does not answer fails the load rather than hangs it.
+	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	defer cancel()
 	var store ledger.Store
 	switch c.Store {
 	case "", "sqlite":
