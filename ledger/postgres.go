@@ -34,6 +34,19 @@ var postgresMigrations = []string{
 	CREATE INDEX usage_records_time ON usage_records (time_ms);
 	CREATE INDEX usage_records_user_time ON usage_records (user_name, time_ms);
 	CREATE INDEX usage_records_model_time ON usage_records (model, time_ms);`,
+	// 2: daily roll-ups of the records past their retention (day is
+	// time_ms / 86400000, a UTC day number).
+	`CREATE TABLE usage_daily (
+		day               BIGINT NOT NULL,
+		user_name         TEXT NOT NULL,
+		model             TEXT NOT NULL,
+		requests          BIGINT NOT NULL,
+		prompt_tokens     BIGINT NOT NULL,
+		cached_tokens     BIGINT NOT NULL,
+		completion_tokens BIGINT NOT NULL,
+		cost              DOUBLE PRECISION NOT NULL,
+		PRIMARY KEY (day, user_name, model)
+	)`,
 }
 
 // Postgres is a Store in a PostgreSQL database.

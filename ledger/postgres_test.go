@@ -35,8 +35,10 @@ func TestPostgres(t *testing.T) {
 	t.Run("sums", func(t *testing.T) { testStoreSums(t, &s.sqlStore) })
 
 	t.Run("writer", func(t *testing.T) {
-		if _, err := s.db.ExecContext(ctx, `DELETE FROM usage_records`); err != nil {
-			t.Fatal(err)
+		for _, table := range []string{"usage_records", "usage_daily"} {
+			if _, err := s.db.ExecContext(ctx, `DELETE FROM `+table); err != nil {
+				t.Fatal(err)
+			}
 		}
 		w := NewWriter(s, WriterOptions{Batch: 7, Interval: 5 * time.Millisecond, Prices: map[string]Price{"qwen": {Input: 1e6, Output: 2e6}}})
 		for i := range 50 {

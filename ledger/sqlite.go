@@ -35,6 +35,19 @@ var sqliteMigrations = []string{
 	CREATE INDEX usage_records_time ON usage_records (time_ms);
 	CREATE INDEX usage_records_user_time ON usage_records (user_name, time_ms);
 	CREATE INDEX usage_records_model_time ON usage_records (model, time_ms);`,
+	// 2: daily roll-ups of the records past their retention (day is
+	// time_ms / 86400000, a UTC day number).
+	`CREATE TABLE usage_daily (
+		day               INTEGER NOT NULL,
+		user_name         TEXT NOT NULL,
+		model             TEXT NOT NULL,
+		requests          INTEGER NOT NULL,
+		prompt_tokens     INTEGER NOT NULL,
+		cached_tokens     INTEGER NOT NULL,
+		completion_tokens INTEGER NOT NULL,
+		cost              REAL NOT NULL,
+		PRIMARY KEY (day, user_name, model)
+	)`,
 }
 
 // SQLite is a Store in a SQLite file.

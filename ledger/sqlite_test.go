@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,12 +118,70 @@ func testStoreSums(t *testing.T, s *sqlStore) {
 		t.Fatalf("stored record a: %s %s %s %d %d %d, %v", user, key, door, status, ttft, dur, err)
 	}
 
-	n, err := s.Prune(ctx, day2)
-	if err != nil || n != 2 {
-		t.Fatalf("Prune = %d, %v; want the 2 records of day 1", n, err)
+	// Pruning before day 2 (a time within it: whole days only) rolls day
+	// 1 up and deletes its records; every sum stays what it was.
+	before := map[Group][]Sum{}
+	for _, by := range []Group{ByNone, ByDay, ByModel, ByUser} {
+		before[by], _ = s.Sum(ctx, Filter{By: by})
 	}
-	if got, _ := s.Sum(ctx, Filter{}); len(got) != 1 || got[0].Requests != 2 {
-		t.Fatalf("after Prune: %+v, want 2 requests left", got)
+	for try := range 2 { // a second prune finds nothing more to do
+		n, err := s.Prune(ctx, day2.Add(5*time.Hour))
+		if want := int64(2 * (1 - try)); err != nil || n != want {
+			t.Fatalf("Prune #%d = %d, %v; want %d records deleted", try+1, n, err, want)
+		}
+		var left, rolled int
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_records`).Scan(&left); err != nil || left != 2 {
+			t.Fatalf("after Prune: %d records left, %v; want day 2's 2", left, err)
+		}
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_daily`).Scan(&rolled); err != nil || rolled != 2 {
+			t.Fatalf("after Prune: %d roll-ups, %v; want day 1's alice/qwen and bob/gemma", rolled, err)
+		}
+		for by, want := range before {
+			got, err := s.Sum(ctx, Filter{By: by})
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("Sum by %q after Prune = %v, %v; want %v", by, got, err, want)
+			}
+		}
+	}
+	// A roll-up's day counts when its start is within the filter.
+	if got, _ := s.Sum(ctx, Filter{Since: time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)}); len(got) != 1 || got[0].Requests != 4 {
+		t.Fatalf("since day 1's start, after Prune: %+v, want the 4 requests", got)
+	}
+	if got, _ := s.Sum(ctx, Filter{Since: day1}); len(got) != 1 || got[0].Requests != 2 {
+		t.Fatalf("since day 1, 10:00, after Prune: %+v, want day 2's 2 requests (day 1 is a roll-up now)", got)
+	}
+	if got, _ := s.Sum(ctx, Filter{User: "bob", By: ByModel}); len(got) != 1 || got[0] != (Sum{"gemma", 1, 5, 0, 7, 0.25}) {
+		t.Fatalf("bob by model, after Prune: %+v", got)
+	}
+}
+
+// TestSQLiteMigratesVersion1 opens a ledger made at schema version 1 (no
+// roll-ups): it is brought to the current version, its records kept.
+func TestSQLiteMigratesVersion1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := &sqlStore{db: db, d: dialect{name: "sqlite", migrations: sqliteMigrations[:1]}}
+	if err := old.migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Write(ctx, []Record{rec(1), rec(2)}); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+
+	s := openTestSQLite(t, path)
+	if v, err := s.Version(ctx); err != nil || v != len(sqliteMigrations) || v < 2 {
+		t.Fatalf("Version = %d, %v; want %d", v, err, len(sqliteMigrations))
+	}
+	if n, err := s.Prune(ctx, time.Now()); err != nil || n != 2 {
+		t.Fatalf("Prune after the migration = %d, %v", n, err)
+	}
+	if got, err := s.Sum(ctx, Filter{}); err != nil || len(got) != 1 || got[0].Requests != 2 {
+		t.Fatalf("Sum = %+v, %v; want the 2 records, rolled up", got, err)
 	}
 }
 

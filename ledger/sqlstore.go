@@ -142,14 +142,16 @@ func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 	return nil
 }
 
-// Sum implements Store.
+// Sum implements Store. It adds up the records and the daily roll-ups
+// of the days pruned from them (a day is in one or the other, never
+// both); a roll-up's day counts when its start is within Since and Until.
 func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
 	var key string
 	switch f.By {
 	case ByNone:
 		key = "''"
 	case ByDay:
-		key = "time_ms / " + strconv.Itoa(dayMillis) // a day number, named in Go
+		key = "day" // a day number, named in Go
 	case ByModel:
 		key = "model"
 	case ByUser:
@@ -157,24 +159,35 @@ func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
 	default:
 		return nil, fmt.Errorf("ledger: unknown grouping %q", f.By)
 	}
-	var where []string
 	var args []any
+	between := func(col string, scale string) string {
+		var w []string
+		if !f.Since.IsZero() {
+			w, args = append(w, col+scale+" >= ?"), append(args, f.Since.UnixMilli())
+		}
+		if !f.Until.IsZero() {
+			w, args = append(w, col+scale+" < ?"), append(args, f.Until.UnixMilli())
+		}
+		if len(w) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(w, " AND ")
+	}
+	records := "SELECT time_ms / " + strconv.Itoa(dayMillis) + " AS day, user_name, model, 1 AS requests, " +
+		"prompt_tokens, cached_tokens, completion_tokens, cost FROM usage_records" + between("time_ms", "")
+	rollups := "SELECT day, user_name, model, requests, prompt_tokens, cached_tokens, completion_tokens, cost " +
+		"FROM usage_daily" + between("day", " * "+strconv.Itoa(dayMillis))
+	var where []string
 	if f.User != "" {
 		where, args = append(where, "user_name = ?"), append(args, f.User)
 	}
 	if f.Model != "" {
 		where, args = append(where, "model = ?"), append(args, f.Model)
 	}
-	if !f.Since.IsZero() {
-		where, args = append(where, "time_ms >= ?"), append(args, f.Since.UnixMilli())
-	}
-	if !f.Until.IsZero() {
-		where, args = append(where, "time_ms < ?"), append(args, f.Until.UnixMilli())
-	}
 	// The casts: PostgreSQL sums integers as numeric.
-	q := "SELECT " + key + " AS k, COUNT(*), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), " +
+	q := "SELECT " + key + " AS k, CAST(COALESCE(SUM(requests), 0) AS BIGINT), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), " +
 		"CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), " +
-		"COALESCE(SUM(cost), 0) FROM usage_records"
+		"COALESCE(SUM(cost), 0) FROM (" + records + " UNION ALL " + rollups + ") AS u"
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -223,10 +236,35 @@ func keyText(by Group, k any) string {
 	return fmt.Sprint(k)
 }
 
-// Prune implements Store.
+// Prune implements Store: the records of the whole UTC days before
+// before's day are added to the daily roll-ups (usage_daily: per day,
+// user and model), then deleted, in one transaction.
 func (s *sqlStore) Prune(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, s.d.bind(`DELETE FROM usage_records WHERE time_ms < ?`), before.UnixMilli())
+	ms := before.UnixMilli()
+	cut := (ms - ((ms%dayMillis)+dayMillis)%dayMillis) // the day's start, also before 1970
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
+		return 0, fmt.Errorf("ledger: %s: pruning: %w", s.d.name, err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	day := "time_ms / " + strconv.Itoa(dayMillis)
+	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO usage_daily
+		(day, user_name, model, requests, prompt_tokens, cached_tokens, completion_tokens, cost)
+		SELECT `+day+`, user_name, model, COUNT(*), SUM(prompt_tokens), SUM(cached_tokens), SUM(completion_tokens), SUM(cost)
+		FROM usage_records WHERE time_ms < ? GROUP BY `+day+`, user_name, model
+		ON CONFLICT (day, user_name, model) DO UPDATE SET
+			requests = usage_daily.requests + excluded.requests,
+			prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
+			cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens,
+			completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
+			cost = usage_daily.cost + excluded.cost`), cut); err != nil {
+		return 0, fmt.Errorf("ledger: %s: rolling up the days before %s: %w", s.d.name, time.UnixMilli(cut).UTC().Format(time.DateOnly), err)
+	}
+	res, err := tx.ExecContext(ctx, s.d.bind(`DELETE FROM usage_records WHERE time_ms < ?`), cut)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: %s: pruning: %w", s.d.name, err)
+	}
+	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("ledger: %s: pruning: %w", s.d.name, err)
 	}
 	n, _ := res.RowsAffected()
