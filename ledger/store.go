@@ -12,7 +12,9 @@ type Store interface {
 	Write(ctx context.Context, recs []Record) error
 	// Sum adds up the records that f selects, grouped by f.By.
 	Sum(ctx context.Context, f Filter) ([]Sum, error)
-	// Prune deletes the records older than before and reports how many.
+	// Prune rolls up, then deletes, the records of the whole UTC days
+	// before before's day, and reports how many it deleted. Sum counts
+	// the roll-ups as it counts the records.
 	Prune(ctx context.Context, before time.Time) (int64, error)
 	Close() error
 }
