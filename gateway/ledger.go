@@ -9,7 +9,7 @@ import (
 // recordLedger hands the usage ledger the record of ex. Only requests
 // with a credential are recorded: one refused before it (401) is nobody's
 // usage, and recording them would let anyone fill the ledger. The record
-// is a value sent into the writer's buffer: nothing is allocated, and
+// is copied into the writer's current batch: nothing is allocated, and
 // nothing waits for the database.
 func (g *Gateway) recordLedger(ex *Exchange) {
 	if g.Ledger == nil || ex.Principal == nil {
