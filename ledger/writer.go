@@ -79,6 +79,8 @@ type Writer struct {
 	done chan struct{}
 	once sync.Once
 	err  error // the last write's failure, reported by Close
+	// reported is the dropped count last logged (the run goroutine's).
+	reported uint64
 }
 
 // NewWriter starts a Writer on store. Close stops it.
@@ -236,6 +238,17 @@ func (w *Writer) run() {
 			return
 		}
 		held = w.flush(held, partial)
+		w.reportDrops()
+	}
+}
+
+// reportDrops logs, at most once a flush, that records were dropped
+// since the last report: the count is otherwise only in Dropped.
+func (w *Writer) reportDrops() {
+	if d := w.dropped.Load(); d != w.reported {
+		w.opts.Logger.Warn("ledger: records dropped, the buffer being full",
+			zap.Uint64("dropped", d-w.reported), zap.Uint64("dropped_total", d), zap.Int("buffer", w.opts.Buffer))
+		w.reported = d
 	}
 }
 
