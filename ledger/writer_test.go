@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // memStore is a Store in memory whose writes can be made to fail or to
@@ -125,7 +128,8 @@ func TestWriterInterval(t *testing.T) {
 
 func TestWriterBufferFullDrops(t *testing.T) {
 	st := &memStore{gate: make(chan struct{}), entered: make(chan struct{})}
-	w := NewWriter(st, WriterOptions{Buffer: 3, Batch: 1, Interval: time.Hour})
+	core, logs := observer.New(zap.WarnLevel)
+	w := NewWriter(st, WriterOptions{Buffer: 3, Batch: 1, Interval: time.Hour, Logger: zap.New(core)})
 	w.Add(rec(0))
 	<-st.entered // the writer holds record 0, its write waiting: it counts in the buffer
 	for i := 1; i <= 2; i++ {
@@ -152,6 +156,11 @@ func TestWriterBufferFullDrops(t *testing.T) {
 	}
 	if recs, _ := st.snapshot(); len(recs) != 3 {
 		t.Fatalf("written %d records, want the 3 accepted", len(recs))
+	}
+	// The drops were logged, with their number, once the writer went on.
+	dropped := logs.FilterMessage("ledger: records dropped, the buffer being full").All()
+	if len(dropped) != 1 || dropped[0].ContextMap()["dropped"] != uint64(3) {
+		t.Fatalf("logged %v, want one warning of 3 records dropped", logs.All())
 	}
 }
 
