@@ -18,6 +18,10 @@ import (
 type UsageResponse struct {
 	By    ledger.Group `json:"by,omitempty"`
 	Usage []ledger.Sum `json:"usage"`
+	// Dropped is how many records the answering gateway dropped since it
+	// loaded its configuration (its buffer full while the database
+	// lagged): the sums lack them.
+	Dropped uint64 `json:"dropped,omitempty"`
 }
 
 // usage serves GET /llmedge/usage?user=&model=&since=&until=&by=.
@@ -44,5 +48,5 @@ func usage(w http.ResponseWriter, r *http.Request) error {
 		sums = []ledger.Sum{}
 	}
 	w.Header().Set("Content-Type", "application/json")
-	return json.NewEncoder(w).Encode(UsageResponse{By: f.By, Usage: sums})
+	return json.NewEncoder(w).Encode(UsageResponse{By: f.By, Usage: sums, Dropped: app.LedgerDropped()})
 }

@@ -79,6 +79,9 @@ func cmdUsage(fl caddycmd.Flags) (int, error) {
 	if err := writeUsage(os.Stdout, format, res); err != nil {
 		return exitFailure, err
 	}
+	if res.Dropped > 0 {
+		fmt.Fprintf(os.Stderr, "note: the gateway dropped %d records since it loaded its configuration (its buffer was full): the sums lack them\n", res.Dropped)
+	}
 	return 0, nil
 }
 

@@ -121,6 +121,15 @@ func (a *App) Usage(ctx context.Context, f ledger.Filter) ([]ledger.Sum, error) 
 	return a.ledger.store.Sum(ctx, f)
 }
 
+// LedgerDropped is how many records this configuration's ledger writer
+// dropped (its buffer full) or lost; 0 without a ledger.
+func (a *App) LedgerDropped() uint64 {
+	if a.ledger == nil {
+		return 0
+	}
+	return a.ledger.writer.Dropped()
+}
+
 // ErrNoLedger: the configuration keeps no usage ledger.
 var ErrNoLedger = fmt.Errorf("llmedge: no usage ledger is configured (the ledger option of the llmedge block)")
 
