@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/protocols"
@@ -35,6 +36,9 @@ type Gateway struct {
 	Logger      *zap.Logger
 	// Metrics, when set, records every request.
 	Metrics *metrics.Metrics
+	// Ledger, when set, is handed a record of every authenticated
+	// request once it is answered (usage and cost, per user and model).
+	Ledger *ledger.Writer
 	// Dependencies are services beyond the replicas that /readyz reports
 	// on (the shared limit store).
 	Dependencies []Dependency
@@ -373,11 +377,12 @@ const statusClientGone = 499
 func (g *Gateway) Observe(ex *Exchange) { g.observe(ex) }
 
 func (g *Gateway) observe(ex *Exchange) {
-	if ex.observed || (g.Metrics == nil && g.Status == nil) {
+	if ex.observed || (g.Metrics == nil && g.Status == nil && g.Ledger == nil) {
 		return
 	}
 	ex.observed = true
 	g.recordStatus(ex)
+	g.recordLedger(ex)
 	if g.Metrics == nil {
 		return
 	}

@@ -22,6 +22,7 @@ func init() {
 //	POST   /llmedge/keys             create an API key (answers it, once)
 //	GET    /llmedge/keys             list API keys (never the keys)
 //	DELETE /llmedge/keys/<id|name>   revoke an API key
+//	GET    /llmedge/usage            the usage ledger's sums (user, model, since, until, by)
 type AdminAPI struct{}
 
 // CaddyModule returns the Caddy module information.
@@ -35,6 +36,7 @@ func (AdminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/llmedge/rotate-keys", Handler: caddy.AdminHandlerFunc(rotateKeys)},
 		{Pattern: "/llmedge/keys", Handler: caddy.AdminHandlerFunc(apiKeysCollection)},
 		{Pattern: "/llmedge/keys/", Handler: caddy.AdminHandlerFunc(apiKeyItem)},
+		{Pattern: "/llmedge/usage", Handler: caddy.AdminHandlerFunc(usage)},
 	}
 }
 

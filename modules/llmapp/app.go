@@ -135,6 +135,8 @@ type App struct {
 	// Tiers are limits tiers (rpm, tpm, concurrency) that identity
 	// providers' users and client certificates are mapped to.
 	Tiers map[string]*TierConfig `json:"tiers,omitempty"`
+	// Ledger keeps a record of every answered request (docs/ledger.md).
+	Ledger *LedgerConfig `json:"ledger,omitempty"`
 	// AdmittersRaw admit or refuse requests after their scope is checked,
 	// asked in order (modules of llmedge.admitters). Default: limits.
 	AdmittersRaw []json.RawMessage `json:"admitters,omitempty" caddy:"namespace=llmedge.admitters inline_key=admitter"`
@@ -147,6 +149,7 @@ type App struct {
 	// Redis or with share_routing off); shareKey is its key in kept.
 	share    *share.Hub
 	shareKey string
+	ledger   *usageLedger
 	// idps report the trusted issuers' keys (oidc authenticators).
 	idps []identityStatus
 
@@ -235,6 +238,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if a.ledger, err = a.buildLedger(ctx, repl); err != nil {
+		return err
+	}
 	a.pipeline = &gateway.Pipeline{
 		Auth:           authn,
 		Realm:          Realm,
@@ -253,6 +259,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Aliases:      names.aliases,
 			FallbackOff:  a.FallbackDefault == "off",
 		},
+	}
+	if a.ledger != nil {
+		a.pipeline.Gateway.Ledger = a.ledger.writer
 	}
 	if configured, _, _ := a.tenants.RedisHealth(); configured {
 		a.pipeline.Gateway.Dependencies = []gateway.Dependency{gateway.DependencyFunc{
@@ -430,6 +439,11 @@ func (a *App) Cleanup() error {
 	}
 	if a.tenants != nil {
 		a.tenants.Close()
+	}
+	// Last: the old configuration's requests have ended, and what they
+	// handed the ledger is written before it closes.
+	if err := a.ledger.close(); err != nil {
+		a.logger.Error("closing the usage ledger", zap.Error(err))
 	}
 	return nil
 }

@@ -88,6 +88,9 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		consul [<address>] {
 //			... (see ConsulOptions)
 //		}
+//		ledger [sqlite [<path>] | postgres <dsn>] [{   # the usage ledger (docs/ledger.md)
+//			retention <duration>|off; buffer <n>; batch <n>; flush_interval <duration>
+//		}]
 //		model <name> {
 //			static              [<protocol>+]<url>...      # shorthand for source static
 //			weight              <url> <n>
@@ -104,6 +107,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			upstream_model      <name>
 //			system_message      <text>
 //			max_tokens          <n>
+//			price               <input> <cached> <output>  # per million tokens, for the ledger
 //			api_key             <key>
 //			api_key_env         <VAR>
 //			health_interval     <duration>|off
@@ -347,6 +351,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			a.Consul = new(ConsulOptions)
 			err = a.Consul.unmarshalCaddyfile(d)
+		case "ledger":
+			if a.Ledger != nil {
+				return d.Err("ledger: given twice")
+			}
+			a.Ledger = new(LedgerConfig)
+			err = a.Ledger.unmarshalCaddyfile(d)
 		case "model":
 			m := new(ModelConfig)
 			if err = m.unmarshalCaddyfile(d); err == nil {

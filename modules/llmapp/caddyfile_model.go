@@ -75,6 +75,8 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneString(d, &m.SystemMessage)
 		case "max_tokens":
 			err = positiveInt(d, opt, &m.MaxTokens)
+		case "price":
+			m.Price, err = parsePrice(d)
 		case "api_key":
 			err = oneString(d, &m.APIKey)
 		case "api_key_env":

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/limits"
 	"github.com/llmedge/llmedge/pool"
 )
@@ -34,6 +35,9 @@ type ModelConfig struct {
 	SystemMessage string `json:"system_message,omitempty"`
 	// MaxTokens caps replies.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// Price is what the model's tokens cost, per million, for the usage
+	// ledger's records.
+	Price *ledger.Price `json:"price,omitempty"`
 	// APIKey is sent to replicas as a Bearer token ({env.VAR} works).
 	APIKey string `json:"api_key,omitempty"`
 	// APIKeyEnv names an environment variable holding the API key; it

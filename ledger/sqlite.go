@@ -1,0 +1,80 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
+)
+
+// sqliteMigrations bring a SQLite ledger's schema up, version by version.
+// A released migration is never edited: a change is a new one.
+var sqliteMigrations = []string{
+	`CREATE TABLE usage_records (
+		id                INTEGER PRIMARY KEY,
+		time_ms           INTEGER NOT NULL,
+		request_id        TEXT    NOT NULL,
+		user_name         TEXT    NOT NULL,
+		key_id            TEXT    NOT NULL,
+		model             TEXT    NOT NULL,
+		alias             TEXT    NOT NULL,
+		replica           TEXT    NOT NULL,
+		door              TEXT    NOT NULL,
+		status            INTEGER NOT NULL,
+		prompt_tokens     INTEGER NOT NULL,
+		cached_tokens     INTEGER NOT NULL,
+		completion_tokens INTEGER NOT NULL,
+		ttft_us           INTEGER NOT NULL,
+		duration_us       INTEGER NOT NULL,
+		cost              REAL    NOT NULL
+	);
+	CREATE INDEX usage_records_time ON usage_records (time_ms);
+	CREATE INDEX usage_records_user_time ON usage_records (user_name, time_ms);
+	CREATE INDEX usage_records_model_time ON usage_records (model, time_ms);`,
+	// 2: daily roll-ups of the records past their retention (day is
+	// time_ms / 86400000, a UTC day number).
+	`CREATE TABLE usage_daily (
+		day               INTEGER NOT NULL,
+		user_name         TEXT NOT NULL,
+		model             TEXT NOT NULL,
+		requests          INTEGER NOT NULL,
+		prompt_tokens     INTEGER NOT NULL,
+		cached_tokens     INTEGER NOT NULL,
+		completion_tokens INTEGER NOT NULL,
+		cost              REAL NOT NULL,
+		PRIMARY KEY (day, user_name, model)
+	)`,
+}
+
+// SQLite is a Store in a SQLite file.
+type SQLite struct{ sqlStore }
+
+// OpenSQLite opens (creating it and its folder if need be) the ledger at
+// path and brings its schema up to date. The database is in WAL mode,
+// so readers (the usage command) do not block the writer.
+func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("ledger: sqlite: creating %s: %w", dir, err)
+		}
+	}
+	q := url.Values{"_pragma": {"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)"}}
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("ledger: sqlite: opening %s: %w", path, err)
+	}
+	// One connection: SQLite has one writer anyway, and a single
+	// connection makes every write wait its turn here rather than on the
+	// file's lock.
+	db.SetMaxOpenConns(1)
+	s := &SQLite{sqlStore{db: db, d: dialect{name: "sqlite", migrations: sqliteMigrations}}}
+	if err := s.migrate(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("%w (file %s)", err, path)
+	}
+	return s, nil
+}

@@ -1,0 +1,275 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sqlStore is a Store on database/sql; SQLite and PostgreSQL differ only
+// in their placeholders and migrations' column types (dialect). Times are
+// kept as Unix milliseconds and durations as microseconds, integers both
+// databases read and group alike (a UTC day is time_ms / 86400000).
+type sqlStore struct {
+	db *sql.DB
+	d  dialect
+}
+
+// dialect is what differs between the databases.
+type dialect struct {
+	name string
+	// numbered placeholders ($1, $2, ...) rather than ?.
+	numbered bool
+	// migrations, in order: migration i brings the schema to version i+1.
+	migrations []string
+}
+
+// columns are usage_records' columns that a Record fills, in order.
+const columns = "time_ms, request_id, user_name, key_id, model, alias, replica, door, status, " +
+	"prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost"
+
+const dayMillis = 24 * 60 * 60 * 1000
+
+// bind rewrites ? placeholders into the dialect's.
+func (d dialect) bind(q string) string {
+	if !d.numbered {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// migrate brings the schema to the newest version, recorded in
+// schema_version, each migration in a transaction of its own.
+func (s *sqlStore) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("ledger: %s: creating schema_version: %w", s.d.name, err)
+	}
+	var version int
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	switch {
+	case err == sql.ErrNoRows:
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return fmt.Errorf("ledger: %s: initialising schema_version: %w", s.d.name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("ledger: %s: reading schema_version: %w", s.d.name, err)
+	}
+	if version > len(s.d.migrations) {
+		return fmt.Errorf("ledger: %s: the schema is at version %d, newer than this llmedge knows (%d)", s.d.name, version, len(s.d.migrations))
+	}
+	for i := version; i < len(s.d.migrations); i++ {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		}
+		for _, stmt := range statements(s.d.migrations[i]) {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, s.d.bind(`UPDATE schema_version SET version = ?`), i+1); err != nil {
+			_ = tx.Rollback()
+			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
+		}
+	}
+	return nil
+}
+
+// statements splits a migration into its statements, one Exec each: not
+// every driver runs several in one call. (The migrations hold no ';' but
+// between statements.)
+func statements(m string) []string {
+	var out []string
+	for _, st := range strings.Split(m, ";") {
+		if st = strings.TrimSpace(st); st != "" {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Version is the schema's version, for tests and diagnostics.
+func (s *sqlStore) Version(ctx context.Context) (int, error) {
+	var v int
+	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&v)
+	return v, err
+}
+
+// Write implements Store: one transaction, one prepared insert.
+func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: %s: %w", s.d.name, err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	stmt, err := tx.PrepareContext(ctx, s.d.bind(`INSERT INTO usage_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
+	if err != nil {
+		return fmt.Errorf("ledger: %s: preparing the insert: %w", s.d.name, err)
+	}
+	defer stmt.Close()
+	for i := range recs {
+		r := &recs[i]
+		if _, err := stmt.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
+			r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
+			r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost); err != nil {
+			return fmt.Errorf("ledger: %s: inserting a record: %w", s.d.name, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: %s: committing %d records: %w", s.d.name, len(recs), err)
+	}
+	return nil
+}
+
+// Sum implements Store. It adds up the records and the daily roll-ups
+// of the days pruned from them (a day is in one or the other, never
+// both); a roll-up's day counts when its start is within Since and Until.
+func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
+	var key string
+	switch f.By {
+	case ByNone:
+		key = "''"
+	case ByDay:
+		key = "day" // a day number, named in Go
+	case ByModel:
+		key = "model"
+	case ByUser:
+		key = "user_name"
+	default:
+		return nil, fmt.Errorf("ledger: unknown grouping %q", f.By)
+	}
+	var args []any
+	between := func(col string, scale string) string {
+		var w []string
+		if !f.Since.IsZero() {
+			w, args = append(w, col+scale+" >= ?"), append(args, f.Since.UnixMilli())
+		}
+		if !f.Until.IsZero() {
+			w, args = append(w, col+scale+" < ?"), append(args, f.Until.UnixMilli())
+		}
+		if len(w) == 0 {
+			return ""
+		}
+		return " WHERE " + strings.Join(w, " AND ")
+	}
+	records := "SELECT time_ms / " + strconv.Itoa(dayMillis) + " AS day, user_name, model, 1 AS requests, " +
+		"prompt_tokens, cached_tokens, completion_tokens, cost FROM usage_records" + between("time_ms", "")
+	rollups := "SELECT day, user_name, model, requests, prompt_tokens, cached_tokens, completion_tokens, cost " +
+		"FROM usage_daily" + between("day", " * "+strconv.Itoa(dayMillis))
+	var where []string
+	if f.User != "" {
+		where, args = append(where, "user_name = ?"), append(args, f.User)
+	}
+	if f.Model != "" {
+		where, args = append(where, "model = ?"), append(args, f.Model)
+	}
+	// The casts: PostgreSQL sums integers as numeric.
+	q := "SELECT " + key + " AS k, CAST(COALESCE(SUM(requests), 0) AS BIGINT), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), " +
+		"CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT), CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT), " +
+		"COALESCE(SUM(cost), 0) FROM (" + records + " UNION ALL " + rollups + ") AS u"
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	if f.By != ByNone {
+		q += " GROUP BY k ORDER BY k"
+	}
+	rows, err := s.db.QueryContext(ctx, s.d.bind(q), args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: %s: summing: %w", s.d.name, err)
+	}
+	defer rows.Close()
+	var out []Sum
+	for rows.Next() {
+		var sum Sum
+		var k any
+		if err := rows.Scan(&k, &sum.Requests, &sum.PromptTokens, &sum.CachedTokens, &sum.CompletionTokens, &sum.Cost); err != nil {
+			return nil, fmt.Errorf("ledger: %s: reading a sum: %w", s.d.name, err)
+		}
+		sum.Key = keyText(f.By, k)
+		if f.By == ByNone && sum.Requests == 0 {
+			continue // no records: no total
+		}
+		out = append(out, sum)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: %s: reading the sums: %w", s.d.name, err)
+	}
+	return out, nil
+}
+
+// keyText turns a group's value as the driver gives it into its name.
+func keyText(by Group, k any) string {
+	switch v := k.(type) {
+	case int64:
+		if by == ByDay {
+			return time.UnixMilli(v * dayMillis).UTC().Format(time.DateOnly)
+		}
+		return strconv.FormatInt(v, 10)
+	case []byte:
+		return string(v)
+	case string:
+		return v
+	case nil:
+		return ""
+	}
+	return fmt.Sprint(k)
+}
+
+// Prune implements Store: the records of the whole UTC days before
+// before's day are added to the daily roll-ups (usage_daily: per day,
+// user and model), then deleted, in one transaction.
+func (s *sqlStore) Prune(ctx context.Context, before time.Time) (int64, error) {
+	ms := before.UnixMilli()
+	cut := (ms - ((ms%dayMillis)+dayMillis)%dayMillis) // the day's start, also before 1970
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: %s: pruning: %w", s.d.name, err)
+	}
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit
+	day := "time_ms / " + strconv.Itoa(dayMillis)
+	if _, err := tx.ExecContext(ctx, s.d.bind(`INSERT INTO usage_daily
+		(day, user_name, model, requests, prompt_tokens, cached_tokens, completion_tokens, cost)
+		SELECT `+day+`, user_name, model, COUNT(*), SUM(prompt_tokens), SUM(cached_tokens), SUM(completion_tokens), SUM(cost)
+		FROM usage_records WHERE time_ms < ? GROUP BY `+day+`, user_name, model
+		ON CONFLICT (day, user_name, model) DO UPDATE SET
+			requests = usage_daily.requests + excluded.requests,
+			prompt_tokens = usage_daily.prompt_tokens + excluded.prompt_tokens,
+			cached_tokens = usage_daily.cached_tokens + excluded.cached_tokens,
+			completion_tokens = usage_daily.completion_tokens + excluded.completion_tokens,
+			cost = usage_daily.cost + excluded.cost`), cut); err != nil {
+		return 0, fmt.Errorf("ledger: %s: rolling up the days before %s: %w", s.d.name, time.UnixMilli(cut).UTC().Format(time.DateOnly), err)
+	}
+	res, err := tx.ExecContext(ctx, s.d.bind(`DELETE FROM usage_records WHERE time_ms < ?`), cut)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: %s: pruning: %w", s.d.name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("ledger: %s: pruning: %w", s.d.name, err)
+	}
+	n, _ := res.RowsAffected()
+	return n, nil
+}
+
+// Close implements Store.
+func (s *sqlStore) Close() error { return s.db.Close() }
