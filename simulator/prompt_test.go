@@ -25,7 +25,10 @@ func wordsText(off, n int) string {
 func fieldsTokens(msgs []api.Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += templateTokens + len(strings.Fields(m.Content))
+		if m.Role != "" { // a completions prompt: text without a template
+			n += templateTokens
+		}
+		n += len(strings.Fields(m.Content))
 	}
 	return n
 }
