@@ -132,6 +132,12 @@ func (s *Sim) post(t testing.TB, path string, body []byte) []byte {
 // streams, the model's default system message and max_tokens cap. Each
 // expected body is written out here by hand, not computed by the
 // gateway's code.
+// longText is a JSON string's inside of about 20 KB, as a pasted document
+// spells it: escapes, raw and escaped multi-byte characters. A request's
+// strings this long are checked apart from the rest of the body (wire's
+// skim), which must not change a byte of what reaches the replica.
+var longText = strings.Repeat(`A line of the document, with \"quotes\", a \\path, naïve caf\u00e9 \ud83d\ude00.\n`, 250)
+
 func TestPassThroughBytes(t *testing.T) {
 	f := startPassFixture(t)
 	const user = `{"role":"user","content":"What is the weather in Paris?"}`
@@ -156,6 +162,9 @@ func TestPassThroughBytes(t *testing.T) {
 		{name: "tool messages", client: `{"model":"qwen","messages":[` + user +
 			`,{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\",\"unit\":\"c\"}"}}]}` +
 			`,{"role":"tool","tool_call_id":"call_1","content":"{\"temp\":21}"}],"tools":[` + weatherTool + `],"tool_choice":"auto"}`},
+		{name: "long strings: a pasted document, a tool's description, a tool's answer", client: `{"model":"qwen","messages":[` +
+			`{"role":"user","content":"` + longText + `"},{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]}` +
+			`,{"role":"tool","tool_call_id":"call_1","content":"` + longText + `"}],"tools":[{"type":"function","function":{"name":"get_weather","description":"` + longText + `"}}]}`},
 		{name: "response_format json_schema", client: `{"model":"qwen","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"weather","strict":true,"schema":{"type":"object","properties":{"temp":{"type":"number","minimum":-50,"maximum":60},"sky":{"type":"string","enum":["clear","cloudy"]}},"required":["temp","sky"],"additionalProperties":false}}}}`},
 		{name: "logprobs, n, penalties, logit_bias, seed, number spellings", client: `{"model":"qwen","messages":[` + user +
 			`],"logprobs":true,"top_logprobs":3,"n":2,"frequency_penalty":0.50,"presence_penalty":-1.0e0,"logit_bias":{"50256":-100,"15339":1e1},"seed":12345678901,"temperature":1.50,"top_p":1e-3,"max_tokens":20}`},

@@ -168,7 +168,7 @@ func (dec *decoder) chat(c *Chat) error {
 		c.Members = append(c.Members, m)
 	}
 	end := dec.offset()
-	c.Body = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	c.Body = dec.span(start, end)
 	return nil
 }
 
@@ -180,7 +180,7 @@ func (dec *decoder) chatMessages(c *Chat) (Value, error) {
 	for {
 		if end, err := dec.close(); end || err != nil {
 			e := dec.offset()
-			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+			return dec.span(start, e), err
 		}
 		c.Items = append(c.Items, ChatMessage{})
 		m := &c.Items[len(c.Items)-1]
@@ -237,7 +237,7 @@ func (dec *decoder) chatMessage(c *Chat, m *ChatMessage) error {
 		}
 	}
 	end := dec.offset()
-	m.Value = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	m.Value = dec.span(start, end)
 	return nil
 }
 
@@ -249,7 +249,7 @@ func (dec *decoder) chatParts(c *Chat) (Value, error) {
 	for {
 		if end, err := dec.close(); end || err != nil {
 			e := dec.offset()
-			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+			return dec.span(start, e), err
 		}
 		c.Parts = append(c.Parts, ChatPart{})
 		p := &c.Parts[len(c.Parts)-1]
@@ -287,7 +287,7 @@ func (dec *decoder) chatParts(c *Chat) (Value, error) {
 			}
 		}
 		e := dec.offset()
-		p.Value = Value{Raw: dec.body[pstart:e:e], Start: pstart, End: e}
+		p.Value = dec.span(pstart, e)
 	}
 }
 
@@ -299,7 +299,7 @@ func (dec *decoder) stops(c *Chat) (Value, error) {
 	for {
 		if end, err := dec.close(); end || err != nil {
 			e := dec.offset()
-			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+			return dec.span(start, e), err
 		}
 		v, err := dec.value()
 		if err != nil {
@@ -338,5 +338,5 @@ func (dec *decoder) streamOptions(c *Chat) (Value, error) {
 		c.Options = append(c.Options, o)
 	}
 	e := dec.offset()
-	return Value{Raw: dec.body[start:e:e], Start: start, End: e}, nil
+	return dec.span(start, e), nil
 }

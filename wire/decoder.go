@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -71,11 +72,15 @@ var errEOF = errors.New("unexpected end of JSON input")
 // (RFC 7493: valid UTF-8, unique names), answers as encoding/json reads.
 var lenient = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
-// decoder is a jsontext.Decoder reading one body in place.
+// decoder is a jsontext.Decoder reading one body in place, or a copy of
+// it with its long strings skimmed (skim.go).
 type decoder struct {
 	d    jsontext.Decoder
 	in   bytes.Buffer
-	body []byte
+	body []byte // what jsontext reads: orig, or its skimmed copy
+	orig []byte // the body
+	cuts []cut  // where body lacks orig's bytes; none when it is orig
+	copy []byte // the skimmed copy's buffer, kept for the next body
 
 	// What ReadAnswer saw of the members a stream's chunks repeat (see
 	// AnswerReader): how many choices members and deltas in the first
@@ -94,10 +99,17 @@ func newDecoder(body []byte, lax bool) *decoder {
 	return dec
 }
 
-// reset starts reading body.
+// reset starts reading body. A request's long strings are skimmed; an
+// answer's are not (its reading is lenient, which skim does not know).
 func (dec *decoder) reset(body []byte, lax bool) {
-	dec.in = *bytes.NewBuffer(body)
-	dec.body = body
+	dec.orig, dec.body, dec.cuts = body, body, dec.cuts[:0]
+	if !lax && len(body) >= skimFrom {
+		dec.body, dec.cuts = skim(body, dec.copy, dec.cuts)
+		if len(dec.cuts) > 0 {
+			dec.copy = dec.body
+		}
+	}
+	dec.in = *bytes.NewBuffer(dec.body)
 	if lax {
 		dec.d.Reset(&dec.in, lenient...)
 	} else {
@@ -108,9 +120,35 @@ func (dec *decoder) reset(body []byte, lax bool) {
 // free returns dec to the pool, keeping no reference to the body.
 func (dec *decoder) free() {
 	dec.in = bytes.Buffer{}
-	dec.body = nil
+	dec.body, dec.orig = nil, nil
 	dec.d.Reset(&dec.in)
+	if cap(dec.copy) > maxKeptCopy {
+		dec.copy = nil // a rare huge body's copy is not kept pooled
+	}
 	decoders.Put(dec)
+}
+
+// maxKeptCopy bounds the skimmed copy a pooled decoder keeps: a copy
+// holds what is not in long strings, usually a few hundred bytes.
+const maxKeptCopy = 64 << 10
+
+// at maps an offset in what jsontext reads to the body's.
+func (dec *decoder) at(off int) int {
+	// The last cut at or before off says how far the body is ahead.
+	i, _ := slices.BinarySearchFunc(dec.cuts, off+1, func(c cut, off int) int { return c.at - off })
+	if i == 0 {
+		return off
+	}
+	return off + dec.cuts[i-1].skipped
+}
+
+// span is the value between two offsets in what jsontext reads, as the
+// body has it.
+func (dec *decoder) span(start, end int) Value {
+	if len(dec.cuts) > 0 {
+		start, end = dec.at(start), dec.at(end)
+	}
+	return Value{Raw: dec.orig[start:end:end], Start: start, End: end}
 }
 
 // offset is the offset just after the last token or value read.
@@ -123,8 +161,7 @@ func (dec *decoder) value() (Value, error) {
 		return Value{}, dec.fail(err)
 	}
 	end := dec.offset()
-	start := end - len(raw)
-	return Value{Raw: dec.body[start:end:end], Start: start, End: end}, nil
+	return dec.span(end-len(raw), end), nil
 }
 
 // name reads the next member's name; more is false at the object's end,
@@ -141,10 +178,9 @@ func (dec *decoder) name() (name Value, more bool, err error) {
 	case '}':
 		return Value{}, false, nil
 	case '"':
-		end := dec.offset()
-		return Value{Raw: dec.body[start:end:end], Start: start, End: end}, true, nil
+		return dec.span(start, dec.offset()), true, nil
 	}
-	return Value{}, false, &Error{Offset: start, Err: errors.New("expected a member name")}
+	return Value{}, false, &Error{Offset: dec.at(start), Err: errors.New("expected a member name")}
 }
 
 // open reads the '{' or '[' that peek announced and returns its offset.
@@ -154,7 +190,7 @@ func (dec *decoder) open() (int, error) {
 		return 0, dec.fail(err)
 	}
 	if k := t.Kind(); k != '{' && k != '[' {
-		return 0, &Error{Offset: dec.offset(), Err: errors.New("expected an object or an array, got " + Kind(k).String())}
+		return 0, &Error{Offset: dec.at(dec.offset()), Err: errors.New("expected an object or an array, got " + Kind(k).String())}
 	}
 	return dec.offset() - 1, nil
 }
@@ -210,7 +246,7 @@ var between = [256]bool{' ': true, '\t': true, '\r': true, '\n': true, ':': true
 // end checks that nothing but space follows the top-level value.
 func (dec *decoder) end() error {
 	if k := dec.d.PeekKind(); k != 0 {
-		return &Error{Offset: dec.offset(), Err: errors.New("invalid character " + strconv.QuoteRune(rune(k)) + " after top-level value")}
+		return &Error{Offset: dec.at(dec.offset()), Err: errors.New("invalid character " + strconv.QuoteRune(rune(k)) + " after top-level value")}
 	}
 	if _, err := dec.d.ReadToken(); err != io.EOF {
 		return dec.fail(err)
@@ -226,11 +262,11 @@ func (dec *decoder) fail(err error) error {
 	var se *jsontext.SyntacticError
 	if !errors.As(err, &se) {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return &Error{Offset: len(dec.body), Err: errEOF}
+			return &Error{Offset: len(dec.orig), Err: errEOF}
 		}
-		return &Error{Offset: dec.offset(), Err: err}
+		return &Error{Offset: dec.at(dec.offset()), Err: err}
 	}
-	e := &Error{Offset: int(se.ByteOffset), Err: se.Err}
+	e := &Error{Offset: dec.at(int(se.ByteOffset)), Err: se.Err}
 	switch {
 	case se.Err == io.ErrUnexpectedEOF || se.Err == io.EOF:
 		e.Err = errEOF

@@ -12,7 +12,8 @@ import (
 // member, invalid UTF-8 in a request), and the same values for every
 // member read, at the right span. Each also reads into a result that held
 // another body, as the doors and streams reuse theirs: reuse must not
-// show.
+// show; and a request is read again with every string skimmed (skim.go),
+// which must not show either.
 
 func FuzzNative(f *testing.F) {
 	for _, s := range nativeBodies {
@@ -29,6 +30,7 @@ func FuzzNative(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var fresh Native
 		err := checkNative(t, body, &fresh)
+		checkSkimmed(t, body, ReadNative)
 		var reused Native
 		_ = ReadNative([]byte(nativeBodies[1]), &reused)
 		err2 := ReadNative(body, &reused)
@@ -63,6 +65,7 @@ func FuzzChat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var fresh Chat
 		err := checkChat(t, body, &fresh)
+		checkSkimmed(t, body, ReadChat)
 		var reused Chat
 		_ = ReadChat([]byte(chatBodies[3]), &reused)
 		err2 := ReadChat(body, &reused)

@@ -100,7 +100,7 @@ func (dec *decoder) native(n *Native) error {
 		n.Members = append(n.Members, m)
 	}
 	end := dec.offset()
-	n.Body = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	n.Body = dec.span(start, end)
 	return nil
 }
 
@@ -112,7 +112,7 @@ func (dec *decoder) nativeMessages(n *Native) (Value, error) {
 	for {
 		if end, err := dec.close(); end || err != nil {
 			e := dec.offset()
-			return Value{Raw: dec.body[start:e:e], Start: start, End: e}, err
+			return dec.span(start, e), err
 		}
 		n.Items = append(n.Items, NativeMessage{})
 		it := &n.Items[len(n.Items)-1]
@@ -150,6 +150,6 @@ func (dec *decoder) nativeMessages(n *Native) (Value, error) {
 			}
 		}
 		e := dec.offset()
-		it.Value = Value{Raw: dec.body[mstart:e:e], Start: mstart, End: e}
+		it.Value = dec.span(mstart, e)
 	}
 }

@@ -42,7 +42,7 @@ func ReadRequest(body []byte, o *Request) error {
 		o.Members = append(o.Members, Member{Name: string(key(n.Raw)), Start: n.Start, End: v.End, Value: v})
 	}
 	end := dec.offset()
-	o.Body = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	o.Body = dec.span(start, end)
 	return dec.end()
 }
 

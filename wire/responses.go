@@ -169,7 +169,7 @@ func (dec *decoder) response(r *Response) error {
 		switch string(n) {
 		case "model":
 			end := at + len(v)
-			r.Model = Value{Raw: dec.body[at:end:end], Start: at, End: end}
+			r.Model = dec.span(at, end)
 		case "status", "object":
 			s, ok := text(v)
 			if !ok {
@@ -199,7 +199,7 @@ func (dec *decoder) response(r *Response) error {
 		}
 	}
 	end := dec.offset()
-	r.Span = Value{Raw: dec.body[start:end:end], Start: start, End: end}
+	r.Span = dec.span(start, end)
 	return nil
 }
 

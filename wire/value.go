@@ -2,6 +2,8 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -123,28 +125,48 @@ func (v Value) Is(s string) bool {
 }
 
 // unquote decodes the JSON string raw, which a decoder has read. The
-// usual string, without escapes and valid UTF-8, costs one copy; a valid
-// one with escapes is decoded in one pass, the text between escapes copied
-// whole; anything else (invalid UTF-8, a lone surrogate) as jsontext
-// decodes it.
+// usual string, plain ASCII, costs one copy; a valid one with escapes or
+// multi-byte characters is decoded in one pass that copies eight plain
+// bytes at a time; anything else (invalid UTF-8, a lone surrogate) as
+// jsontext decodes it.
 func unquote(raw []byte) string {
 	inner := raw[1 : len(raw)-1]
-	if !utf8.Valid(inner) {
-		return unquoteExact(raw)
-	}
-	if bytes.IndexByte(inner, '\\') < 0 {
+	i := plainPrefix(inner)
+	if i == len(inner) {
 		return string(inner)
 	}
 	out := make([]byte, len(inner)) // escapes only shorten the text
-	j := 0
-	for i := 0; i < len(inner); {
-		k := bytes.IndexByte(inner[i:], '\\')
-		if k < 0 {
-			j += copy(out[j:], inner[i:])
+	j := copy(out, inner[:i])
+	for i < len(inner) {
+		// Eight plain bytes at a time; j <= i, so out has room for them.
+		for i+8 <= len(inner) {
+			x := binary.LittleEndian.Uint64(inner[i:])
+			binary.LittleEndian.PutUint64(out[j:], x)
+			if m := notPlain(x); m != 0 {
+				k := bits.TrailingZeros64(m) >> 3
+				i, j = i+k, j+k
+				break
+			}
+			i, j = i+8, j+8
+		}
+		if i >= len(inner) {
 			break
 		}
-		j += copy(out[j:], inner[i:i+k])
-		i += k
+		c := inner[i]
+		switch {
+		case c < utf8.RuneSelf && c != '\\':
+			out[j] = c
+			i, j = i+1, j+1
+			continue
+		case c >= utf8.RuneSelf:
+			r, n := utf8.DecodeRune(inner[i:])
+			if r == utf8.RuneError && n == 1 {
+				return unquoteExact(raw)
+			}
+			j += copy(out[j:], inner[i:i+n])
+			i += n
+			continue
+		}
 		if i+1 >= len(inner) {
 			return unquoteExact(raw)
 		}
@@ -176,6 +198,30 @@ func unquote(raw []byte) string {
 	}
 	out = out[:j]
 	return unsafe.String(unsafe.SliceData(out), len(out)) // out is not kept
+}
+
+// plainPrefix is the length of the run of plain bytes (ASCII but the
+// backslash) that s starts with.
+func plainPrefix(s []byte) int {
+	i := 0
+	for i+8 <= len(s) {
+		if m := notPlain(binary.LittleEndian.Uint64(s[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	for i < len(s) && s[i] < utf8.RuneSelf && s[i] != '\\' {
+		i++
+	}
+	return i
+}
+
+// notPlain marks, with its high bit, each byte of the word x that is a
+// backslash or part of a multi-byte character; the lowest mark is exact
+// (see special).
+func notPlain(x uint64) uint64 {
+	backslash := x ^ (ones * '\\')
+	return (x | (backslash-ones)&^backslash) & highs
 }
 
 // unescapes maps the character after a backslash to the one it stands

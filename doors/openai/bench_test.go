@@ -171,12 +171,22 @@ func BenchmarkDecodeNative(b *testing.B) {
 	}
 }
 
-// prompt100KB is a single user prompt of about 100 KB (99,000
-// characters), plain text with a line break every 80 characters, as long
-// pasted documents are: the decoding cost that grows with the prompt.
+// prompt100KB is a single user prompt of about 100 KB as JSON spells it,
+// as long pasted documents are: words and punctuation, line breaks,
+// quotes, backslashes and multi-byte characters (raw and escaped), the
+// mix that makes `make bench`'s large-prompt row: the decoding cost that
+// grows with the prompt.
 func prompt100KB() string {
-	line := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 2)[:79]
-	return strings.Repeat(line+`\n`, 99_000/80)
+	words := []string{"the", "gateway", "carries", "a", "long", "document", "through", "to", "its", "replica,",
+		"byte", "for", "byte;", `caf\u00e9`, "naïve", `\\path`, `\"quoted\"`, "42", "3.14", `end.\n`}
+	var b strings.Builder
+	for i := 0; b.Len() < 99_000; i++ {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(words[(i*7+i/len(words))%len(words)])
+	}
+	return b.String()
 }
 
 // BenchmarkDecode100KB is the decoding of a request whose one user

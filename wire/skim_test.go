@@ -1,0 +1,204 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// skimmingAll makes every string value worth cutting, whatever the body's
+// size, until the test ends.
+func skimmingAll(t testing.TB) {
+	from, at := skimFrom, skimAt
+	skimFrom, skimAt = 0, 1
+	t.Cleanup(func() { skimFrom, skimAt = from, at })
+}
+
+// jsontextEnd is where jsontext, reading a request, finds the end of the
+// string s starts with (the offset of its closing quote), or -1 when it
+// refuses the string.
+func jsontextEnd(s []byte) int {
+	d := jsontext.NewDecoder(bytes.NewReader(s))
+	v, err := d.ReadValue()
+	if err != nil {
+		return -1
+	}
+	return len(v) - 1
+}
+
+func TestStringEnd(t *testing.T) {
+	long := strings.Repeat("plain text ", 10)
+	for _, tc := range []struct {
+		name, s string
+		ok      bool
+	}{
+		{"empty", `""`, true},
+		{"plain", `"` + long + `"`, true},
+		{"escapes", `"a\"b\\c\/d\be\ff\ng\rh\ti` + long + `"`, true},
+		{"unicode escapes", `"\u00e9\u00E9\u0000\uffff` + long + `"`, true},
+		{"a surrogate pair", `"` + long + `\ud83d\ude00"`, true},
+		{"raw multi-byte", `"naïve café 日本 😀 ` + long + `"`, true},
+		{"raw U+FFFD", "\"\xef\xbf\xbd" + long + "\"", true},
+		{"DEL", "\"\x7f" + long + "\"", true},
+		{"quote after seven plain bytes", `"1234567"`, true},
+		{"unterminated", `"` + long, false},
+		{"ends in a backslash", `"` + long + `\`, false},
+		{"bad escape", `"` + long + `\x"`, false},
+		{"short unicode escape", `"` + long + `\u00e"`, false},
+		{"bad hex", `"` + long + `\u00eg"`, false},
+		{"lone high surrogate", `"` + long + `\ud83d"`, false},
+		{"lone high surrogate then text", `"` + long + `\ud83dabcdefgh"`, false},
+		{"lone low surrogate", `"` + long + `\ude00"`, false},
+		{"two high surrogates", `"` + long + `\ud83d\ud83d"`, false},
+		{"control character", "\"" + long + "\n\"", false},
+		{"NUL", "\"" + long + "\x00\"", false},
+		{"invalid UTF-8", "\"" + long + "\xff\"", false},
+		{"truncated UTF-8", "\"" + long + "\xe6\x97\"", false},
+		{"UTF-8 surrogate", "\"" + long + "\xed\xa0\x80\"", false},
+		{"overlong", "\"" + long + "\xc0\xaf\"", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := []byte(tc.s)
+			got, want := stringEnd(b, 1), jsontextEnd(b)
+			if (got >= 0) != tc.ok || got != want {
+				t.Fatalf("stringEnd %d, jsontext %d, want ok=%v", got, want, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzStringEnd holds stringEnd to jsontext: the same strings accepted,
+// ending at the same quote. A string stringEnd refuses is left to
+// jsontext, so refusing more would only cost time; accepting more would
+// let a string through that the rules refuse: never.
+func FuzzStringEnd(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\nb"`, `"\ud83d\ude00"`, "\"caf\xc3\xa9\"", `"\u12"`, "\"\xff\"", `"12345678\"9"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		if len(s) == 0 || s[0] != '"' {
+			s = append([]byte{'"'}, s...)
+		}
+		if got, want := stringEnd(s, 1), jsontextEnd(s); got != want {
+			t.Fatalf("%q: stringEnd %d, jsontext %d", s, got, want)
+		}
+	})
+}
+
+func TestSkim(t *testing.T) {
+	skimmingAll(t)
+	for _, tc := range []struct {
+		name, body, copy string
+		cuts             []cut
+	}{
+		{"values", `{"model":"qwen","messages":[{"role":"user","content":"hello"}]}`,
+			`{"model":"","messages":[{"role":"","content":""}]}`, []cut{{10, 4}, {33, 8}, {46, 13}}},
+		{"names stay", `{"abc" : "de" , "f":1}`, `{"abc" : "" , "f":1}`, []cut{{10, 2}}},
+		{"empty strings", `{"a":"","b":""}`, `{"a":"","b":""}`, nil},
+		{"elements stay", `["abc","def"]`, `["abc","def"]`, nil},
+		{"a string with escapes", `{"a":"a\"b\\"}`, `{"a":""}`, []cut{{6, 6}}},
+		{"an invalid string stays, and what follows", "{\"a\":\"a\xff\",\"b\":\"b\"}", "{\"a\":\"a\xff\",\"b\":\"b\"}", nil},
+		{"unterminated", `{"a":"abc`, `{"a":"abc`, nil},
+		{"a name in the wrong place stays", `{"abc","d":"e"}`, `{"abc","d":""}`, []cut{{12, 1}}},
+		{"top-level string stays", `"abc"`, `"abc"`, nil},
+		{"a string before the end stays", `{"a":"abc"`, `{"a":"abc"`, nil},
+		{"a string before a colon in an array stays", `["abc":1]`, `["abc":1]`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := []byte(tc.body)
+			copied, cuts := skim(body, nil, nil)
+			if string(copied) != tc.copy || !reflect.DeepEqual(nilIfEmpty(cuts), tc.cuts) {
+				t.Fatalf("skim: %q %v, want %q %v", copied, cuts, tc.copy, tc.cuts)
+			}
+			dec := decoder{orig: body, body: copied, cuts: cuts}
+			for off := 0; off <= len(copied); off++ {
+				if got := dec.at(off); got < off || got > len(body) {
+					t.Fatalf("at(%d) = %d", off, got)
+				}
+			}
+		})
+	}
+}
+
+// TestSkimmedReads reads bodies with long strings skimmed and not, and
+// requires the same results: values, spans and errors.
+func TestSkimmedReads(t *testing.T) {
+	long := strings.Repeat(`The gateway carries a long document to its replica: \"quoted\", naïve, \u00e9, end.\n `, 80)
+	bodies := append([]string{
+		`{"model":"qwen","messages":[{"role":"system","content":"` + long + `"},{"role":"user","content":[{"type":"text","text":"` + long + `"}]}],"stop":["` + long + `"],"stream_options":{"include_usage":true}}`,
+		`{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}],"tools":[{"type":"function","function":{"name":"f","description":"` + long + `"}}]}`,
+		`{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}],"model":"gemma"}`,
+		`{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}],"x":"` + long + `\ud800"}`,
+		"{\"model\":\"qwen\",\"messages\":[{\"role\":\"user\",\"content\":\"" + long + "\"}],\"x\":\"\xff\"}",
+		`{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}],}`,
+		`{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}]} {}`,
+		`{"model":"qwen","messages":[{"role":"user","content":"` + long + `"` + long + `"}]}`,
+		`{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}]`,
+	}, chatBodies...)
+	for i, body := range bodies {
+		plain, skimmed, perr, serr := readBothWays([]byte(body), ReadChat)
+		if !sameErr(perr, serr) || !reflect.DeepEqual(plain, skimmed) {
+			t.Fatalf("body %d: skimmed %v %+v\nplain %v %+v", i, serr, skimmed, perr, plain)
+		}
+		if i == 0 && (perr != nil || len(skimmed.Items) != 2) {
+			t.Fatalf("body 0: %v, %d messages", perr, len(skimmed.Items))
+		}
+	}
+}
+
+// readBothWays reads body with read as it is, then with every string
+// value skimmed.
+func readBothWays[T any](body []byte, read func([]byte, *T) error) (plain, skimmed T, perr, serr error) {
+	from, at := skimFrom, skimAt
+	skimFrom = len(body) + 1
+	perr = read(body, &plain)
+	skimFrom, skimAt = 0, 1
+	serr = read(body, &skimmed)
+	skimFrom, skimAt = from, at
+	return plain, skimmed, perr, serr
+}
+
+// checkSkimmed requires the same reading of body with its strings skimmed
+// as without.
+func checkSkimmed[T any](t *testing.T, body []byte, read func([]byte, *T) error) {
+	t.Helper()
+	plain, skimmed, perr, serr := readBothWays(body, read)
+	if !sameErr(perr, serr) || (perr == nil && !reflect.DeepEqual(plain, skimmed)) {
+		t.Fatalf("%q\nskimmed: %v %+v\nplain: %v %+v", body, serr, skimmed, perr, plain)
+	}
+}
+
+// sameErr reports whether two reads failed alike: both or neither, at the
+// same offset and path.
+func sameErr(a, b error) bool {
+	if (a == nil) != (b == nil) {
+		return false
+	}
+	var ea, eb *Error
+	if errors.As(a, &ea) != errors.As(b, &eb) {
+		return false
+	}
+	return ea == nil || (ea.Offset == eb.Offset && ea.Duplicate == eb.Duplicate && reflect.DeepEqual(ea.Path, eb.Path))
+}
+
+// BenchmarkStringEnd checks a 100 KB string of the mix a pasted document
+// has: words, escapes every few words, multi-byte characters.
+func BenchmarkStringEnd(b *testing.B) {
+	words := []string{"the", "gateway", "carries", "a", "long", "document", "through", "to", "its", "replica,",
+		"byte", "for", "byte;", `caf\u00e9`, "naïve", `\\path`, `\"quoted\"`, "42", "3.14", `end.\n`}
+	s := []byte{'"'}
+	for i := 0; len(s) < 100_000; i++ {
+		s = append(append(s, words[(i*7+i/len(words))%len(words)]...), ' ')
+	}
+	s = append(s, '"')
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		if stringEnd(s, 1) != len(s)-1 {
+			b.Fatal("refused")
+		}
+	}
+}
