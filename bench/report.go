@@ -42,7 +42,7 @@ type Report struct {
 	ScaleoutConfig  *scaleoutReportConfig `json:"scaleout_config,omitempty"`
 	Scaleout        []ScaleoutResult      `json:"scaleout,omitempty"`
 	ScaleoutSkipped string                `json:"scaleout_skipped,omitempty"`
-	Checks        []Check              `json:"checks"`
+	Checks          []Check               `json:"checks"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
