@@ -26,6 +26,11 @@ type ScaleoutResult struct {
 	// SharedApplied counts the other instances' decisions the instances
 	// applied to their indexes, over the whole run.
 	SharedApplied int `json:"shared_applied"`
+	// SharedDropped counts the decisions not published (buffer full or
+	// Redis unreachable) and ShareErrors the failed Redis calls, both
+	// over the whole run: a sharing that failed shows there.
+	SharedDropped int `json:"shared_dropped"`
+	ShareErrors   int `json:"share_errors"`
 	// MachineBusyCores is the CPU the whole machine used in the window,
 	// in cores: how close to its limit the run was.
 	MachineBusyCores float64 `json:"machine_busy_cores"`
@@ -126,8 +131,8 @@ func (r *Report) scaleoutMarkdown() string {
 			c.Workload, c.Tenants, c.SystemWords[0], c.SystemWords[1], c.Turns[0], c.Turns[1], c.ReplyTokens, c.Seed,
 			c.Rate, c.WarmupS, c.DurationS, c.Replicas)
 	}
-	b.WriteString("| variant | instances | TTFT p50 ms | p90 ms | p99 ms | p90 vs 1 | req/s | vs 1 | errors | replicas' cache hit rate | decisions | applied from others | gateway CPU ms/req | Redis ops/s | Redis CPU ms/req | machine busy cores | other load |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| variant | instances | TTFT p50 ms | p90 ms | p99 ms | p90 vs 1 | req/s | vs 1 | errors | held | replicas' cache hit rate | decisions | applied from others | gateway CPU ms/req | Redis ops/s | Redis CPU ms/req | machine busy cores | other load |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, x := range r.Scaleout {
 		t := x.TTFT
 		if t == nil {
@@ -139,16 +144,30 @@ func (r *Report) scaleoutMarkdown() string {
 				p90, rate = fmt.Sprintf("%.2f×", pr), fmt.Sprintf("%.2f×", rr)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %s | %.1f | %s | %d | %.1f%% | %s | %d | %.2f | %.0f | %.3f | %.2f | %.2f |\n",
-			x.Variant, x.Instances, t.P50, t.P90, t.P99, p90, x.AchievedRate, rate, x.Errors, 100*x.HitRate,
-			decisionsCell(x.Decisions), x.SharedApplied, x.GatewayCPUMsPerReq, x.RedisOpsPerS, x.RedisCPUMsPerReq,
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.0f | %.0f | %s | %.1f | %s | %d | %d | %.1f%% | %s | %s | %.2f | %.0f | %.3f | %.2f | %.2f |\n",
+			x.Variant, x.Instances, t.P50, t.P90, t.P99, p90, x.AchievedRate, rate, x.Errors, x.Held, 100*x.HitRate,
+			decisionsCell(x.Decisions), x.sharedCell(), x.GatewayCPUMsPerReq, x.RedisOpsPerS, x.RedisCPUMsPerReq,
 			x.MachineBusyCores, x.OtherCPUCores)
 	}
-	b.WriteString("\np90 vs 1, req/s vs 1 = against the same variant through one instance. Applied from others = the other instances' decisions the instances recorded in their indexes (shared routing only). " +
+	b.WriteString("\np90 vs 1, req/s vs 1 = against the same variant through one instance. Held = turns sent late because their conversation's previous answer was not finished. " +
+		"Applied from others = the other instances' decisions the instances recorded in their indexes (shared routing only), with the decisions dropped unpublished and the failed Redis calls when there were any. " +
 		"Gateway CPU = all the instances' CPU time in the window per successful turn; Redis ops/s = commands Redis ran in the window (INFO `total_commands_processed`) per second, " +
 		"whatever they were for; Redis CPU likewise per turn. Machine busy cores = the CPU the whole machine used in the window (of " + fmt.Sprint(m.Cores) + "); " +
 		"other load = the part of it not used by the benchmark's processes (client, simulators, Redis, instances).\n\n")
 	b.WriteString("#### Scale-out targets\n\n| target | measured | met |\n|---|---|---|\n")
 	writeChecks(&b, r.Checks, groupScaleout)
 	return b.String()
+}
+
+// sharedCell shows the decisions applied from other instances, and what
+// was lost on the way when anything was.
+func (x ScaleoutResult) sharedCell() string {
+	s := fmt.Sprint(x.SharedApplied)
+	if x.SharedDropped > 0 {
+		s += fmt.Sprintf(", %d dropped", x.SharedDropped)
+	}
+	if x.ShareErrors > 0 {
+		s += fmt.Sprintf(", %d Redis errors", x.ShareErrors)
+	}
+	return s
 }

@@ -83,8 +83,8 @@ func (r *runner) runScaleout(ctx context.Context, dir string) error {
 				if err != nil {
 					return fmt.Errorf("scaleout %s ×%d: %w", v.Name, n, err)
 				}
-				r.log("scaleout %-20s ×%d %s gateway CPU %.2f ms/req redis %.0f ops/s applied %d",
-					v.Name, n, res.brief(), res.GatewayCPUMsPerReq, res.RedisOpsPerS, res.SharedApplied)
+				r.log("scaleout %-20s ×%d %s gateway CPU %.2f ms/req redis %.0f ops/s; share: applied %d, dropped %d, errors %d",
+					v.Name, n, res.brief(), res.GatewayCPUMsPerReq, res.RedisOpsPerS, res.SharedApplied, res.SharedDropped, res.ShareErrors)
 				r.report.Scaleout = append(r.report.Scaleout, res)
 			}
 			for _, g := range rig.gws {
@@ -162,7 +162,7 @@ func (r *runner) scaleRun(ctx context.Context, rig *scaleRig, w *workload, v sca
 	}
 	time.Sleep(rc.Settle) // see routingRun
 	model := scaleModelName(v.Name)
-	decisions0, applied0, err := rig.decisions(ctx, model)
+	decisions0, share0, err := rig.decisions(ctx, model)
 	if err != nil {
 		return res, err
 	}
@@ -208,14 +208,16 @@ func (r *runner) scaleRun(ctx context.Context, rig *scaleRig, w *workload, v sca
 	elapsed := after.at.Sub(before.at)
 	res.fromConversations(cr)
 	res.fromSims(before.sims, after.sims, elapsed, rc.PrefillPerToken)
-	if d, applied, err := rig.decisions(ctx, model); err == nil {
+	if d, share, err := rig.decisions(ctx, model); err == nil {
 		res.Decisions = map[string]int{}
 		for reason, k := range d {
 			if k -= decisions0[reason]; k > 0 {
 				res.Decisions[reason] = k
 			}
 		}
-		res.SharedApplied = int(applied - applied0)
+		res.SharedApplied = int(share.applied - share0.applied)
+		res.SharedDropped = int(share.dropped - share0.dropped)
+		res.ShareErrors = int(share.errors - share0.errors)
 	}
 	res.fromProcs(before, after, elapsed, n)
 	return res, nil
@@ -253,26 +255,31 @@ func (res *ScaleoutResult) fromProcs(before, after scaleSample, elapsed time.Dur
 	}
 }
 
+// shareCounts are the instances' routing-share counters, summed.
+type shareCounts struct{ applied, dropped, errors float64 }
+
 // decisions sums the instances' routing decisions for model by reason, and
-// the other instances' insertions they applied.
-func (rig *scaleRig) decisions(ctx context.Context, model string) (map[string]int, float64, error) {
+// their routing-share counters (every model's).
+func (rig *scaleRig) decisions(ctx context.Context, model string) (map[string]int, shareCounts, error) {
 	total := map[string]int{}
-	applied := 0.0
+	var sc shareCounts
 	for _, g := range rig.gws {
 		body, err := g.metrics(ctx)
 		if err != nil {
-			return nil, 0, err
+			return nil, sc, err
 		}
 		d, err := parseDecisions(bufio.NewScanner(strings.NewReader(body)), model)
 		if err != nil {
-			return nil, 0, err
+			return nil, sc, err
 		}
 		for k, v := range d {
 			total[k] += v
 		}
-		applied += metricValue(body, `llmedge_routing_share_insertions_total{outcome="applied"}`)
+		sc.applied += metricValue(body, `llmedge_routing_share_insertions_total{outcome="applied"}`)
+		sc.dropped += metricValue(body, `llmedge_routing_share_insertions_total{outcome="dropped"}`)
+		sc.errors += metricValue(body, `llmedge_routing_share_errors_total`)
 	}
-	return total, applied, nil
+	return total, sc, nil
 }
 
 // stopInstances ends the current set of gateways.

@@ -257,3 +257,22 @@ func TestScaleoutMarkdown(t *testing.T) {
 		t.Errorf("a skipped scenario says:\n%s", md)
 	}
 }
+
+func TestSharedCell(t *testing.T) {
+	tests := []struct {
+		applied, dropped, errs int
+		want                   string
+	}{
+		{0, 0, 0, "0"},
+		{657, 0, 0, "657"},
+		{657, 3, 0, "657, 3 dropped"},
+		{10, 0, 2, "10, 2 Redis errors"},
+		{10, 1, 2, "10, 1 dropped, 2 Redis errors"},
+	}
+	for _, tt := range tests {
+		x := ScaleoutResult{SharedApplied: tt.applied, SharedDropped: tt.dropped, ShareErrors: tt.errs}
+		if got := x.sharedCell(); got != tt.want {
+			t.Errorf("sharedCell(%d, %d, %d) = %q, want %q", tt.applied, tt.dropped, tt.errs, got, tt.want)
+		}
+	}
+}
