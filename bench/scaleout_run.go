@@ -66,15 +66,19 @@ func (r *runner) runScaleout(ctx context.Context, dir string) error {
 	// One storage folder for every instance: a token of one is good at
 	// the others, as in a real cluster.
 	data := filepath.Join(dir, "scaleout-data")
+	// Every set of instances has every variant's model, used or not, so
+	// that each set does the same background work (each model scrapes
+	// every simulator's /metrics every second).
+	var models []routingModel
+	for _, v := range variants {
+		models = append(models, routingModel{Name: scaleModelName(v.Name), Policy: v.Policy})
+	}
 	for _, n := range sc.Instances {
 		for _, group := range shareGroups(variants) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			pc := proxyConfig{Hash: hash, Replicas: rig.simURLs, Redis: rig.redis.url(), Share: group[0].Share, Data: data}
-			for _, v := range group {
-				pc.Models = append(pc.Models, routingModel{Name: scaleModelName(v.Name), Policy: v.Policy})
-			}
+			pc := proxyConfig{Hash: hash, Replicas: rig.simURLs, Redis: rig.redis.url(), Share: group[0].Share, Data: data, Models: models}
 			if err := r.startInstances(ctx, dir, rig, n, pc, password); err != nil {
 				return err
 			}
