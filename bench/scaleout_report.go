@@ -127,7 +127,7 @@ func (r *Report) scaleoutMarkdown() string {
 		fmt.Fprintf(&b, "Workload: the routing scenario's %s workload (%d tenants, system prompts of %d–%d tokens, conversations of %d–%d turns, answers of %d tokens, seed %d) "+
 			"at %g req/s, Poisson; %g s warm-up, then %g s measured. %d simulators as in the routing scenario, caches emptied before each run. "+
 			"Every turn goes to an instance drawn at random (the same draws for every variant at an instance count). "+
-			"Instances: separate bin/llmedge processes, one storage folder, one redis-server; `+share` = `share_routing on`, the others `share_routing off` (Redis configured in both).\n\n",
+			"Instances: separate bin/llmedge processes, one storage folder, one redis-server, every variant's model in each; `+share` = `share_routing on`, the others `share_routing off` (Redis configured in both).\n\n",
 			c.Workload, c.Tenants, c.SystemWords[0], c.SystemWords[1], c.Turns[0], c.Turns[1], c.ReplyTokens, c.Seed,
 			c.Rate, c.WarmupS, c.DurationS, c.Replicas)
 	}
