@@ -79,6 +79,7 @@ type scaleoutReportConfig struct {
 	Variants    []string `json:"variants"`
 	Instances   []int    `json:"instances"`
 	Workload    string   `json:"workload"`
+	Spread      string   `json:"spread"`
 	Rate        float64  `json:"rate"`
 	WarmupS     float64  `json:"warmup_s"`
 	DurationS   float64  `json:"duration_s"`
@@ -131,7 +132,7 @@ func newReport(cfg Config) *Report {
 	}
 	if sc, rc := cfg.Scaleout, cfg.Routing; sc.Enabled() {
 		r.ScaleoutConfig = &scaleoutReportConfig{
-			Variants: sc.Variants, Instances: sc.Instances, Workload: sc.Workload, Rate: sc.Rate,
+			Variants: sc.Variants, Instances: sc.Instances, Workload: sc.Workload, Spread: sc.Spread, Rate: sc.Rate,
 			WarmupS: sc.Warmup.Seconds(), DurationS: sc.Duration.Seconds(), Replicas: rc.Replicas, Tenants: rc.Tenants,
 			SystemWords: rc.SystemWords, Turns: rc.Turns, ReplyTokens: rc.ReplyTokens, Seed: rc.Seed, SimArgs: rc.simArgs(),
 		}

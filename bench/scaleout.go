@@ -19,6 +19,12 @@ import (
 // routing decisions (share_routing on).
 const shareSuffix = "+share"
 
+// The values of ScaleoutConfig.Spread.
+const (
+	SpreadRandom = "random"
+	SpreadFirst  = "first"
+)
+
 // ScaleoutVariants are the scale-out scenario's default variants, in run
 // order: the baseline, prefix_cache with each instance on its own view,
 // and prefix_cache with the views shared over Redis.
@@ -33,9 +39,15 @@ type ScaleoutConfig struct {
 	Variants  []string
 	Instances []int  // gateway instance counts to run, each with every variant
 	Workload  string // uniform or skewed
-	Rate      float64
-	Warmup    time.Duration
-	Duration  time.Duration
+	// Spread is how turns are spread over the instances: SpreadRandom,
+	// or SpreadFirst, every turn to the first instance with the others
+	// running idle (but for the share's background work): a control that
+	// shows what the extra processes cost the machine, apart from
+	// routing across instances.
+	Spread   string
+	Rate     float64
+	Warmup   time.Duration
+	Duration time.Duration
 }
 
 // DefaultScaleoutConfig is the scenario as `llmbench -scenarios scaleout`
@@ -45,6 +57,7 @@ func DefaultScaleoutConfig() ScaleoutConfig {
 		Variants:  ScaleoutVariants,
 		Instances: []int{1, 2, 4},
 		Workload:  WorkloadUniform,
+		Spread:    SpreadRandom,
 		Rate:      20,
 		Warmup:    3 * time.Second,
 		Duration:  8 * time.Second,
@@ -132,6 +145,9 @@ func (c ScaleoutConfig) validate(rc RoutingConfig) error {
 		if n < 1 || n > maxInstances {
 			return fmt.Errorf("scaleout: %d instances: want 1..%d", n, maxInstances)
 		}
+	}
+	if c.Spread != SpreadRandom && c.Spread != SpreadFirst {
+		return fmt.Errorf("scaleout: unknown spread %q (want %s or %s)", c.Spread, SpreadRandom, SpreadFirst)
 	}
 	if c.Workload != WorkloadUniform && c.Workload != WorkloadSkewed {
 		return fmt.Errorf("scaleout: unknown workload %q (want %s or %s)", c.Workload, WorkloadUniform, WorkloadSkewed)

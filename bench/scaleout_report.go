@@ -126,10 +126,10 @@ func (r *Report) scaleoutMarkdown() string {
 	if c := r.ScaleoutConfig; c != nil {
 		fmt.Fprintf(&b, "Workload: the routing scenario's %s workload (%d tenants, system prompts of %d–%d tokens, conversations of %d–%d turns, answers of %d tokens, seed %d) "+
 			"at %g req/s, Poisson; %g s warm-up, then %g s measured. %d simulators as in the routing scenario, caches emptied before each run. "+
-			"Every turn goes to an instance drawn at random (the same draws for every variant at an instance count). "+
+			"%s "+
 			"Instances: separate bin/llmedge processes, one storage folder, one redis-server, every variant's model in each; `+share` = `share_routing on`, the others `share_routing off` (Redis configured in both).\n\n",
 			c.Workload, c.Tenants, c.SystemWords[0], c.SystemWords[1], c.Turns[0], c.Turns[1], c.ReplyTokens, c.Seed,
-			c.Rate, c.WarmupS, c.DurationS, c.Replicas)
+			c.Rate, c.WarmupS, c.DurationS, c.Replicas, spreadText(c.Spread))
 	}
 	b.WriteString("| variant | instances | TTFT p50 ms | p90 ms | p99 ms | p90 vs 1 | req/s | vs 1 | errors | held | replicas' cache hit rate | decisions | applied from others | gateway CPU ms/req | Redis ops/s | Redis CPU ms/req | machine busy cores | other load |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|\n")
@@ -170,4 +170,12 @@ func (x ScaleoutResult) sharedCell() string {
 		s += fmt.Sprintf(", %d Redis errors", x.ShareErrors)
 	}
 	return s
+}
+
+// spreadText says how the turns were spread over the instances.
+func spreadText(spread string) string {
+	if spread == SpreadFirst {
+		return "**Control run: every turn to the first instance**, the others running idle (their share of Redis's stream included)."
+	}
+	return "Every turn goes to an instance drawn at random (the same draws for every variant at an instance count)."
 }

@@ -200,6 +200,9 @@ func (r *runner) scaleRun(ctx context.Context, rig *scaleRig, w *workload, v sca
 	// each sees the same turns on the same instances.
 	rng := rand.New(rand.NewPCG(rc.Seed, uint64(n)))
 	pick := func() int { return rng.IntN(n) }
+	if sc.Spread == SpreadFirst {
+		pick = func() int { return 0 }
+	}
 	cr := runWorkload(ctx, rig.eps, pick, model, w, sc.Warmup, rc.ReplyTokens, win)
 	if err := ctx.Err(); err != nil {
 		return res, err

@@ -91,6 +91,8 @@ func TestScaleoutConfigValidate(t *testing.T) {
 		{"zero instances", func(c *ScaleoutConfig, _ *RoutingConfig) { c.Instances = []int{1, 0} }, true},
 		{"too many instances", func(c *ScaleoutConfig, _ *RoutingConfig) { c.Instances = []int{maxInstances + 1} }, true},
 		{"unknown workload", func(c *ScaleoutConfig, _ *RoutingConfig) { c.Workload = "bursty" }, true},
+		{"control spread", func(c *ScaleoutConfig, _ *RoutingConfig) { c.Spread = SpreadFirst }, false},
+		{"unknown spread", func(c *ScaleoutConfig, _ *RoutingConfig) { c.Spread = "round" }, true},
 		{"no rate", func(c *ScaleoutConfig, _ *RoutingConfig) { c.Rate = 0 }, true},
 		{"no duration", func(c *ScaleoutConfig, _ *RoutingConfig) { c.Duration = 0 }, true},
 		{"bad shape from routing", func(_ *ScaleoutConfig, r *RoutingConfig) { r.Tenants = 1 }, true},
@@ -250,6 +252,11 @@ func TestScaleoutMarkdown(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
+	}
+
+	r.ScaleoutConfig = &scaleoutReportConfig{Spread: SpreadFirst}
+	if md := r.Markdown(); !strings.Contains(md, "Control run: every turn to the first instance") {
+		t.Errorf("a control run does not say so:\n%s", md)
 	}
 
 	skipped := &Report{ScaleoutSkipped: "redis-server not found on PATH"}

@@ -60,10 +60,10 @@ func TestParseFlagsScenarios(t *testing.T) {
 				slices.Equal(s.Instances, []int{1, 2, 4}) && s.Workload == bench.WorkloadUniform && s.Duration == 8*time.Second
 		}, false},
 		{"scaleout settings", []string{"-scenarios", "routing,scaleout", "-scaleout-instances", "1,2", "-scaleout-variants", "round_robin,prefix_cache+share",
-			"-scaleout-rate", "10", "-scaleout-workload", "skewed", "-scaleout-warmup", "1s", "-scaleout-duration", "4s"}, func(c bench.Config) bool {
+			"-scaleout-rate", "10", "-scaleout-workload", "skewed", "-scaleout-spread", "first", "-scaleout-warmup", "1s", "-scaleout-duration", "4s"}, func(c bench.Config) bool {
 			s := c.Scaleout
 			return c.Routing.Enabled() && slices.Equal(s.Instances, []int{1, 2}) && slices.Equal(s.Variants, []string{"round_robin", "prefix_cache+share"}) &&
-				s.Rate == 10 && s.Workload == bench.WorkloadSkewed && s.Warmup == time.Second && s.Duration == 4*time.Second
+				s.Rate == 10 && s.Workload == bench.WorkloadSkewed && s.Spread == bench.SpreadFirst && s.Warmup == time.Second && s.Duration == 4*time.Second
 		}, false},
 		{"-long stretches scaleout too", []string{"-scenarios", "scaleout", "-long", "20s"}, func(c bench.Config) bool {
 			return c.Scaleout.Duration == 20*time.Second
