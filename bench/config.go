@@ -45,7 +45,7 @@ type Config struct {
 
 // DefaultConfig is what `make bench` runs: about 4 minutes on 2 cores, of
 // which 2 for the routing scenario. The scale-out scenario is configured
-// but has no variants: it runs only when asked for (about 3 more minutes,
+// but has no variants: it runs only when asked for (about 2 more minutes,
 // and it needs redis-server).
 func DefaultConfig() Config {
 	scaleout := DefaultScaleoutConfig()

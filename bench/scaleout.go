@@ -51,7 +51,7 @@ type ScaleoutConfig struct {
 }
 
 // DefaultScaleoutConfig is the scenario as `llmbench -scenarios scaleout`
-// runs it: about 3 minutes on 2 cores.
+// runs it: about 2 minutes on 2 cores (131 s in a measured run).
 func DefaultScaleoutConfig() ScaleoutConfig {
 	return ScaleoutConfig{
 		Variants:  ScaleoutVariants,

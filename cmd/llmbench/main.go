@@ -6,7 +6,7 @@
 //
 //	llmbench -bin bin                      # the default run, about 4 minutes
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
-//	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 3 minutes
+//	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -154,7 +154,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "scaleout"}
 
 // defaultScenarios are the groups `make bench` runs: scaleout is left out
-// (three more minutes, and redis-server).
+// (two more minutes, and redis-server).
 var defaultScenarios = scenarioGroups[:5]
 
 // selectScenarios turns off the scenario groups that list leaves out.
