@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,14 +19,7 @@ func TestRunTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries and runs processes: not with -short")
 	}
-	bin := t.TempDir()
-	for _, pkg := range []string{"llmedge", "llmsim"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, pkg), "../cmd/"+pkg).CombinedOutput()
-		if err != nil {
-			t.Fatalf("building %s: %v\n%s", pkg, err, out)
-		}
-	}
-	cfg := TinyConfig(bin)
+	cfg := TinyConfig(buildBinaries(t))
 	cfg.Log = t.Output() // progress lines, shown with -v or on failure
 	cfg.CPUProfile = filepath.Join(t.TempDir(), "llmedge.pprof")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -54,6 +48,106 @@ func TestRunTiny(t *testing.T) {
 	var back Report
 	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &back) != nil || len(back.Results) != len(rep.Results) || len(back.Routing) != len(rep.Routing) {
 		t.Errorf("JSON report does not read back: %v", err)
+	}
+}
+
+// buildBinaries builds llmedge and llmsim into a folder of the test's.
+func buildBinaries(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, pkg := range []string{"llmedge", "llmsim"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(bin, pkg), "../cmd/"+pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return bin
+}
+
+// scaleoutOnly is cfg with the scale-out scenario alone, in its tiny form.
+func scaleoutOnly(cfg Config) Config {
+	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
+	cfg.Routing.Policies = nil
+	cfg.Scaleout = tinyScaleoutConfig()
+	return cfg
+}
+
+// TestRunScaleoutTiny runs the scale-out scenario with one and two
+// instances on a real redis-server: every variant completes without
+// errors, the instances that share apply each other's decisions and talk
+// to Redis more than the others, and the report has its targets.
+func TestRunScaleoutTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and runs processes: not with -short")
+	}
+	if _, err := findRedis(); err != nil {
+		t.Fatal(err) // as the tests on Redis do: CI must not lose this one silently
+	}
+	cfg := scaleoutOnly(TinyConfig(buildBinaries(t)))
+	cfg.Log = t.Output()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := cfg.Scaleout
+	if len(rep.Scaleout) != len(sc.Variants)*len(sc.Instances) || rep.ScaleoutSkipped != "" {
+		t.Fatalf("%d scale-out results (skipped: %q), want %d", len(rep.Scaleout), rep.ScaleoutSkipped, len(sc.Variants)*len(sc.Instances))
+	}
+	for _, n := range sc.Instances {
+		for _, v := range sc.Variants {
+			x := rep.scaleoutResult(v, n)
+			if x == nil {
+				t.Errorf("no result for %s ×%d", v, n)
+				continue
+			}
+			where := fmt.Sprintf("%s ×%d", v, n)
+			if x.Sent == 0 || x.OK != x.Sent || x.Errors != 0 {
+				t.Errorf("%s: %d sent, %d ok, %d errors (%s)", where, x.Sent, x.OK, x.Errors, x.ErrorSample)
+			}
+			checkSummary(t, where+" TTFT", x.TTFT, x.OK)
+			// Without sharing, an instance may not call Redis at all in
+			// a window this short.
+			if x.PromptTokens <= 0 || x.GatewayCPUSeconds <= 0 || x.MachineBusyCores <= 0 || (x.Share && x.RedisCommands <= 0) {
+				t.Errorf("%s: %d prompt tokens, gateway CPU %g s, machine %g cores, %d Redis commands",
+					where, x.PromptTokens, x.GatewayCPUSeconds, x.MachineBusyCores, x.RedisCommands)
+			}
+			// Only instances that share apply the others' decisions, and
+			// with two of them they must have.
+			if shared := x.Share && n > 1; (x.SharedApplied > 0) != shared {
+				t.Errorf("%s: %d decisions applied from other instances", where, x.SharedApplied)
+			}
+		}
+		// A sharing instance writes to Redis every 50 ms: more commands
+		// than the same instances without sharing.
+		if on, off := rep.scaleoutResult("prefix_cache+share", n), rep.scaleoutResult("prefix_cache", n); on != nil && off != nil && on.RedisOpsPerS <= off.RedisOpsPerS {
+			t.Errorf("×%d: Redis ops/s %g with sharing, %g without", n, on.RedisOpsPerS, off.RedisOpsPerS)
+		}
+	}
+	md := rep.Markdown()
+	for _, want := range []string{"#### Scale-out", "| prefix_cache+share | 2 |", "prefix_cache+share, 2 instances: p90 TTFT ≤ 1.1× one instance's",
+		"| no errors (every variant, every instance count) | 0 errors"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestRunScaleoutWithoutRedis: without redis-server the scenario is
+// skipped, with the reason in the report, and the run does not fail.
+func TestRunScaleoutWithoutRedis(t *testing.T) {
+	t.Setenv(redisBinaryEnv, filepath.Join(t.TempDir(), "no-redis-server"))
+	cfg := scaleoutOnly(TinyConfig(t.TempDir())) // nothing is started
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Scaleout) != 0 || !strings.Contains(rep.ScaleoutSkipped, "redis-server not found") {
+		t.Errorf("%d results, skipped %q", len(rep.Scaleout), rep.ScaleoutSkipped)
+	}
+	if md := rep.Markdown(); !strings.Contains(md, "Scale-out scenario skipped: redis-server not found") {
+		t.Errorf("markdown:\n%s", md)
 	}
 }
 

@@ -17,6 +17,11 @@ type proxyConfig struct {
 	Replicas  []string
 	Models    []routingModel
 	AccessLog string // JSON access log file; empty for none
+
+	// The scale-out scenario's instances: Redis's URL, and whether they
+	// share their routing decisions over it.
+	Redis string
+	Share bool
 }
 
 // routingModel is one model of the routing gateway.
@@ -107,6 +112,37 @@ https://localhost:{{.Port}} {
 		format json
 	}
 {{- end}}
+	llm_gateway
+}
+`))
+
+// caddyfileScaleout is one instance of the scale-out scenario: the routing
+// gateway's models (all the simulators, their /metrics scraped), and the
+// cluster's Redis, over which share_routing is on or off. Redis is there
+// in both cases, so that sharing is the only difference.
+var caddyfileScaleout = template.Must(template.New("scaleout").Parse(`{
+` + globalOptions + `	llmedge {
+		token_ttl 24h
+		user bench {{.Hash}}
+		redis {{.Redis}}
+		share_routing {{if .Share}}on{{else}}off{{end}}
+{{- range .Models}}
+		model {{.Name}} {
+			static{{range $.Replicas}} {{.}}{{end}}
+			protocol vllm
+			lb_policy {{.Policy.Name}}
+{{- with .Policy.Options}} {
+{{- range .}}
+				{{index . 0}} {{index . 1}}
+{{- end}}
+			}
+{{- end}}
+		}
+{{- end}}
+	}
+}
+https://localhost:{{.Port}} {
+	tls internal
 	llm_gateway
 }
 `))

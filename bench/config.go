@@ -32,6 +32,9 @@ type Config struct {
 	Paths []string // subset of replica, caddy, llmedge; empty means all
 
 	Routing RoutingConfig // the routing scenario; its own processes
+	// Scaleout is the scale-out scenario: its own simulators, Redis and
+	// gateway instances; the workload's shape is Routing's.
+	Scaleout ScaleoutConfig
 
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
@@ -41,8 +44,12 @@ type Config struct {
 }
 
 // DefaultConfig is what `make bench` runs: about 4 minutes on 2 cores, of
-// which 2 for the routing scenario.
+// which 2 for the routing scenario. The scale-out scenario is configured
+// but has no variants: it runs only when asked for (about 2 more minutes,
+// and it needs redis-server).
 func DefaultConfig() Config {
+	scaleout := DefaultScaleoutConfig()
+	scaleout.Variants = nil
 	return Config{
 		Rates:           []float64{500, 1000, 2000},
 		Warmup:          time.Second,
@@ -58,12 +65,13 @@ func DefaultConfig() Config {
 		LargeWorkers:    4,
 		ProfileScenario: "rate-1000",
 		Routing:         DefaultRoutingConfig(),
+		Scaleout:        scaleout,
 	}
 }
 
 // Long stretches every measured window to d, for steadier numbers.
 func (c Config) Long(d time.Duration) Config {
-	c.Duration, c.StreamSteady, c.Routing.Duration = d, d, d
+	c.Duration, c.StreamSteady, c.Routing.Duration, c.Scaleout.Duration = d, d, d, d
 	c.Warmup = max(c.Warmup, 3*time.Second)
 	return c
 }
@@ -157,10 +165,13 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs workers")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
+		return err
+	}
+	if err := c.Scaleout.validate(c.Routing); err != nil {
 		return err
 	}
 	for _, r := range c.Rates {

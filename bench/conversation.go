@@ -41,11 +41,19 @@ type chatState struct {
 	done chan struct{}
 }
 
-// runWorkload plays w against model through t: each turn is sent when due,
-// or as soon as the previous turn of its conversation has its answer,
-// streamed, and timed to its first token. Turns due from warmup on are
-// measured; win.begin is called at warmup, win.end once every turn ended.
-func runWorkload(ctx context.Context, c *http.Client, t *Target, model string, w *workload, warmup time.Duration, replyTokens int, win window) convResult {
+// endpoint is where a turn is sent: a gateway instance and a client of it.
+type endpoint struct {
+	c *http.Client
+	t *Target
+}
+
+// runWorkload plays w against model through the endpoints: each turn is
+// sent when due, or as soon as the previous turn of its conversation has
+// its answer, streamed, and timed to its first token; pick chooses each
+// turn's endpoint, in schedule order (so that a seeded pick is
+// reproducible). Turns due from warmup on are measured; win.begin is
+// called at warmup, win.end once every turn ended.
+func runWorkload(ctx context.Context, eps []endpoint, pick func() int, model string, w *workload, warmup time.Duration, replyTokens int, win window) convResult {
 	var (
 		mu  sync.Mutex
 		res convResult
@@ -71,6 +79,7 @@ func runWorkload(ctx context.Context, c *http.Client, t *Target, model string, w
 		}
 		prev, done := ch.done, make(chan struct{})
 		ch.done = done
+		ep := eps[pick()]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -90,7 +99,7 @@ func runWorkload(ctx context.Context, c *http.Client, t *Target, model string, w
 			// The request ID names the turn, so that the gateway's access
 			// log (-routing-access-log) can be read against the workload.
 			id := fmt.Sprintf("t%d-c%d-n%d", tr.Tenant, tr.Conv, tr.N)
-			answer, ttft, err := chatTurn(ctx, c, t, model, id, msgs, replyTokens)
+			answer, ttft, err := chatTurn(ctx, ep.c, ep.t, model, id, msgs, replyTokens)
 			if err != nil {
 				// Keep the conversation going with a stand-in answer; the
 				// error is counted below.

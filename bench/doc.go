@@ -24,4 +24,11 @@
 // For each run the proxy process's CPU time (utime+stime from
 // /proc/PID/stat) and peak RSS (VmHWM, reset before each run through
 // /proc/PID/clear_refs) are recorded.
+//
+// Then, with their own processes: the routing scenario (routing*.go), a
+// multi-tenant conversation workload through one llmedge under each
+// balancing policy, over simulators with prefix caches; and, when asked
+// for, the scale-out scenario (scaleout*.go), the same workload through
+// 1, 2 and 4 llmedge processes sharing one redis-server, each turn sent to
+// an instance at random, with and without share_routing.
 package bench

@@ -53,7 +53,11 @@ func startProxyOnce(ctx context.Context, name, bin, dir string, tmpl *template.T
 		return nil, err
 	}
 	dir = filepath.Join(dir, name)
-	cfg.Data = filepath.Join(dir, "data")
+	// A storage folder of its own unless cfg names one: instances of one
+	// cluster share theirs, so that a token of one is good at the others.
+	if cfg.Data == "" {
+		cfg.Data = filepath.Join(dir, "data")
+	}
 	conf, err := cfg.render(tmpl)
 	if err != nil {
 		return nil, err

@@ -37,7 +37,12 @@ type Report struct {
 	// The routing scenario, when it ran.
 	RoutingConfig *routingReportConfig `json:"routing_config,omitempty"`
 	Routing       []RoutingResult      `json:"routing,omitempty"`
-	Checks        []Check              `json:"checks"`
+	// The scale-out scenario, when it ran; ScaleoutSkipped says why it
+	// did not when it was asked for (no redis-server).
+	ScaleoutConfig  *scaleoutReportConfig `json:"scaleout_config,omitempty"`
+	Scaleout        []ScaleoutResult      `json:"scaleout,omitempty"`
+	ScaleoutSkipped string                `json:"scaleout_skipped,omitempty"`
+	Checks          []Check               `json:"checks"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -66,6 +71,25 @@ type routingReportConfig struct {
 	KVCacheBlocks     int      `json:"kv_cache_blocks"`
 	MaxNumSeqs        int      `json:"max_num_seqs"`
 	SimArgs           []string `json:"sim_args"`
+}
+
+// scaleoutReportConfig is the scale-out scenario's configuration as the
+// report shows it: its own settings and the workload's shape.
+type scaleoutReportConfig struct {
+	Variants    []string `json:"variants"`
+	Instances   []int    `json:"instances"`
+	Workload    string   `json:"workload"`
+	Spread      string   `json:"spread"`
+	Rate        float64  `json:"rate"`
+	WarmupS     float64  `json:"warmup_s"`
+	DurationS   float64  `json:"duration_s"`
+	Replicas    int      `json:"replicas"`
+	Tenants     int      `json:"tenants"`
+	SystemWords [2]int   `json:"system_tokens"`
+	Turns       [2]int   `json:"turns"`
+	ReplyTokens int      `json:"reply_tokens"`
+	Seed        uint64   `json:"seed"`
+	SimArgs     []string `json:"sim_args"`
 }
 
 // IdleMem is a proxy's resident memory before any load, split into the
@@ -106,6 +130,13 @@ func newReport(cfg Config) *Report {
 			KVCacheBlocks: rc.KVCacheBlocks, MaxNumSeqs: rc.MaxNumSeqs, SimArgs: rc.simArgs(),
 		}
 	}
+	if sc, rc := cfg.Scaleout, cfg.Routing; sc.Enabled() {
+		r.ScaleoutConfig = &scaleoutReportConfig{
+			Variants: sc.Variants, Instances: sc.Instances, Workload: sc.Workload, Spread: sc.Spread, Rate: sc.Rate,
+			WarmupS: sc.Warmup.Seconds(), DurationS: sc.Duration.Seconds(), Replicas: rc.Replicas, Tenants: rc.Tenants,
+			SystemWords: rc.SystemWords, Turns: rc.Turns, ReplyTokens: rc.ReplyTokens, Seed: rc.Seed, SimArgs: rc.simArgs(),
+		}
+	}
 	return r
 }
 
@@ -113,7 +144,7 @@ func newReport(cfg Config) *Report {
 func (r *Report) finish() {
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Machine.LoadAfter = loadAvg()
-	r.Checks = append(r.checks(), r.routingChecks()...)
+	r.Checks = append(append(r.checks(), r.routingChecks()...), r.scaleoutChecks()...)
 }
 
 // result finds the result of scenario on path.

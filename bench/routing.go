@@ -198,6 +198,12 @@ func (c RoutingConfig) validate() error {
 			return fmt.Errorf("routing: unknown workload %q (want %s or %s)", w, WorkloadUniform, WorkloadSkewed)
 		}
 	}
+	return c.validateShape()
+}
+
+// validateShape reports a workload shape or simulator setting that cannot
+// run, whichever scenario uses them.
+func (c RoutingConfig) validateShape() error {
 	switch {
 	case c.Replicas < 1:
 		return fmt.Errorf("routing: need at least one replica")

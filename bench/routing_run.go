@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -155,7 +156,7 @@ func (r *runner) routingRun(ctx context.Context, c *http.Client, rig *routingRig
 		begin: func() { sample(&before, &busy0, &began, &stats0) },
 		end:   func() { sample(&after, &busy1, &ended, &stats1) },
 	}
-	cr := runWorkload(ctx, c, rig.target, model, w, rc.Warmup, rc.ReplyTokens, win)
+	cr := runWorkload(ctx, []endpoint{{c, rig.target}}, func() int { return 0 }, model, w, rc.Warmup, rc.ReplyTokens, win)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -247,19 +248,50 @@ func simPost(ctx context.Context, url string) error {
 // decisions reads the gateway's routing decisions for model so far, by
 // reason, from llmedge_routing_decisions_total on the admin endpoint.
 func (px *proxy) decisions(ctx context.Context, model string) (map[string]int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, px.admin+"/metrics", nil)
+	body, err := px.metrics(ctx)
 	if err != nil {
 		return nil, err
+	}
+	return parseDecisions(bufio.NewScanner(strings.NewReader(body)), model)
+}
+
+// metrics reads the gateway's Prometheus text from the admin endpoint.
+func (px *proxy) metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, px.admin+"/metrics", nil)
+	if err != nil {
+		return "", err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("admin /metrics: %s", resp.Status)
+		return "", fmt.Errorf("admin /metrics: %s", resp.Status)
 	}
-	return parseDecisions(bufio.NewScanner(resp.Body), model)
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return "", fmt.Errorf("admin /metrics: %w", err)
+	}
+	return string(b), nil
+}
+
+// metricValue is the value of one series, named with its labels exactly
+// as the gateway writes them, in Prometheus text; 0 when it is absent (a
+// counter not yet incremented) or unreadable.
+func metricValue(text, series string) float64 {
+	for line := range strings.SplitSeq(text, "\n") {
+		rest, ok := strings.CutPrefix(line, series+" ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+		if err != nil {
+			return 0
+		}
+		return v
+	}
+	return 0
 }
 
 // parseDecisions picks model's llmedge_routing_decisions_total samples out

@@ -35,7 +35,8 @@ type runner struct {
 // Run runs the benchmark: when cfg has request or stream scenarios, it
 // starts the simulator and both proxies and runs each scenario against
 // every path; then, when cfg.Routing is enabled, the routing scenario with
-// its own simulators and gateway. It returns the report and stops every
+// its own simulators and gateway; then, when cfg.Scaleout is, the
+// scale-out scenario with its own simulators, Redis and instances. It returns the report and stops every
 // process it started.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
@@ -68,6 +69,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.Routing.Enabled() {
 		if err := r.runRouting(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Scaleout.Enabled() {
+		if err := r.runScaleout(ctx, dir); err != nil {
 			return nil, err
 		}
 	}

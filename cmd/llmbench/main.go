@@ -6,6 +6,7 @@
 //
 //	llmbench -bin bin                      # the default run, about 4 minutes
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
+//	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -88,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	paths := fs.String("paths", "", "comma-separated subset of replica,caddy,llmedge (default all)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of llmedge (from its admin /debug/pprof) to this file")
 	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N, large-Nk)")
-	scenarios := fs.String("scenarios", strings.Join(scenarioGroups, ","), "comma-separated scenario groups to run: "+strings.Join(scenarioGroups, ", "))
+	scenarios := fs.String("scenarios", strings.Join(defaultScenarios, ","), "comma-separated scenario groups to run: "+strings.Join(scenarioGroups, ", ")+" (scaleout only when named)")
 	rc := &cfg.Routing
 	policies := fs.String("routing-policies", strings.Join(rc.Policies, ","), "routing: lb_policy names to compare")
 	workloads := fs.String("routing-workloads", strings.Join(rc.Workloads, ","), "routing: workloads, uniform and/or skewed")
@@ -102,6 +103,14 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.DurationVar(&rc.PrefillPerToken, "prefill-per-token", rc.PrefillPerToken, "routing: the replicas' prefill time per uncached prompt token")
 	fs.IntVar(&rc.KVCacheBlocks, "kv-cache-blocks", rc.KVCacheBlocks, "routing: the replicas' prefix cache, in blocks of 16 tokens")
 	fs.StringVar(&rc.AccessLog, "routing-access-log", "", "routing: write the gateway's JSON access log (replica, lb_reason, predicted_cached per request) to this file")
+	so := &cfg.Scaleout
+	variants := fs.String("scaleout-variants", strings.Join(bench.ScaleoutVariants, ","), "scaleout: lb_policy specs to compare, +share for share_routing on")
+	instances := fs.String("scaleout-instances", "1,2,4", "scaleout: gateway instance counts")
+	fs.StringVar(&so.Workload, "scaleout-workload", so.Workload, "scaleout: workload, uniform or skewed")
+	fs.StringVar(&so.Spread, "scaleout-spread", so.Spread, "scaleout: random (each turn to a random instance) or first (every turn to the first instance, the others idle: a control)")
+	fs.Float64Var(&so.Rate, "scaleout-rate", so.Rate, "scaleout: requests per second (Poisson arrivals)")
+	fs.DurationVar(&so.Warmup, "scaleout-warmup", so.Warmup, "scaleout: unmeasured start of each run")
+	fs.DurationVar(&so.Duration, "scaleout-duration", so.Duration, "scaleout: measured part of each run")
 	fs.StringVar(&out.json, "json", "", "write the JSON report to this file")
 	fs.StringVar(&out.write, "write", "", "update the generated section of this markdown file (BENCHMARKS.md)")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +136,12 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 		cfg.Routing.Policies, _ = parseList(*policies, func(s string) (string, error) { return s, nil })
 		cfg.Routing.Workloads, _ = parseList(*workloads, func(s string) (string, error) { return s, nil })
 	}
+	if cfg.Scaleout.Enabled() {
+		cfg.Scaleout.Variants, _ = parseList(*variants, func(s string) (string, error) { return s, nil })
+		if cfg.Scaleout.Instances, err = parseList(*instances, strconv.Atoi); err != nil {
+			return cfg, out, fmt.Errorf("-scaleout-instances: %w", err)
+		}
+	}
 	if *long > 0 {
 		cfg = cfg.Long(*long)
 	}
@@ -136,7 +151,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "large", "routing"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "scaleout"}
+
+// defaultScenarios are the groups `make bench` runs: scaleout is left out
+// (two more minutes, and redis-server).
+var defaultScenarios = scenarioGroups[:5]
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -167,6 +186,11 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	}
 	if !on["routing"] {
 		cfg.Routing.Policies = nil
+	}
+	// The variants themselves come from -scaleout-variants.
+	cfg.Scaleout.Variants = nil
+	if on["scaleout"] {
+		cfg.Scaleout.Variants = bench.ScaleoutVariants
 	}
 	return nil
 }

@@ -50,10 +50,28 @@ func TestParseFlagsScenarios(t *testing.T) {
 		check   func(bench.Config) bool
 		wantErr bool
 	}{
-		{"default runs everything", nil, func(c bench.Config) bool {
+		{"default runs everything but scaleout", nil, func(c bench.Config) bool {
 			return len(c.Rates) == 3 && c.MaxWorkers > 0 && len(c.Streams) == 2 && c.Routing.Enabled() &&
-				slices.Equal(c.Routing.Policies, bench.RoutingPolicies)
+				slices.Equal(c.Routing.Policies, bench.RoutingPolicies) && !c.Scaleout.Enabled()
 		}, false},
+		{"scaleout only, its defaults", []string{"-scenarios", "scaleout"}, func(c bench.Config) bool {
+			s := c.Scaleout
+			return len(c.Rates) == 0 && !c.Routing.Enabled() && s.Enabled() && slices.Equal(s.Variants, bench.ScaleoutVariants) &&
+				slices.Equal(s.Instances, []int{1, 2, 4}) && s.Workload == bench.WorkloadUniform && s.Duration == 8*time.Second
+		}, false},
+		{"scaleout settings", []string{"-scenarios", "routing,scaleout", "-scaleout-instances", "1,2", "-scaleout-variants", "round_robin,prefix_cache+share",
+			"-scaleout-rate", "10", "-scaleout-workload", "skewed", "-scaleout-spread", "first", "-scaleout-warmup", "1s", "-scaleout-duration", "4s"}, func(c bench.Config) bool {
+			s := c.Scaleout
+			return c.Routing.Enabled() && slices.Equal(s.Instances, []int{1, 2}) && slices.Equal(s.Variants, []string{"round_robin", "prefix_cache+share"}) &&
+				s.Rate == 10 && s.Workload == bench.WorkloadSkewed && s.Spread == bench.SpreadFirst && s.Warmup == time.Second && s.Duration == 4*time.Second
+		}, false},
+		{"-long stretches scaleout too", []string{"-scenarios", "scaleout", "-long", "20s"}, func(c bench.Config) bool {
+			return c.Scaleout.Duration == 20*time.Second
+		}, false},
+		{"scaleout settings without the scenario", []string{"-scenarios", "rates", "-scaleout-instances", "1,2"}, func(c bench.Config) bool {
+			return !c.Scaleout.Enabled()
+		}, false},
+		{"bad instance count", []string{"-scenarios", "scaleout", "-scaleout-instances", "1,two"}, nil, true},
 		{"routing only", []string{"-scenarios", "routing"}, func(c bench.Config) bool {
 			return len(c.Rates) == 0 && c.MaxWorkers == 0 && len(c.Streams) == 0 && c.Routing.Enabled()
 		}, false},
