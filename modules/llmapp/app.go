@@ -258,6 +258,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Shares:       a.tierShares(),
 			Aliases:      names.aliases,
 			FallbackOff:  a.FallbackDefault == "off",
+			PriorityOf:   priorityOf(a.creds.Users()),
 		},
 	}
 	if a.ledger != nil {
