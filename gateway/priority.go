@@ -59,3 +59,10 @@ func overloadError(model string, p *pool.Pool, err error) *api.Error {
 	}
 	return nil
 }
+
+// routed reports whether the request reached a model's queue.
+func (ex *Exchange) routed() bool { return ex.Queue > 0 || ex.Attempts > 0 || ex.Shed }
+
+// shed reports whether the request's answer is its refusal as sheddable
+// work (not a fallback's answer after it).
+func (ex *Exchange) shed() bool { return ex.Shed && ex.Status == 429 }

@@ -408,6 +408,7 @@ func (g *Gateway) observe(ex *Exchange) {
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		Reason: ex.Choice.Reason, Predicted: predicted(ex), CachedTokens: ex.Usage.CachedTokens, CachedKnown: ex.Usage.CachedKnown,
 		Alias: ex.Chat.Asked, Fallback: ex.Fallback, Rollout: ex.Rollout,
+		Class: ex.Priority.String(), Routed: ex.routed(), Shed: ex.shed(), Queue: ex.Queue,
 	})
 }
 
