@@ -104,3 +104,17 @@ func (mc *ModelConfig) validateEnginePriority() error {
 	}
 	return nil
 }
+
+// userPriority reads an inline user's priority: critical, standard or
+// sheddable.
+func userPriority(d *caddyfile.Dispenser, u *auth.User) error {
+	var s string
+	if err := oneString(d, &s); err != nil {
+		return err
+	}
+	if _, err := api.ParsePriority(s); err != nil {
+		return d.Errf("user %q: %v", u.Name, err)
+	}
+	u.Priority = s
+	return nil
+}

@@ -83,3 +83,17 @@ func TestOverloadValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestUserPriorityCaddyfile(t *testing.T) {
+	a := new(App)
+	if err := a.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llmedge {\nuser batch $2a$10$x qwen {\npriority sheddable\n}\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if a.Users[0].Priority != "sheddable" {
+		t.Errorf("priority %q", a.Users[0].Priority)
+	}
+	err := new(App).UnmarshalCaddyfile(caddyfile.NewTestDispenser("llmedge {\nuser batch $2a$10$x qwen {\npriority high\n}\n}"))
+	if err == nil || !strings.Contains(err.Error(), "want critical, standard or sheddable") {
+		t.Errorf("unknown class: %v", err)
+	}
+}
