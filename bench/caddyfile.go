@@ -17,6 +17,9 @@ type proxyConfig struct {
 	Replicas  []string
 	Models    []routingModel
 	AccessLog string // JSON access log file; empty for none
+
+	// The overload scenario's gateway (with Replicas).
+	Overload OverloadConfig
 }
 
 // routingModel is one model of the routing gateway.

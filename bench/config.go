@@ -32,6 +32,9 @@ type Config struct {
 	Paths []string // subset of replica, caddy, llmedge; empty means all
 
 	Routing RoutingConfig // the routing scenario; its own processes
+	// Overload is the overload scenario (classes of work); its own
+	// processes.
+	Overload OverloadConfig
 
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
@@ -58,12 +61,14 @@ func DefaultConfig() Config {
 		LargeWorkers:    4,
 		ProfileScenario: "rate-1000",
 		Routing:         DefaultRoutingConfig(),
+		Overload:        DefaultOverloadConfig(),
 	}
 }
 
 // Long stretches every measured window to d, for steadier numbers.
 func (c Config) Long(d time.Duration) Config {
 	c.Duration, c.StreamSteady, c.Routing.Duration = d, d, d
+	c.Overload.Duration = d
 	c.Warmup = max(c.Warmup, 3*time.Second)
 	return c
 }
@@ -86,6 +91,7 @@ func TinyConfig(binDir string) Config {
 		LargeWorkers:    1,
 		ProfileScenario: "rate-50",
 		Routing:         tinyRoutingConfig(),
+		Overload:        tinyOverloadConfig(),
 	}
 }
 
@@ -157,10 +163,13 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs workers")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Overload.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
+		return err
+	}
+	if err := c.Overload.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Rates {

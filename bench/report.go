@@ -37,7 +37,10 @@ type Report struct {
 	// The routing scenario, when it ran.
 	RoutingConfig *routingReportConfig `json:"routing_config,omitempty"`
 	Routing       []RoutingResult      `json:"routing,omitempty"`
-	Checks        []Check              `json:"checks"`
+	// The overload scenario, when it ran.
+	OverloadConfig *overloadReportConfig `json:"overload_config,omitempty"`
+	Overload       []OverloadResult      `json:"overload,omitempty"`
+	Checks         []Check               `json:"checks"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -95,6 +98,9 @@ func newReport(cfg Config) *Report {
 	}
 	if cfg.LargePrompt > 0 {
 		c.LargePrompt, c.LargeWorkers = cfg.LargePrompt, cfg.LargeWorkers
+	}
+	if cfg.Overload.Enabled() {
+		r.OverloadConfig = cfg.Overload.report()
 	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{

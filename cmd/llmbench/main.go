@@ -6,6 +6,7 @@
 //
 //	llmbench -bin bin                      # the default run, about 4 minutes
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
+//	llmbench -bin bin -scenarios overload  # only the overload scenario (classes of work), about 1 minute
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -102,6 +103,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.DurationVar(&rc.PrefillPerToken, "prefill-per-token", rc.PrefillPerToken, "routing: the replicas' prefill time per uncached prompt token")
 	fs.IntVar(&rc.KVCacheBlocks, "kv-cache-blocks", rc.KVCacheBlocks, "routing: the replicas' prefix cache, in blocks of 16 tokens")
 	fs.StringVar(&rc.AccessLog, "routing-access-log", "", "routing: write the gateway's JSON access log (replica, lb_reason, predicted_cached per request) to this file")
+	oc := &cfg.Overload
+	overloadModes := fs.String("overload-modes", strings.Join(oc.Modes, ","), "overload: modes to run: "+strings.Join(bench.OverloadModes, ", "))
+	fs.Float64Var(&oc.SheddableRate, "overload-rate", oc.SheddableRate, "overload: the sheddable tenant's streams per second")
+	fs.DurationVar(&oc.Duration, "overload-duration", oc.Duration, "overload: measured part of each mode's run")
+	fs.DurationVar(&oc.TTFTTarget, "overload-ttft-target", oc.TTFTTarget, "overload: time to first token within which an answer counts as goodput")
 	fs.StringVar(&out.json, "json", "", "write the JSON report to this file")
 	fs.StringVar(&out.write, "write", "", "update the generated section of this markdown file (BENCHMARKS.md)")
 	if err := fs.Parse(args); err != nil {
@@ -123,6 +129,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	if err := selectScenarios(&cfg, *scenarios); err != nil {
 		return cfg, out, err
 	}
+	if cfg.Overload.Enabled() {
+		cfg.Overload.Modes, _ = parseList(*overloadModes, func(s string) (string, error) { return s, nil })
+	}
 	if cfg.Routing.Enabled() {
 		cfg.Routing.Policies, _ = parseList(*policies, func(s string) (string, error) { return s, nil })
 		cfg.Routing.Workloads, _ = parseList(*workloads, func(s string) (string, error) { return s, nil })
@@ -136,7 +145,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "large", "routing"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "overload"}
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -167,6 +176,9 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	}
 	if !on["routing"] {
 		cfg.Routing.Policies = nil
+	}
+	if !on["overload"] {
+		cfg.Overload.Modes = nil
 	}
 	return nil
 }
