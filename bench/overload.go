@@ -62,7 +62,7 @@ func DefaultOverloadConfig() OverloadConfig {
 		Replicas: 2, MaxNumSeqs: 2, TTFT: 200 * time.Millisecond, ITL: 10 * time.Millisecond, Tokens: 20,
 		CriticalWorkers: 2, SheddableRate: 30,
 		Warmup: 2 * time.Second, Duration: 10 * time.Second,
-		TTFTTarget: 500 * time.Millisecond, QueueTimeout: 5 * time.Second, Reserve: 2,
+		TTFTTarget: 500 * time.Millisecond, QueueTimeout: 5 * time.Second, Reserve: 1,
 		ClientTimeout: 10 * time.Second,
 	}
 }
