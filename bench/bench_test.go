@@ -36,13 +36,14 @@ func TestRunTiny(t *testing.T) {
 	}
 	checkReport(t, cfg, rep)
 	checkRouting(t, cfg.Routing, rep)
+	checkOverload(t, cfg.Overload, rep)
 
 	if fi, err := os.Stat(cfg.CPUProfile); err != nil || fi.Size() == 0 {
 		t.Errorf("no CPU profile written: %v", err)
 	}
 	md := rep.Markdown()
 	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "| large-10k | llmedge |", "CPU per request ≤ 1.25× stock Caddy (large-10k)", "#### Targets", "Idle RSS of llmedge",
-		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "| no errors (every policy, both workloads) | 0 errors"} {
+		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "#### Overload", "| classes | sheddable |", "| no errors (every policy, both workloads) | 0 errors"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
