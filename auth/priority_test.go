@@ -68,3 +68,29 @@ func TestPriorityOf(t *testing.T) {
 		t.Errorf("a user of an unknown class: %v", err)
 	}
 }
+
+// The users file keeps a user's class; one that names no class is not
+// written.
+func TestUsersFilePriority(t *testing.T) {
+	path := t.TempDir() + "/users.json"
+	if err := AddUserToFile(path, User{Name: "batch", PasswordHash: mustHash(t, testPW), Priority: "sheddable"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddUserToFile(path, User{Name: "x", PasswordHash: mustHash(t, testPW), Priority: "urgent"}); err == nil {
+		t.Error("a user of an unknown class was written")
+	}
+	users, err := LoadUsersFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(users) != 1 || users[0].Priority != "sheddable" {
+		t.Fatalf("users %+v", users)
+	}
+	u, err := NewUsers(users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PriorityOf(u, &Principal{Subject: "batch"}); got != api.PrioritySheddable {
+		t.Errorf("class %v", got)
+	}
+}

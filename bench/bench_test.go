@@ -28,7 +28,7 @@ func TestRunTiny(t *testing.T) {
 	cfg := TinyConfig(bin)
 	cfg.Log = t.Output() // progress lines, shown with -v or on failure
 	cfg.CPUProfile = filepath.Join(t.TempDir(), "llmedge.pprof")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if err != nil {

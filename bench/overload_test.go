@@ -34,7 +34,7 @@ func TestOverloadClass(t *testing.T) {
 		{status: http.StatusOK, took: 300 * time.Millisecond, measured: true},
 		{status: http.StatusOK, took: 900 * time.Millisecond, measured: true}, // answered, not good
 		{status: http.StatusTooManyRequests, took: 5 * time.Millisecond, measured: true},
-		{status: 0, measured: true}, // the client gave up
+		{status: 0, measured: true},                                      // the client gave up
 		{status: http.StatusOK, took: time.Millisecond, measured: false}, // warm-up
 	}
 	c := overloadClass(shots, oc)

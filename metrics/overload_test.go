@@ -19,7 +19,7 @@ func TestObserveOverload(t *testing.T) {
 		{Class: "sheddable", Routed: true, Shed: true, Status: 429},
 		{Class: "critical", Routed: true, Queue: 30 * time.Millisecond, Status: 200},
 		{Class: "critical", Routed: true, Status: 200},
-		{Class: "standard", Status: 400},          // refused before routing: not counted
+		{Class: "standard", Status: 400},         // refused before routing: not counted
 		{Routed: true, Status: 403, Shed: false}, // no class: not counted
 	} {
 		r.ModelType = "qwen"
