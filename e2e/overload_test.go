@@ -173,8 +173,21 @@ func TestOverloadClasses(t *testing.T) {
 		defer mu.Unlock()
 		return slices.ContainsFunc(shots, func(s overloadShot) bool { return s.status == 429 })
 	})
-	// A critical user's request lowered by its header is shed too.
+	// A critical user's request lowered by its header is shed too; the
+	// other doors refuse in their own shapes.
 	lowered := overloadRequest(context.Background(), g, crit, "sheddable")
+	for _, d := range []struct{ path, body, want string }{
+		{"/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`, `"code":"rate_limit_exceeded"`},
+		{"/v1/messages", `{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, `"type":"rate_limit_error"`},
+	} {
+		if status, body, ra := doorRequest(t, g, d.path, d.body, batch, ""); status != 429 || ra == "" || !strings.Contains(body, d.want) {
+			t.Errorf("%s, sheddable while saturated: %d (Retry-After %q) %s", d.path, status, ra, body)
+		}
+	}
+	if status, body, _ := doorRequest(t, g, "/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`, crit, "high"); status != 400 ||
+		!strings.Contains(body, `"code":"invalid_priority"`) {
+		t.Errorf("OpenAI door, an unknown class: %d %s", status, body)
+	}
 	over := criticalTTFTs(t, g, crit, 2, 30)
 	cancel()
 	wg.Wait()
@@ -184,7 +197,7 @@ func TestOverloadClasses(t *testing.T) {
 	if o > a*3/2 {
 		t.Errorf("critical p90 %v under overload, more than 1.5x its %v alone", o, a)
 	}
-	if lowered.status != 429 {
+	if lowered.status != 429 || !strings.Contains(lowered.body, "sheddable requests are refused") {
 		t.Errorf("a critical user's request lowered to sheddable: %d, want 429", lowered.status)
 	}
 	var ok, shed int
@@ -219,8 +232,8 @@ func TestOverloadClasses(t *testing.T) {
 
 	// Counted: every refusal in the metrics, the window's on the page.
 	m := g.scrape(t)
-	if got := metricValue(t, m, `llmedge_shed_total{class="sheddable",model_type="qwen"}`); int(got) != shed+1 {
-		t.Errorf("llmedge_shed_total %v, want %d", got, shed+1)
+	if got := metricValue(t, m, `llmedge_shed_total{class="sheddable",model_type="qwen"}`); int(got) != shed+3 {
+		t.Errorf("llmedge_shed_total %v, want %d", got, shed+3)
 	}
 	if got := metricValue(t, m, `llmedge_queue_wait_seconds_count{class="critical",model_type="qwen"}`); got < 60 {
 		t.Errorf("critical queue waits observed: %v, want at least 60", got)
@@ -244,8 +257,28 @@ func TestOverloadClasses(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&snap); err != nil {
 		t.Fatal(err)
 	}
-	if len(snap.Models) != 1 || snap.Models[0].Shed != shed+1 || snap.Models[0].Overload == nil ||
+	if len(snap.Models) != 1 || snap.Models[0].Shed != shed+3 || snap.Models[0].Overload == nil ||
 		snap.Models[0].Overload.Reserve != 2 || !snap.Models[0].Overload.Sheds || len(snap.Models[0].Overload.Queued) != 3 {
 		t.Errorf("status page: %+v", snap.Models)
 	}
+}
+
+// doorRequest posts body to one of the gateway's doors as tok, with the
+// priority header when given, and returns the status, the body and
+// Retry-After.
+func doorRequest(t *testing.T, g *Gateway, path, body, tok, priority string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", g.Base+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	if priority != "" {
+		req.Header.Set("Llmedge-Priority", priority)
+	}
+	resp, err := g.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header.Get("Retry-After")
 }
