@@ -282,3 +282,44 @@ func doorRequest(t *testing.T, g *Gateway, path, body, tok, priority string) (in
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), resp.Header.Get("Retry-After")
 }
+
+// TestEnginePriority: with engine_priority, each request's class reaches
+// the replica as vLLM's "priority" (lower runs earlier), through the
+// native door (a body the gateway writes) and the OpenAI door (the
+// client's body carried through, its own priority replaced); without it,
+// the body has none of the gateway's.
+func TestEnginePriority(t *testing.T) {
+	sim := startSim(t, "-tokens", "3")
+	plain := startSim(t, "-tokens", "3")
+	g := startGateway(t, GatewayConfig{
+		Options: "\t\tuser crit " + demoHash + " {\n\t\t\tpriority critical\n\t\t}\n" +
+			"\t\tuser batch " + demoHash + " {\n\t\t\tpriority sheddable\n\t\t}",
+		Models: map[string]string{
+			"qwen":  staticModel(sim) + "\n\t\t\tengine_priority -10 0 10",
+			"gemma": staticModel(plain),
+		},
+	})
+	crit, batch, std := g.Token(t, "crit", "demo", ""), g.Token(t, "batch", "demo", ""), g.Token(t, "demo", "demo", "")
+	for _, tc := range []struct {
+		name, tok, priority, path, body, want string
+	}{
+		{"critical, native", crit, "", "/tasks/assistant_inference", `{"model_type":"qwen","messages":[{"role":"user","content":"hi"}]}`, `"priority":-10`},
+		{"critical lowered to standard", crit, "standard", "/tasks/assistant_inference", `{"model_type":"qwen","messages":[{"role":"user","content":"hi"}]}`, `"priority":0`},
+		{"sheddable, OpenAI, the client's own replaced", batch, "", "/v1/chat/completions", `{"model":"qwen","priority":-100,"messages":[{"role":"user","content":"hi"}]}`, `"priority":10`},
+		{"standard, OpenAI", std, "", "/v1/chat/completions", `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`, `"priority":0`},
+	} {
+		sim.reset(t)
+		if status, body, _ := doorRequest(t, g, tc.path, tc.body, tc.tok, tc.priority); status != 200 {
+			t.Fatalf("%s: %d %s", tc.name, status, body)
+		}
+		if got := string(sim.only(t).Body); !strings.Contains(got, tc.want) || strings.Count(got, `"priority"`) != 1 {
+			t.Errorf("%s: the replica got %s, want %s once", tc.name, got, tc.want)
+		}
+	}
+	if status, body, _ := doorRequest(t, g, "/tasks/assistant_inference", `{"model_type":"gemma","messages":[{"role":"user","content":"hi"}]}`, crit, ""); status != 200 {
+		t.Fatalf("gemma: %d %s", status, body)
+	}
+	if got := string(plain.only(t).Body); strings.Contains(got, "priority") {
+		t.Errorf("without engine_priority the replica got %s", got)
+	}
+}
