@@ -197,6 +197,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			tc := &TierConfig{}
 			if tc.Limit, err = parseLimits(d, "tier "+args[0], func(opt string) (bool, error) {
+				if opt == "priority" {
+					return true, tierPriority(d, args[0], &tc.Priority)
+				}
 				if opt != "weight" {
 					return false, nil
 				}

@@ -13,9 +13,39 @@ import (
 
 // priorityOf is the class of work of a principal's requests, from its API
 // key or the users file (read at each request, so an edit applies at
-// once).
-func priorityOf(users *auth.Users) func(*auth.Principal) api.Priority {
-	return func(p *auth.Principal) api.Priority { return auth.PriorityOf(users, p) }
+// once); an outside identity's (an identity provider's user, a client
+// certificate) from the limits tier it is mapped to.
+func priorityOf(users *auth.Users, tiers map[string]api.Priority) func(*auth.Principal) api.Priority {
+	return func(p *auth.Principal) api.Priority {
+		if p != nil && p.Provider != "" && p.KeyID == "" {
+			return tiers[p.Tier] // standard (the zero value) for a tier without one
+		}
+		return auth.PriorityOf(users, p)
+	}
+}
+
+// tierPriorities are the tiers' classes of work, for those that set one.
+func (a *App) tierPriorities() map[string]api.Priority {
+	out := map[string]api.Priority{}
+	for name, t := range a.Tiers {
+		if p, err := api.ParsePriority(t.Priority); err == nil && p != api.PriorityStandard { // validated
+			out[name] = p
+		}
+	}
+	return out
+}
+
+// tierPriority reads a tier's priority.
+func tierPriority(d *caddyfile.Dispenser, tier string, dst *string) error {
+	var s string
+	if err := oneString(d, &s); err != nil {
+		return err
+	}
+	if _, err := api.ParsePriority(s); err != nil {
+		return d.Errf("tier %s: %v", tier, err)
+	}
+	*dst = s
+	return nil
 }
 
 // shedOptions sets the pool's options for sheddable work.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/pool"
 )
 
@@ -95,5 +97,38 @@ func TestUserPriorityCaddyfile(t *testing.T) {
 	err := new(App).UnmarshalCaddyfile(caddyfile.NewTestDispenser("llmedge {\nuser batch $2a$10$x qwen {\npriority high\n}\n}"))
 	if err == nil || !strings.Contains(err.Error(), "want critical, standard or sheddable") {
 		t.Errorf("unknown class: %v", err)
+	}
+}
+
+func TestTierPriority(t *testing.T) {
+	a := new(App)
+	if err := a.UnmarshalCaddyfile(caddyfile.NewTestDispenser("llmedge {\ntier gold {\nrpm 10\npriority critical\nweight 2\n}\ntier bulk {\npriority sheddable\n}\ntier plain {\nrpm 5\n}\n}")); err != nil {
+		t.Fatal(err)
+	}
+	if a.Tiers["gold"].Priority != "critical" || a.Tiers["gold"].Weight != 2 || a.Tiers["gold"].RPM != 10 {
+		t.Fatalf("gold %+v", a.Tiers["gold"])
+	}
+	users, err := auth.NewUsers([]auth.User{{Name: "local", PasswordHash: "$2a$04$//lmmdYlz3BXiUhDo5P6lOOcjwIbLtvpOSupFwNCLW6iykENt/Ht.", Priority: "sheddable"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	of := priorityOf(users, a.tierPriorities())
+	for _, tc := range []struct {
+		p    *auth.Principal
+		want api.Priority
+	}{
+		{&auth.Principal{Subject: "x", Provider: "https://idp", Tier: "gold"}, api.PriorityCritical},
+		{&auth.Principal{Subject: "x", Provider: "mtls", Tier: "bulk"}, api.PrioritySheddable},
+		{&auth.Principal{Subject: "x", Provider: "https://idp", Tier: "plain"}, api.PriorityStandard},
+		{&auth.Principal{Subject: "x", Provider: "https://idp"}, api.PriorityStandard},
+		{&auth.Principal{Subject: "local"}, api.PrioritySheddable},
+	} {
+		if got := of(tc.p); got != tc.want {
+			t.Errorf("%+v: %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	err = new(App).UnmarshalCaddyfile(caddyfile.NewTestDispenser("llmedge {\ntier gold {\npriority top\n}\n}"))
+	if err == nil || !strings.Contains(err.Error(), "want critical, standard or sheddable") {
+		t.Errorf("an unknown class: %v", err)
 	}
 }
