@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/llmedge/llmedge/api"
 )
 
 // API keys are long-lived credentials for programs: "llme_" followed by
@@ -62,8 +64,11 @@ type APIKey struct {
 	User string `json:"user"`
 	// Models the key may use, always within its user's models at the time
 	// of each request; empty means all of the user's models.
-	Models   []string   `json:"models,omitempty"`
-	SHA256   string     `json:"sha256"` // hex SHA-256 of the key
+	Models []string `json:"models,omitempty"`
+	SHA256 string   `json:"sha256"` // hex SHA-256 of the key
+	// Priority is the class of work of the key's requests (critical,
+	// standard, sheddable); "" takes its user's.
+	Priority string     `json:"priority,omitempty"`
 	Created  time.Time  `json:"created"`
 	Expires  time.Time  `json:"expires"`
 	LastUsed *time.Time `json:"last_used,omitempty"`
@@ -79,6 +84,8 @@ type APIKeyInfo struct {
 	Expires  time.Time  `json:"expires"`
 	LastUsed *time.Time `json:"last_used,omitempty"`
 	Expired  bool       `json:"expired"`
+	// Priority is the key's own class of work; "" takes its user's.
+	Priority string `json:"priority,omitempty"`
 }
 
 // NewAPIKey is a request to create a key.
@@ -87,6 +94,8 @@ type NewAPIKey struct {
 	Models []string
 	Name   string
 	TTL    time.Duration // DefaultTTL of the store when 0
+	// Priority is the key's class of work; "" takes its user's.
+	Priority string
 }
 
 // apiKeyFile is the stored form of every key of a gateway cluster:
@@ -294,7 +303,7 @@ func (e *keyEntry) principal(users *Users) *Principal {
 	var p *Principal
 	if u, ok := set.byName[e.rec.User]; ok && !u.Disabled {
 		p = &Principal{Subject: u.Name, Scopes: keyScopes(e.rec.Models, u.Models),
-			ExpiresAt: e.expires, KeyID: e.rec.ID}
+			ExpiresAt: e.expires, KeyID: e.rec.ID, Priority: keyPriority(e.rec.Priority, u.Priority)}
 	}
 	e.cached.Store(&keyPrincipal{users: set, p: p})
 	return p
@@ -386,6 +395,9 @@ func (k *APIKeys) newRecord(req NewAPIKey) (*APIKey, error) {
 	if err := validateKeyName(req.Name); err != nil {
 		return nil, bad("%v", err)
 	}
+	if _, err := api.ParsePriority(req.Priority); err != nil {
+		return nil, bad("%v", err)
+	}
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = k.DefaultTTL
@@ -400,7 +412,7 @@ func (k *APIKeys) newRecord(req NewAPIKey) (*APIKey, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	return &APIKey{ID: hex.EncodeToString(id[:]), Name: req.Name, User: req.User, Models: models,
-		Created: now, Expires: now.Add(ttl)}, nil
+		Created: now, Expires: now.Add(ttl), Priority: req.Priority}, nil
 }
 
 // validateKeyName keeps names easy to pass on a command line and in a
@@ -460,7 +472,8 @@ func (k *APIKeys) List(ctx context.Context) ([]APIKeyInfo, error) {
 
 func (rec *APIKey) info(now time.Time, u *keyUsage) APIKeyInfo {
 	i := APIKeyInfo{ID: rec.ID, Name: rec.Name, User: rec.User, Models: slices.Clone(rec.Models),
-		Created: rec.Created, Expires: rec.Expires, LastUsed: rec.LastUsed, Expired: !now.Before(rec.Expires)}
+		Created: rec.Created, Expires: rec.Expires, LastUsed: rec.LastUsed, Expired: !now.Before(rec.Expires),
+		Priority: rec.Priority}
 	if i.Models == nil {
 		i.Models = []string{} // "all of the user's models", shown as []
 	}

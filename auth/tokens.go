@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/llmedge/llmedge/api"
 )
 
 // DefaultTTL is the lifetime of issued tokens when Issuer.TTL is zero.
@@ -129,6 +131,11 @@ type Principal struct {
 	// provider's URL, "mtls" for a client certificate), "" for llmedge's
 	// own users: such a subject is not looked up among the local users.
 	Provider string
+	// Priority is the class of work of an API key's requests (the key's
+	// own, or else its user's), known when the key is verified. For an
+	// access token it is the zero value: the gateway looks the user up
+	// (Service.Priority).
+	Priority api.Priority
 }
 
 // HasScope reports whether the principal was granted scope s.

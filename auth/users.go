@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/limits"
 )
 
@@ -37,6 +38,9 @@ type User struct {
 	// Limits, when set, override the configured default limits for this
 	// user, field by field.
 	Limits *limits.Limit `json:"limits,omitempty"`
+	// Priority is the class of work of the user's requests under
+	// overload: critical, standard (the default, "") or sheddable.
+	Priority string `json:"priority,omitempty"`
 }
 
 // clone returns a deep copy of u, so callers cannot change the store.
@@ -182,6 +186,9 @@ func validateUser(u *User) error {
 		if m == "" || strings.IndexFunc(m, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
 			return fmt.Errorf("user %q: model %q is empty or contains spaces or control characters", u.Name, m)
 		}
+	}
+	if _, err := api.ParsePriority(u.Priority); err != nil {
+		return fmt.Errorf("user %q: %w", u.Name, err)
 	}
 	if u.Limits != nil {
 		if err := u.Limits.Validate(); err != nil {

@@ -22,7 +22,7 @@ func TestRunTiny(t *testing.T) {
 	cfg := TinyConfig(buildBinaries(t))
 	cfg.Log = t.Output() // progress lines, shown with -v or on failure
 	cfg.CPUProfile = filepath.Join(t.TempDir(), "llmedge.pprof")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rep, err := Run(ctx, cfg)
 	if err != nil {
@@ -30,13 +30,14 @@ func TestRunTiny(t *testing.T) {
 	}
 	checkReport(t, cfg, rep)
 	checkRouting(t, cfg.Routing, rep)
+	checkOverload(t, cfg.Overload, rep)
 
 	if fi, err := os.Stat(cfg.CPUProfile); err != nil || fi.Size() == 0 {
 		t.Errorf("no CPU profile written: %v", err)
 	}
 	md := rep.Markdown()
 	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "| large-10k | llmedge |", "CPU per request ≤ 1.25× stock Caddy (large-10k)", "#### Targets", "Idle RSS of llmedge",
-		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "| no errors (every policy, both workloads) | 0 errors"} {
+		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "#### Overload", "| classes | sheddable |", "| no errors (every policy, both workloads) | 0 errors"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -67,7 +68,7 @@ func buildBinaries(t *testing.T) string {
 // scaleoutOnly is cfg with the scale-out scenario alone, in its tiny form.
 func scaleoutOnly(cfg Config) Config {
 	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
-	cfg.Routing.Policies = nil
+	cfg.Routing.Policies, cfg.Overload.Modes = nil, nil
 	cfg.Scaleout = tinyScaleoutConfig()
 	return cfg
 }

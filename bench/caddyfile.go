@@ -22,6 +22,8 @@ type proxyConfig struct {
 	// share their routing decisions over it.
 	Redis string
 	Share bool
+	// The overload scenario's gateway (with Replicas).
+	Overload OverloadConfig
 }
 
 // routingModel is one model of the routing gateway.

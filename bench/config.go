@@ -35,6 +35,9 @@ type Config struct {
 	// Scaleout is the scale-out scenario: its own simulators, Redis and
 	// gateway instances; the workload's shape is Routing's.
 	Scaleout ScaleoutConfig
+	// Overload is the overload scenario (classes of work); its own
+	// processes.
+	Overload OverloadConfig
 
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
@@ -66,12 +69,14 @@ func DefaultConfig() Config {
 		ProfileScenario: "rate-1000",
 		Routing:         DefaultRoutingConfig(),
 		Scaleout:        scaleout,
+		Overload:        DefaultOverloadConfig(),
 	}
 }
 
 // Long stretches every measured window to d, for steadier numbers.
 func (c Config) Long(d time.Duration) Config {
 	c.Duration, c.StreamSteady, c.Routing.Duration, c.Scaleout.Duration = d, d, d, d
+	c.Overload.Duration = d
 	c.Warmup = max(c.Warmup, 3*time.Second)
 	return c
 }
@@ -94,6 +99,7 @@ func TinyConfig(binDir string) Config {
 		LargeWorkers:    1,
 		ProfileScenario: "rate-50",
 		Routing:         tinyRoutingConfig(),
+		Overload:        tinyOverloadConfig(),
 	}
 }
 
@@ -165,13 +171,16 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs workers")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
 		return err
 	}
 	if err := c.Scaleout.validate(c.Routing); err != nil {
+		return err
+	}
+	if err := c.Overload.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Rates {

@@ -42,7 +42,10 @@ type Report struct {
 	ScaleoutConfig  *scaleoutReportConfig `json:"scaleout_config,omitempty"`
 	Scaleout        []ScaleoutResult      `json:"scaleout,omitempty"`
 	ScaleoutSkipped string                `json:"scaleout_skipped,omitempty"`
-	Checks          []Check               `json:"checks"`
+	// The overload scenario, when it ran.
+	OverloadConfig *overloadReportConfig `json:"overload_config,omitempty"`
+	Overload       []OverloadResult      `json:"overload,omitempty"`
+	Checks         []Check               `json:"checks"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -119,6 +122,9 @@ func newReport(cfg Config) *Report {
 	}
 	if cfg.LargePrompt > 0 {
 		c.LargePrompt, c.LargeWorkers = cfg.LargePrompt, cfg.LargeWorkers
+	}
+	if cfg.Overload.Enabled() {
+		r.OverloadConfig = cfg.Overload.report()
 	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{

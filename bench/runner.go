@@ -77,6 +77,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if cfg.Overload.Enabled() {
+		if err := r.runOverload(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
 	r.report.finish()
 	return r.report, nil
 }

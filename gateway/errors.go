@@ -20,7 +20,10 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exch
 	if m.Pool != nil {
 		open = m.Pool.Breaker().OpenTimeout
 	}
-	e := publicError(m.Name, open, err)
+	e := overloadError(m.Name, m.Pool, err)
+	if e == nil {
+		e = publicError(m.Name, open, err)
+	}
 	ex.Status = e.Status
 	if sse != nil && sse.closeUnlessStarted() {
 		ex.Status, ex.StreamError = http.StatusOK, true

@@ -67,6 +67,12 @@ type Exchange struct {
 	// Relayed counts the bytes of answer text received from replicas, for
 	// an estimate of the usage when none was reported.
 	Relayed int
+	// Priority is the request's class of work (StageAdmitted on): its
+	// credential's, lowered by the client's Llmedge-Priority header.
+	Priority api.Priority
+	// Shed: the request was refused as sheddable work, its model being
+	// saturated.
+	Shed bool
 	// Admission is what the limits were asked (StageAdmitted); Ticket
 	// what they granted, settled once the request ends.
 	Admission tenancy.Admission

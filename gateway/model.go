@@ -64,6 +64,13 @@ type Model struct {
 	// conversation is served by one of the Share models, by weight, and
 	// the model has no replicas of its own (see rolloutTarget).
 	Rollout []Share
+	// EnginePriority, when set, is the "priority" sent to replicas that
+	// speak OpenAI's protocol for each class of work, in the order of
+	// api.Priorities (critical first): for an engine that schedules by
+	// priority itself (vLLM with --scheduling-policy priority, where a
+	// lower value runs earlier and may preempt). nil sends none: vLLM
+	// refuses the member when it schedules first come, first served.
+	EnginePriority []int
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

@@ -84,7 +84,7 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, door Door, la
 		case StageAuthorized:
 			ok = p.authorize(w, ex)
 		case StageAdmitted:
-			ok = p.admit(w, r, ex)
+			ok = p.classify(w, r, ex) && p.admit(w, r, ex)
 		case StageRouted:
 			ex.Stage = StageRouted
 			p.route(w, r, ex)

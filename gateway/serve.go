@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/pool"
@@ -46,6 +47,9 @@ type Gateway struct {
 	// (auth.Principal.Tier → pool.Request.Share); a principal without a
 	// tier, or of a tier without one, has share 1.
 	Shares map[string]float64
+	// PriorityOf is the class of work of a principal's requests (its API
+	// key's, its user's); nil makes every request standard.
+	PriorityOf func(*auth.Principal) api.Priority
 	// Aliases map each alias to the model it names (a key of Models).
 	Aliases map[string]string
 	// FallbackOff makes a request go to its models' fallbacks only when
@@ -145,7 +149,10 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 	m *Model, sse *sseWriter, ans *Answer, to Timeouts) error {
 	chat := &ex.Chat
 	call := m.call(chat)
-	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header}
+	if len(m.EnginePriority) == len(api.Priorities) {
+		call.Priority = &m.EnginePriority[ex.Priority.Index()]
+	}
+	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority}
 	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
 		preq.Messages = nil // an embedding reuses no cached prefix: no affinity to it
 	}
@@ -167,8 +174,12 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			break // no time left for another try
 		}
 		queued := time.Now()
+		preq.Waited = ex.Queue // the queue limit bounds the request's waits together
 		lease, err := m.Pool.AcquireWait(ctx, preq, tried)
 		ex.Queue += time.Since(queued)
+		if errors.Is(err, pool.ErrShed) {
+			ex.Shed = true
+		}
 		ex.traceSelect(ctx, attempt, queued, lease.Choice, err)
 		if err != nil {
 			if r.Context().Err() != nil {
@@ -397,6 +408,7 @@ func (g *Gateway) observe(ex *Exchange) {
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		Reason: ex.Choice.Reason, Predicted: predicted(ex), CachedTokens: ex.Usage.CachedTokens, CachedKnown: ex.Usage.CachedKnown,
 		Alias: ex.Chat.Asked, Fallback: ex.Fallback, Rollout: ex.Rollout,
+		Class: ex.Priority.String(), Routed: ex.routed(), Shed: ex.shed(), Queue: ex.Queue,
 	})
 }
 

@@ -16,6 +16,7 @@ func (g *Gateway) recordStatus(ex *Exchange) {
 		Tokens:   ex.Usage.PromptTokens + ex.Usage.CompletionTokens,
 		Refusal:  status.RefusalOf(ex.Status, ex.Stage >= StageRouted),
 		Fallback: ex.Fallback != "",
+		Shed:     ex.shed(),
 	}
 	if ex.Principal != nil {
 		r.User = ex.Principal.Subject

@@ -14,6 +14,7 @@ import (
 
 // Metrics are the collectors of one gateway configuration.
 type Metrics struct {
+	overload     overload
 	requests     *prometheus.CounterVec
 	overhead     *prometheus.HistogramVec
 	upstream     *prometheus.HistogramVec
@@ -150,6 +151,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.aliases = register(reg, m.aliases, &err)
 	m.fallbacks = register(reg, m.fallbacks, &err)
 	m.rollouts = register(reg, m.rollouts, &err)
+	m.overload = newOverload(reg, &err)
 	if src != nil {
 		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -208,6 +210,13 @@ type Request struct {
 	// Rollout is the model whose share of ModelType's weighted rollout
 	// took the request; "" without a rollout.
 	Rollout string
+	// Class is the request's class of work (critical, standard,
+	// sheddable); "" for a request refused before it had one.
+	Class string
+	// Routed: the request reached a model's queue (Queue is its wait
+	// there); Shed: it was refused there as sheddable work.
+	Routed, Shed bool
+	Queue        time.Duration
 }
 
 // ObserveRequest records one answered inference request. A nil *Metrics
@@ -259,6 +268,7 @@ func (m *Metrics) ObserveRequest(r Request) {
 	if r.CachedKnown && r.PromptTokens > 0 {
 		m.observeCache(r)
 	}
+	m.observeOverload(r)
 }
 
 // observeCache compares what the policy predicted with what the replica

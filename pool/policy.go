@@ -2,6 +2,7 @@ package pool
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/llmedge/llmedge/api"
 )
@@ -38,6 +39,13 @@ type Request struct {
 	Share float64
 	// Header is the client's request header, read-only.
 	Header http.Header
+	// Priority is the request's class of work: the wait queue serves a
+	// higher class first, and refuses a sheddable request at once while
+	// the pool is saturated (ErrShed).
+	Priority api.Priority
+	// Waited is how long the request already waited for a slot, on its
+	// earlier attempts: the queue timeout bounds the sum, not each wait.
+	Waited time.Duration
 }
 
 // Choice is a policy's pick and the reason for it, for logs and metrics.

@@ -25,6 +25,9 @@ var (
 	// ErrSaturated.
 	ErrQueueFull    = fmt.Errorf("%w; the wait queue is full", ErrSaturated)
 	ErrQueueTimeout = fmt.Errorf("%w; no slot freed in time", ErrSaturated)
+	// ErrShed: a sheddable request refused at once, the pool being
+	// saturated (see Pool.Saturated). It is an ErrSaturated.
+	ErrShed = fmt.Errorf("%w; sheddable requests are refused until it is not", ErrSaturated)
 )
 
 // Options configure a pool beyond its policy.
@@ -39,6 +42,18 @@ type Options struct {
 	// QueueOrder is the order in which waiters get freed slots: fair
 	// between tenants (the default) or first come, first served.
 	QueueOrder QueueOrder
+	// Reserve is the number of the pool's slots that sheddable requests
+	// may not take: while no more than Reserve are free, the pool counts
+	// as saturated for them (ErrShed), so that the higher classes find a
+	// slot free rather than wait for one. 0 keeps none.
+	Reserve int
+	// NoShed lets sheddable requests wait in the queue (last) like the
+	// others, rather than be refused at once when the pool is saturated.
+	NoShed bool
+	// ShedKV is the KV-cache usage (0..1), as a replica's engine reports
+	// it, from which the replica counts as saturated for sheddable work;
+	// 0 means DefaultShedKV.
+	ShedKV float64
 	// OnBreakerChange, when set, hears every breaker state change.
 	OnBreakerChange func(replica string, from, to BreakerState)
 	// Kept shares the breakers, by model, replica URL and settings, with

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/llmedge/llmedge/api"
 )
 
 // QueueOrder is the order in which waiting requests get the slots that
@@ -62,6 +64,7 @@ type waitQueue struct {
 	seq     uint64
 	vtc     map[string]float64 // tenant → tokens served while the queue was busy
 	queued  map[string]int     // tenant → waiters in the queue
+	byClass [3]int             // waiters by class (api.Priority.Index)
 }
 
 // waiter is one request in the queue. done is closed once the waiter has
@@ -71,6 +74,7 @@ type waiter struct {
 	exclude []*Replica
 	tenant  string
 	share   float64
+	prio    api.Priority
 	seq     uint64
 	done    chan struct{}
 	lease   Lease
@@ -98,6 +102,7 @@ func (q *waitQueue) push(w *waiter) {
 		}
 	}
 	q.queued[w.tenant]++
+	q.byClass[w.prio.Index()]++
 	q.waiters = append(q.waiters, w)
 }
 
@@ -112,6 +117,7 @@ func (q *waitQueue) remove(w *waiter) bool {
 			if q.queued[w.tenant]--; q.queued[w.tenant] <= 0 {
 				delete(q.queued, w.tenant)
 			}
+			q.byClass[w.prio.Index()]--
 			if len(q.waiters) == 0 {
 				clear(q.vtc)
 			}
@@ -135,10 +141,14 @@ func (q *waitQueue) next() *waiter {
 	return best
 }
 
-// before orders waiters: fair, by their tenant's counter, then (a tenant
-// just lifted to the others' level) the tenant with fewer waiting, then
-// by arrival; fifo, by arrival.
+// before orders waiters: a higher class first, whatever the order; within
+// a class, fair, by their tenant's counter, then (a tenant just lifted to
+// the others' level) the tenant with fewer waiting, then by arrival; fifo,
+// by arrival.
 func (q *waitQueue) before(a, b *waiter) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
 	if q.order == OrderFair && a.tenant != b.tenant {
 		if va, vb := q.vtc[a.tenant], q.vtc[b.tenant]; va != vb {
 			return va < vb
@@ -168,13 +178,19 @@ func promptTokens(req *Request) float64 {
 }
 
 // AcquireWait is Acquire, but when every usable replica is at its cap it
-// waits in the pool's bounded queue for a slot, until the queue timeout or
-// ctx ends. While requests wait, newcomers wait behind them, and freed
-// slots go to waiters in the queue's order (Options.QueueOrder).
+// waits in the pool's bounded queue for a slot, until the queue timeout
+// (less what req already waited) or ctx ends. While requests wait,
+// newcomers wait behind them, and freed slots go to waiters in the queue's
+// order: by class, then Options.QueueOrder. A sheddable request does not
+// wait: while the pool is saturated it is refused at once (ErrShed).
 func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica) (Lease, error) {
 	if req == nil {
 		req = &Request{Model: p.name}
 	}
+	if p.sheds(req) {
+		return Lease{}, ErrShed
+	}
+	limit := p.opts.QueueTimeout - req.Waited
 	queue := p.opts.QueueLength > 0 && p.opts.QueueTimeout > 0
 	if !queue || p.waiting.Load() == 0 {
 		l, err := p.Acquire(req, exclude)
@@ -183,7 +199,11 @@ func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica
 			return l, err
 		}
 	}
-	w := &waiter{req: req, exclude: exclude, tenant: tenantOf(req), share: shareOf(req), done: make(chan struct{})}
+	if limit <= 0 {
+		return Lease{}, ErrQueueTimeout // its earlier attempts used its time
+	}
+	w := &waiter{req: req, exclude: exclude, tenant: tenantOf(req), share: shareOf(req), prio: req.Priority,
+		done: make(chan struct{})}
 	q := &p.queue
 	q.mu.Lock()
 	if len(q.waiters) >= p.opts.QueueLength {
@@ -195,7 +215,7 @@ func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica
 	p.dispatchLocked() // a slot may have freed since Acquire; or w is first
 	q.mu.Unlock()
 
-	timer := time.NewTimer(p.opts.QueueTimeout)
+	timer := time.NewTimer(limit)
 	defer timer.Stop()
 	var cause error
 	select {

@@ -54,6 +54,11 @@ type Request struct {
 	// conversation's final assistant message, rather than to answer anew
 	// (see Continuing). Only a protocol that says so is given one.
 	Continue string
+	// Priority, when set, is the request's place in the replica's own
+	// scheduling (vLLM's "priority": lower runs earlier), for an engine
+	// started to schedule by it; a protocol that has no such member
+	// ignores it.
+	Priority *int
 }
 
 // Result is a finished chat completion.

@@ -60,6 +60,9 @@ type Request struct {
 	// Fallback: another model answered in Model's place (its fallback),
 	// because no replica of Model could take the request.
 	Fallback bool
+	// Shed: refused at once (429) as sheddable work, Model being
+	// saturated.
+	Shed bool
 }
 
 // Reasons a request was refused, as the gateway tells them.
@@ -138,6 +141,7 @@ type bucket struct {
 	epoch                                 atomic.Int64
 	requests, errors, refusals, continued atomic.Uint64
 	fallbacks                             atomic.Uint64
+	shed                                  atomic.Uint64
 	ttft                                  histogram
 }
 
@@ -158,6 +162,7 @@ func (s *series) at(epoch int64) *bucket {
 			b.errors.Store(0)
 			b.refusals.Store(0)
 			b.fallbacks.Store(0)
+			b.shed.Store(0)
 			b.continued.Store(0)
 			b.ttft.reset()
 			b.epoch.Store(epoch)
@@ -181,6 +186,9 @@ func (b *bucket) add(r Request) {
 	if r.Fallback {
 		b.fallbacks.Add(1)
 	}
+	if r.Shed {
+		b.shed.Add(1)
+	}
 	if r.Continued {
 		b.continued.Add(1)
 	}
@@ -192,7 +200,7 @@ func (b *bucket) add(r Request) {
 // totals are a model's figures summed over some buckets.
 type totals struct {
 	requests, errors, refusals, continued uint64
-	fallbacks                             uint64
+	fallbacks, shed                       uint64
 	ttft                                  histogram
 }
 
@@ -208,6 +216,7 @@ func (s *series) sum(cur int64, n int, withTTFT bool, t *totals) {
 		t.errors += b.errors.Load()
 		t.refusals += b.refusals.Load()
 		t.fallbacks += b.fallbacks.Load()
+		t.shed += b.shed.Load()
 		t.continued += b.continued.Load()
 		if withTTFT {
 			t.ttft.merge(&b.ttft)

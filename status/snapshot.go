@@ -98,6 +98,12 @@ type Model struct {
 	// FallbacksTaken counts, over WindowSeconds, the requests for this
 	// model that a fallback model answered.
 	FallbacksTaken uint64 `json:"fallbacks_taken"`
+	// Overload is the model's state under overload: the queue by class of
+	// work, whether it is saturated for sheddable work, and the knobs.
+	Overload *Overload `json:"overload,omitempty"`
+	// Shed counts, over WindowSeconds, the sheddable requests refused at
+	// once because the model was saturated.
+	Shed uint64 `json:"shed"`
 
 	Replicas []Replica `json:"replicas"`
 }
@@ -200,6 +206,7 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 		s.sum(cur, ringSize, true, &w)
 		m.TTFT.Samples = w.ttft.samples()
 		m.FallbacksTaken = w.fallbacks
+		m.Shed = w.shed
 		if p, ok := w.ttft.quantile(0.5); ok {
 			m.TTFT.P50 = &p
 		}

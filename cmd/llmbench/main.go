@@ -7,6 +7,7 @@
 //	llmbench -bin bin                      # the default run, about 4 minutes
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
 //	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
+//	llmbench -bin bin -scenarios overload  # only the overload scenario (classes of work), about 1 minute
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -111,6 +112,12 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.Float64Var(&so.Rate, "scaleout-rate", so.Rate, "scaleout: requests per second (Poisson arrivals)")
 	fs.DurationVar(&so.Warmup, "scaleout-warmup", so.Warmup, "scaleout: unmeasured start of each run")
 	fs.DurationVar(&so.Duration, "scaleout-duration", so.Duration, "scaleout: measured part of each run")
+	oc := &cfg.Overload
+	overloadModes := fs.String("overload-modes", strings.Join(oc.Modes, ","), "overload: modes to run: "+strings.Join(bench.OverloadModes, ", "))
+	fs.Float64Var(&oc.SheddableRate, "overload-rate", oc.SheddableRate, "overload: the sheddable tenant's streams per second")
+	fs.DurationVar(&oc.Duration, "overload-duration", oc.Duration, "overload: measured part of each mode's run")
+	fs.IntVar(&oc.Reserve, "overload-reserve", oc.Reserve, "overload: slots of the classes model kept from sheddable work (queue reserve)")
+	fs.DurationVar(&oc.TTFTTarget, "overload-ttft-target", oc.TTFTTarget, "overload: time to first token within which an answer counts as goodput")
 	fs.StringVar(&out.json, "json", "", "write the JSON report to this file")
 	fs.StringVar(&out.write, "write", "", "update the generated section of this markdown file (BENCHMARKS.md)")
 	if err := fs.Parse(args); err != nil {
@@ -132,6 +139,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	if err := selectScenarios(&cfg, *scenarios); err != nil {
 		return cfg, out, err
 	}
+	if cfg.Overload.Enabled() {
+		cfg.Overload.Modes, _ = parseList(*overloadModes, func(s string) (string, error) { return s, nil })
+	}
 	if cfg.Routing.Enabled() {
 		cfg.Routing.Policies, _ = parseList(*policies, func(s string) (string, error) { return s, nil })
 		cfg.Routing.Workloads, _ = parseList(*workloads, func(s string) (string, error) { return s, nil })
@@ -151,11 +161,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "scaleout"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "overload", "scaleout"}
 
 // defaultScenarios are the groups `make bench` runs: scaleout is left out
 // (two more minutes, and redis-server).
-var defaultScenarios = scenarioGroups[:5]
+var defaultScenarios = scenarioGroups[:6]
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -191,6 +201,9 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	cfg.Scaleout.Variants = nil
 	if on["scaleout"] {
 		cfg.Scaleout.Variants = bench.ScaleoutVariants
+	}
+	if !on["overload"] {
+		cfg.Overload.Modes = nil
 	}
 	return nil
 }

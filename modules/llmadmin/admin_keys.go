@@ -28,6 +28,9 @@ type CreateKeyRequest struct {
 	// api_key_ttl when empty.
 	Expires string `json:"expires,omitempty"`
 	Name    string `json:"name,omitempty"`
+	// Priority is the key's class of work under overload (critical,
+	// standard, sheddable); its user's when empty.
+	Priority string `json:"priority,omitempty"`
 }
 
 // CreateKeyResponse answers POST /llmedge/keys: the key, shown this once,
@@ -83,7 +86,7 @@ func createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields() // a misspelt "modles" must not make a key for every model
 	if err := dec.Decode(&req); err != nil {
-		return badRequest("the body must be a JSON object {\"user\",\"models\",\"expires\",\"name\"}: %v", err)
+		return badRequest("the body must be a JSON object {\"user\",\"models\",\"expires\",\"name\",\"priority\"}: %v", err)
 	}
 	if dec.More() {
 		return badRequest("unexpected data after the JSON object")
@@ -98,7 +101,8 @@ func createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, info, err := app.Credentials().APIKeys().Create(r.Context(), auth.NewAPIKey{User: req.User, Models: req.Models, Name: req.Name, TTL: ttl})
+	key, info, err := app.Credentials().APIKeys().Create(r.Context(), auth.NewAPIKey{User: req.User, Models: req.Models, Name: req.Name, TTL: ttl,
+		Priority: req.Priority})
 	if err != nil {
 		return keyError(err)
 	}

@@ -34,19 +34,21 @@ they expire; other gateways sharing the storage pick the new key up.`,
 	})
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "add-user",
-		Usage: "--file <users.json> --username <name> [--models <m1,m2>] [--disabled]",
+		Usage: "--file <users.json> --username <name> [--models <m1,m2>] [--disabled] [--priority <class>]",
 		Short: "Adds or replaces a user in a users file (password read from stdin)",
 		Long: `
 Hashes the password (bcrypt) read from standard input — the first line — and
 adds the user to the users file, replacing a user of the same name. A gateway
 with this users_file picks the change up within seconds, without a restart.
-Without --models the user may use every model.`,
+Without --models the user may use every model. --priority is the class of the
+user's requests under overload: critical, standard (the default) or sheddable.`,
 		Flags: func() *flag.FlagSet {
 			fs := flag.NewFlagSet("add-user", flag.ExitOnError)
 			fs.String("file", "", "The users file (JSON)")
 			fs.String("username", "", "User name")
 			fs.String("models", "", "Comma-separated model types the user may use")
 			fs.Bool("disabled", false, "Add the user disabled")
+			fs.String("priority", "", "The user's class of work: critical, standard or sheddable")
 			return fs
 		}(),
 		Func: cmdAddUser,
@@ -89,6 +91,7 @@ func cmdAddUser(fl caddycmd.Flags) (int, error) {
 		models = strings.Split(m, ",")
 	}
 	user := auth.User{Name: name, PasswordHash: hash, Models: models, Disabled: fl.Bool("disabled")}
+	user.Priority = fl.String("priority") // validated by AddUserToFile
 	if err := auth.AddUserToFile(file, user); err != nil {
 		return exitFailure, err
 	}

@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "create-key",
-		Usage: "--user <name> [--models <m1,m2>] [--expires <duration>] [--name <label>] [--address <interface>]",
+		Usage: "--user <name> [--models <m1,m2>] [--expires <duration>] [--name <label>] [--priority <class>] [--address <interface>]",
 		Short: "Creates an API key for a program and prints it, once",
 		Long: `
 Asks the running gateway, through its admin API, to create an API key for a
@@ -34,13 +34,16 @@ credential, like an access token.
 --models limits the key to some of the user's models (default: all of them,
 as they are at each request). --expires is its lifetime (default: the
 api_key_ttl option, 90 days), e.g. 720h or 30d. --name labels it, for
-list-keys and revoke-key.`,
+list-keys and revoke-key. --priority is the class of work of the key's
+requests under overload: critical, standard or sheddable (default: its
+user's priority in the users file, else standard).`,
 		Flags: func() *flag.FlagSet {
 			fs := adminFlags("create-key")
 			fs.String("user", "", "The user the key acts for")
 			fs.String("models", "", "Comma-separated models the key may use (default: the user's)")
 			fs.String("expires", "", "Lifetime of the key, e.g. 720h or 30d (default: api_key_ttl)")
 			fs.String("name", "", "A label for the key (letters, digits, '.', '_', '-')")
+			fs.String("priority", "", "The key's class of work: critical, standard or sheddable (default: its user's)")
 			return fs
 		}(),
 		Func: cmdCreateKey,
@@ -116,6 +119,7 @@ func cmdCreateKey(fl caddycmd.Flags) (int, error) {
 		return exitFailure, fmt.Errorf("--user is required")
 	}
 	req := CreateKeyRequest{User: user, Expires: fl.String("expires"), Name: fl.String("name")}
+	req.Priority = fl.String("priority")
 	if m := fl.String("models"); m != "" {
 		for _, name := range strings.Split(m, ",") {
 			if name = strings.TrimSpace(name); name != "" {

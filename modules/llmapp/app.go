@@ -258,6 +258,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Shares:       a.tierShares(),
 			Aliases:      names.aliases,
 			FallbackOff:  a.FallbackDefault == "off",
+			PriorityOf:   priorityOf(a.creds.Users(), a.tierPriorities()),
 		},
 	}
 	if a.ledger != nil {
@@ -336,6 +337,9 @@ func (a *App) Validate() error {
 	}
 	for name, t := range a.Tiers {
 		if err := t.Limit.Validate(); err != nil {
+			return fmt.Errorf("tier %s: %w", name, err)
+		}
+		if _, err := api.ParsePriority(t.Priority); err != nil {
 			return fmt.Errorf("tier %s: %w", name, err)
 		}
 	}

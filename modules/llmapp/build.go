@@ -3,6 +3,7 @@ package llmapp
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -116,6 +117,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	if mc.DialTimeout > 0 {
 		m.Client = newReplicaClient(time.Duration(mc.DialTimeout))
 	}
+	m.EnginePriority = slices.Clone(mc.EnginePriority)
 	qlen, qtimeout := mc.Queue.options()
 	s := fleet.Spec{
 		Model:  m,
@@ -127,6 +129,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 		MaxConcurrency: mc.MaxConcurrency,
 		Load:           mc.load(),
 	}
+	mc.Queue.shedOptions(&s.PoolOptions)
 	if l := s.Load; l != nil && l.Dialect != "" {
 		if _, ok := d.dialects[l.Dialect]; !ok {
 			return fleet.Spec{}, fmt.Errorf("load_metrics: unknown dialect %q (want one of %s)", l.Dialect, llmdialect.Names(d.dialects))

@@ -166,8 +166,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			u := auth.User{Name: args[0], PasswordHash: args[1], Models: args[2:]}
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				if d.Val() == "priority" {
+					if err := userPriority(d, &u); err != nil {
+						return err
+					}
+					continue
+				}
 				if d.Val() != "limits" {
-					return d.Errf("unrecognized option %q for user %q (want limits)", d.Val(), u.Name)
+					return d.Errf("unrecognized option %q for user %q (want limits or priority)", d.Val(), u.Name)
 				}
 				l, err := parseLimits(d, "limits of user "+u.Name, nil)
 				if err != nil {
@@ -191,6 +197,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			tc := &TierConfig{}
 			if tc.Limit, err = parseLimits(d, "tier "+args[0], func(opt string) (bool, error) {
+				if opt == "priority" {
+					return true, tierPriority(d, args[0], &tc.Priority)
+				}
 				if opt != "weight" {
 					return false, nil
 				}

@@ -126,6 +126,8 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "queue":
 			m.Queue = new(QueueConfig)
 			err = m.Queue.unmarshalCaddyfile(d)
+		case "engine_priority":
+			err = enginePriorityOption(d, &m.EnginePriority)
 		case "limits":
 			var l limits.Limit
 			l, err = parseLimits(d, "limits of model "+m.Name, nil)
@@ -319,6 +321,8 @@ func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Errf("queue order: want fair or fifo, got %q", q.Order)
 				}
 			}
+		case "reserve", "shed", "shed_kv":
+			err = q.shedOption(d, opt)
 		default:
 			return d.Errf("unrecognized queue option %q", opt)
 		}

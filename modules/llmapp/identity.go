@@ -21,6 +21,9 @@ type TierConfig struct {
 	// while users wait, one of weight 2 is served about twice the tokens
 	// of one of weight 1. Default 1.
 	Weight float64 `json:"weight,omitempty"`
+	// Priority is the class of work of the tier's users' requests under
+	// overload: critical, standard (default) or sheddable.
+	Priority string `json:"priority,omitempty"`
 }
 
 // identityStatus is an authenticator that reports trusted issuers' keys.

@@ -97,6 +97,11 @@ type ModelConfig struct {
 	// conversation is served by one of them, by weight, sticky per
 	// conversation. Such a model has no replicas of its own.
 	Rollout []RolloutShare `json:"rollout,omitempty"`
+	// EnginePriority, when set, is the "priority" sent to the model's
+	// OpenAI-protocol replicas for each class of work: critical, standard,
+	// sheddable (vLLM started with --scheduling-policy priority; lower
+	// runs earlier). Default: none sent.
+	EnginePriority []int `json:"engine_priority,omitempty"`
 }
 
 // RolloutShare is one model of a rollout and its weight.
@@ -158,7 +163,7 @@ func (mc *ModelConfig) validate() error {
 			return fmt.Errorf("model %q: limits: %w", mc.Name, err)
 		}
 	}
-	for _, err := range []error{mc.Queue.validate(), mc.LoadMetrics.validate()} {
+	for _, err := range []error{mc.Queue.validate(), mc.Queue.validateShed(), mc.validateEnginePriority(), mc.LoadMetrics.validate()} {
 		if err != nil {
 			return fmt.Errorf("model %q: %w", mc.Name, err)
 		}
@@ -250,6 +255,15 @@ type QueueConfig struct {
 	// tenants in turn, by the tokens each was served; "fifo" in arrival
 	// order.
 	Order string `json:"order,omitempty"`
+	// Reserve is the number of the model's slots that sheddable requests
+	// may not take, kept for the higher classes. Default 0.
+	Reserve int `json:"reserve,omitempty"`
+	// Shed is "on" (default: a sheddable request is refused at once with
+	// 429 while the model is saturated) or "off" (it waits, last).
+	Shed string `json:"shed,omitempty"`
+	// ShedKV is the KV-cache usage (0..1] from which a replica's engine
+	// counts as saturated for sheddable work. Default 0.95.
+	ShedKV float64 `json:"shed_kv,omitempty"`
 }
 
 // Wait queue defaults.

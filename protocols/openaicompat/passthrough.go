@@ -113,6 +113,9 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	if req.Continue != "" && w.Format == api.FormatOpenAIChat && len(w.Messages) > 0 {
 		edits = continueEdits(edits, w, req.Continue)
 	}
+	if req.Priority != nil && (w.Format == api.FormatOpenAIChat || w.Format == api.FormatOpenAICompletions) {
+		edits = setMember(edits, w, "priority", jsonx.Int(nil, int64(*req.Priority)))
+	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings && !anthropicFormat(w.Format) {
 		// A client that wants one answer of a model that streams from
 		// its replicas always: the replica is asked for the stream.

@@ -153,6 +153,10 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 		b = append(b, ',')
 		b = append(b, continueFlags...)
 	}
+	if req.Priority != nil {
+		b = append(b, `,"priority":`...)
+		b = jsonx.Int(b, int64(*req.Priority))
+	}
 	return append(b, '}'), nil
 }
 

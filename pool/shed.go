@@ -1,0 +1,69 @@
+package pool
+
+import "github.com/llmedge/llmedge/api"
+
+// DefaultShedKV is the KV-cache usage from which a replica's engine counts
+// as saturated for sheddable work: a new request would wait for memory,
+// or preempt another.
+const DefaultShedKV = 0.95
+
+// Saturated reports whether the pool is saturated for sheddable work: a
+// request waits in the queue, or the slots free on the replicas whose
+// engines are not saturated (a queue of their own, a KV cache nearly
+// full, as scraped) number no more than the pool's reserve. A usable
+// replica without a cap whose engine is not saturated leaves the pool
+// unsaturated: nothing says it cannot take more.
+func (p *Pool) Saturated() bool {
+	if p.waiting.Load() > 0 {
+		return true
+	}
+	kv := p.opts.ShedKV
+	if kv <= 0 {
+		kv = DefaultShedKV
+	}
+	free, usable := int64(0), false
+	for _, r := range p.Replicas() {
+		if !r.Healthy() || r.breakerOpen() {
+			continue
+		}
+		usable = true
+		if r.engineSaturated(kv) {
+			continue
+		}
+		if r.MaxConcurrency <= 0 {
+			return false
+		}
+		if n := int64(r.MaxConcurrency) - r.outstanding.Load(); n > 0 {
+			free += n
+		}
+	}
+	return usable && free <= int64(p.opts.Reserve)
+}
+
+// engineSaturated reports whether r's engine, by its fresh figures, has
+// requests waiting (beyond the batch it runs) or its KV cache at least kv
+// full.
+func (r *Replica) engineSaturated(kv float64) bool {
+	l, ok := r.EngineLoad()
+	return ok && (l.Waiting >= 1 || (l.KVUsage >= 0 && l.KVUsage >= kv))
+}
+
+// sheds reports whether req is to be refused at once (ErrShed).
+func (p *Pool) sheds(req *Request) bool {
+	return req.Priority <= api.PrioritySheddable && !p.opts.NoShed && p.Saturated()
+}
+
+// Reserve is the number of slots kept from sheddable requests.
+func (p *Pool) Reserve() int { return p.opts.Reserve }
+
+// Sheds reports whether the pool refuses sheddable requests when
+// saturated (rather than queue them last).
+func (p *Pool) Sheds() bool { return !p.opts.NoShed }
+
+// WaitingByClass is the number of requests in the wait queue of each
+// class, in the order of api.Priorities (critical first).
+func (p *Pool) WaitingByClass() [3]int {
+	p.queue.mu.Lock()
+	defer p.queue.mu.Unlock()
+	return p.queue.byClass
+}

@@ -1,0 +1,175 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+)
+
+// enqueueClass is enqueue for a request of class prio.
+func enqueueClass(t *testing.T, p *Pool, user string, prio api.Priority, out chan<- waitResult) {
+	t.Helper()
+	before := p.Waiting()
+	go func() {
+		l, err := p.AcquireWait(context.Background(), &Request{User: user, Priority: prio,
+			Messages: []api.Message{{Role: "user", Content: "some prompt text"}}}, nil)
+		out <- waitResult{user, l, err}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Waiting() != before+1 {
+		if time.Now().After(deadline) {
+			t.Fatal("waiter never queued")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// A higher class goes first whatever the order; the fair order still
+// shares within a class.
+func TestQueueClassesFirst(t *testing.T) {
+	crit, std, shed := api.PriorityCritical, api.PriorityStandard, api.PrioritySheddable
+	type arrival struct {
+		user string
+		prio api.Priority
+	}
+	tests := []struct {
+		name   string
+		order  QueueOrder
+		arrive []arrival
+		want   []string
+	}{
+		{name: "fifo: critical before standard before sheddable", order: OrderFIFO,
+			arrive: []arrival{{"batch", shed}, {"std", std}, {"std", std}, {"crit", crit}},
+			want:   []string{"crit", "std", "std", "batch"}},
+		{name: "fair: within a class, tenants alternate", order: OrderFair,
+			arrive: []arrival{{"a", std}, {"a", std}, {"b", std}, {"b", std}, {"c", crit}},
+			want:   []string{"c", "a", "b", "a", "b"}},
+		{name: "fair: a light critical tenant before a heavy critical one, both before standard", order: OrderFair,
+			arrive: []arrival{{"s", std}, {"h", crit}, {"h", crit}, {"h", crit}, {"l", crit}},
+			want:   []string{"l", "h", "h", "h", "s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// NoShed: the sheddable waiter queues, to show it goes last.
+			p, rs := newTestPool(t, Options{QueueLength: 10, QueueTimeout: time.Minute, QueueOrder: tt.order, NoShed: true}, "http://a:1")
+			rs[0].MaxConcurrency = 1
+			held, err := p.Acquire(nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := make(chan waitResult, len(tt.arrive))
+			for _, a := range tt.arrive {
+				enqueueClass(t, p, a.user, a.prio, out)
+			}
+			if got := p.WaitingByClass(); got[0]+got[1]+got[2] != len(tt.arrive) {
+				t.Errorf("waiting by class %v, want %d in all", got, len(tt.arrive))
+			}
+			got := serveOrder(t, p, held, len(tt.arrive), out)
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Fatalf("served %v, want %v", got, tt.want)
+				}
+			}
+			if got := p.WaitingByClass(); got != [3]int{} {
+				t.Errorf("waiting by class %v after the queue emptied", got)
+			}
+		})
+	}
+}
+
+func TestShed(t *testing.T) {
+	sheddable := &Request{Priority: api.PrioritySheddable}
+	tests := []struct {
+		name     string
+		opts     Options
+		caps     []int // per replica; 0 = no cap
+		taken    int   // slots taken on the first replica before asking
+		engine   *EngineLoad
+		wantShed bool
+	}{
+		{name: "a free slot, no reserve", caps: []int{2}, taken: 1},
+		{name: "every slot taken", caps: []int{2}, taken: 2, wantShed: true},
+		{name: "free slots within the reserve", opts: Options{Reserve: 2}, caps: []int{2, 1}, taken: 1, wantShed: true},
+		{name: "free slots beyond the reserve", opts: Options{Reserve: 1}, caps: []int{2, 1}, taken: 1},
+		{name: "no cap, engine idle", caps: []int{0}},
+		{name: "no cap, engine queueing", caps: []int{0}, engine: &EngineLoad{Waiting: 3, KVUsage: 0.2}, wantShed: true},
+		{name: "no cap, engine KV full", caps: []int{0}, engine: &EngineLoad{KVUsage: 0.97}, wantShed: true},
+		{name: "engine KV below the threshold", caps: []int{0}, opts: Options{ShedKV: 0.99}, engine: &EngineLoad{KVUsage: 0.97}},
+		{name: "shedding off", opts: Options{NoShed: true}, caps: []int{1}, taken: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			urls := []string{"http://a:1", "http://b:1", "http://c:1"}[:len(tt.caps)]
+			tt.opts.QueueLength, tt.opts.QueueTimeout = 10, 50*time.Millisecond
+			p, rs := newTestPool(t, tt.opts, urls...)
+			for i, c := range tt.caps {
+				rs[i].MaxConcurrency = c
+			}
+			for i := 0; i < tt.taken; i++ {
+				if !rs[0].tryAcquire() {
+					t.Fatal("no slot to take")
+				}
+			}
+			if tt.engine != nil {
+				l := *tt.engine
+				l.Until = time.Now().Add(time.Minute)
+				rs[0].SetEngineLoad(l)
+			}
+			start := time.Now()
+			l, err := p.AcquireWait(context.Background(), sheddable, nil)
+			if got := errors.Is(err, ErrShed); got != tt.wantShed {
+				t.Fatalf("shed = %v (%v), want %v", got, err, tt.wantShed)
+			}
+			if tt.wantShed && time.Since(start) > 20*time.Millisecond {
+				t.Errorf("shed after %v: not at once", time.Since(start))
+			}
+			if err == nil {
+				l.Release(Success)
+			}
+			// A standard request is never shed.
+			if _, err := p.AcquireWait(context.Background(), &Request{}, nil); errors.Is(err, ErrShed) {
+				t.Errorf("a standard request was shed")
+			}
+		})
+	}
+}
+
+// While a request waits, a sheddable newcomer is refused at once.
+func TestShedWhileQueued(t *testing.T) {
+	p, rs := newTestPool(t, Options{QueueLength: 10, QueueTimeout: time.Minute}, "http://a:1")
+	rs[0].MaxConcurrency = 1
+	held, _ := p.Acquire(nil, nil)
+	out := make(chan waitResult, 1)
+	enqueueClass(t, p, "std", api.PriorityStandard, out)
+	if _, err := p.AcquireWait(context.Background(), &Request{Priority: api.PrioritySheddable}, nil); !errors.Is(err, ErrShed) {
+		t.Fatalf("sheddable while a request waits: %v, want ErrShed", err)
+	}
+	serveOrder(t, p, held, 1, out)
+}
+
+// The queue timeout bounds a request's waits together, over its attempts.
+func TestQueueTimeoutCountsEarlierWaits(t *testing.T) {
+	p, rs := newTestPool(t, Options{QueueLength: 10, QueueTimeout: 200 * time.Millisecond}, "http://a:1")
+	rs[0].MaxConcurrency = 1
+	held, _ := p.Acquire(nil, nil)
+	defer held.Release(Success)
+	for _, tc := range []struct {
+		waited time.Duration
+		min    time.Duration
+		max    time.Duration
+	}{
+		{waited: 0, min: 150 * time.Millisecond, max: 2 * time.Second},
+		{waited: 150 * time.Millisecond, min: 0, max: 150 * time.Millisecond},
+		{waited: time.Second, min: 0, max: 20 * time.Millisecond},
+	} {
+		start := time.Now()
+		_, err := p.AcquireWait(context.Background(), &Request{Waited: tc.waited}, nil)
+		took := time.Since(start)
+		if !errors.Is(err, ErrQueueTimeout) || took < tc.min || took > tc.max {
+			t.Errorf("waited %v before: %v after %v, want ErrQueueTimeout in [%v, %v]", tc.waited, err, took, tc.min, tc.max)
+		}
+	}
+}
