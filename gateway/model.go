@@ -64,6 +64,9 @@ type Model struct {
 	// conversation is served by one of the Share models, by weight, and
 	// the model has no replicas of its own (see rolloutTarget).
 	Rollout []Share
+	// Adapters, when set, are the LoRA adapters requests may ask the
+	// model's replicas for (adapters.go).
+	Adapters *Adapters
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

@@ -116,6 +116,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	if mc.DialTimeout > 0 {
 		m.Client = newReplicaClient(time.Duration(mc.DialTimeout))
 	}
+	m.Adapters = mc.Adapters.build()
 	qlen, qtimeout := mc.Queue.options()
 	s := fleet.Spec{
 		Model:  m,
