@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // LoRA adapters (issue 24, item 4): three simulated vLLM replicas, sql
@@ -87,7 +89,9 @@ func TestModelLoRAAdapters(t *testing.T) {
 				"\n\t\t\tadapters sql poem dynamic\n\t\t\tadapter_path /loras/{adapter}\n\t\t\tadapter_cap 2",
 			"gemma": staticModel(r1) + "\n\t\t\tupstream_model sim-model\n\t\t\tadapters tuned",
 		},
-		Options: "\t\tuser carol " + demoHash + " qwen:sql",
+		Options:    "\t\tuser carol " + demoHash + " qwen:sql",
+		Sites:      "http://127.0.0.1:{{index .Extra 0}} {\n\tbind 127.0.0.1\n\tllm_status\n}\n",
+		ExtraPorts: 1,
 	})
 	demo, carol := g.Token(t, "demo", "demo", ""), g.Token(t, "carol", "demo", "")
 
@@ -230,6 +234,23 @@ func TestModelLoRAAdapters(t *testing.T) {
 		resp = g.v1(t, "POST", "/v1/chat/completions", demo, `{"model":"gemma:tuned",`+modelsHello+`}`)
 		if b := readJSON(t, resp, nil); resp.StatusCode != 200 {
 			t.Fatalf("gemma:tuned: %s %s", resp.Status, b)
+		}
+	})
+
+	t.Run("status page", func(t *testing.T) {
+		// In a browser: the model's adapters, and each replica's.
+		ctx, problems := browser(t)
+		if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/", g.Extra[0]))); err != nil {
+			t.Fatal(err)
+		}
+		model := `document.querySelector('section[data-model="qwen"] [data-field="adapters"]')?.textContent`
+		replica := func(url string) string {
+			return `document.querySelector('section[data-model="qwen"] tr[data-replica="` + url + `"] [data-field="adapters"]')?.textContent`
+		}
+		waitPage(t, ctx, "adapters", model+` === 'adapters sql poem (dynamic) · up to 2 per replica' && `+
+			`/^sql, (tuned, )?x\d$/.test(`+replica(r1.URL)+`) && /^poem, x\d$/.test(`+replica(r2.URL)+`) && /^chat, x\d$/.test(`+replica(r3.URL)+`)`)
+		if p := problems(); len(p) > 0 {
+			t.Errorf("the page logged errors: %q", p)
 		}
 	})
 
