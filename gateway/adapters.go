@@ -131,7 +131,8 @@ func coversAdapter(p *auth.Principal, model, adapter string) bool {
 	return p.HasScope(auth.ModelScope(model)) || p.HasScope(AdapterScope(model, adapter))
 }
 
-// adapterScopeNames a model with adapters, when scope is one adapter's.
+// adapterScopeModel reports whether scope is the scope of one adapter of
+// a model ("model:<model>:<adapter>").
 func (g *Gateway) adapterScopeModel(scope string) bool {
 	name, ok := strings.CutPrefix(scope, auth.ScopePrefix)
 	if !ok {
@@ -150,7 +151,7 @@ var ErrAdapterUnavailable = fmt.Errorf("%w: no replica has the adapter or can lo
 // take a request for adapter: those without it, and, when some replica
 // whose requests use it right now can take it, those that merely have it
 // loaded. When no replica has it, it is loaded on one first.
-func (g *Gateway) adapterExclude(ctx context.Context, m *Model, ex *Exchange, adapter string, tried []*pool.Replica) ([]*pool.Replica, error) {
+func (g *Gateway) adapterExclude(ctx context.Context, m *Model, adapter string, tried []*pool.Replica) ([]*pool.Replica, error) {
 	a := m.Adapters
 	all := m.Pool.Replicas()
 	usable := pool.Usable(all, tried)
@@ -166,7 +167,7 @@ func (g *Gateway) adapterExclude(ctx context.Context, m *Model, ex *Exchange, ad
 		keep = loaded
 	}
 	if len(keep) == 0 {
-		r, err := g.loadAdapter(ctx, m, ex, adapter, usable)
+		r, err := g.loadAdapter(ctx, m, adapter, usable)
 		if err != nil {
 			return nil, err
 		}
@@ -186,20 +187,19 @@ func (g *Gateway) adapterExclude(ctx context.Context, m *Model, ex *Exchange, ad
 // load: the first picks the replica, the others wait for it. The load
 // runs to its end even when the requests waiting for it leave, bounded by
 // the load timeout alone, so that it is not repeated.
-func (g *Gateway) loadAdapter(ctx context.Context, m *Model, ex *Exchange, adapter string, candidates []*pool.Replica) (*pool.Replica, error) {
+func (g *Gateway) loadAdapter(ctx context.Context, m *Model, adapter string, candidates []*pool.Replica) (*pool.Replica, error) {
 	a := m.Adapters
 	ch := a.loads.DoChan(adapter, func() (any, error) {
 		// Another request's load may have finished meanwhile.
 		if _, loaded := a.Known.Holders(pool.Usable(m.Pool.Replicas(), nil), adapter); len(loaded) > 0 {
 			return loaded[0], nil
 		}
-		cap := a.Cap
-		if cap <= 0 {
-			cap = DefaultAdapterCap
-		}
+		limit := a.EffectiveCap()
 		var lastErr error
 		tried := 0
-		for r := a.Known.LoadTarget(candidates, cap); r != nil && tried < 2; r = a.Known.LoadTarget(candidates, cap) {
+		// At most two replicas are asked: a load that fails on both says
+		// more about the adapter than about the replicas.
+		for r := a.Known.LoadTarget(candidates, limit); r != nil && tried < 2; r = a.Known.LoadTarget(candidates, limit) {
 			tried++
 			err := g.postLoad(m, r, adapter)
 			g.countAdapterLoad(m, adapter, err)

@@ -177,7 +177,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		if adapter != "" {
 			// Only the replicas that have the adapter (loading it on one
 			// when none has).
-			exclude, err = g.adapterExclude(ctx, m, ex, adapter, tried)
+			exclude, err = g.adapterExclude(ctx, m, adapter, tried)
 		}
 		var lease pool.Lease
 		if err == nil {

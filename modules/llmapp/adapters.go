@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/pool"
 )
@@ -78,6 +80,35 @@ func (a *AdaptersConfig) validate() error {
 	}
 	return nil
 }
+
+// keepAdapters shares what the gateway knows of the model's replicas'
+// adapters with the configurations before and after a reload, by model
+// name, so that a reload does not forget the adapters it loaded (and
+// load them again elsewhere before the next reads of the replicas); the
+// fleet lets go of it when it closes.
+func keepAdapters(model string, s *fleet.Spec) {
+	a := s.Model.Adapters
+	if a == nil {
+		return
+	}
+	key := adaptersKey + model
+	v, _, err := kept.LoadOrNew(key, func() (any, error) { return pool.NewAdapters(), nil })
+	if err != nil {
+		return // a fresh table, the one build made
+	}
+	a.Known = v.(*pool.Adapters)
+	closeSource := s.Close
+	var once sync.Once
+	s.Close = func() {
+		if closeSource != nil {
+			closeSource()
+		}
+		once.Do(func() { _, _ = kept.Delete(key) }) // one reference, let go once
+	}
+}
+
+// adaptersKey starts the keys of the adapter tables in the kept store.
+const adaptersKey = "llmapp.adapters\x00"
 
 // build is the gateway's view; nil without adapters.
 func (a *AdaptersConfig) build() *gateway.Adapters {

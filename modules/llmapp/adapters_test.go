@@ -90,3 +90,30 @@ func TestAdapterNaming(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptersKeptAcrossReloads: a configuration built while another of
+// the same model is alive shares its table of adapters, and the last to
+// close lets go of it.
+func TestAdaptersKeptAcrossReloads(t *testing.T) {
+	block := "model kept-lora {\n\tstatic http://a:1\n\tadapters dynamic\n}"
+	_, s1, err := build(t, parseModel(t, block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Model.Adapters.Known.MarkLoaded("http://a:1", "x")
+	_, s2, err := build(t, parseModel(t, block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s2.Model.Adapters.Known != s1.Model.Adapters.Known {
+		t.Fatal("the second configuration has a table of its own")
+	}
+	if refs := kept.Refs(adaptersKey + "kept-lora"); refs != 2 {
+		t.Errorf("refs %d, want 2", refs)
+	}
+	s1.Close()
+	s2.Close()
+	if refs := kept.Refs(adaptersKey + "kept-lora"); refs != 0 {
+		t.Errorf("after both closed: refs %d", refs)
+	}
+}

@@ -136,6 +136,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	if err := mc.source(d, &s); err != nil {
 		return fleet.Spec{}, err
 	}
+	keepAdapters(mc.Name, &s)
 	return s, nil
 }
 
