@@ -209,6 +209,18 @@ func TestModelLoRAAdapters(t *testing.T) {
 				t.Errorf("%s: %s", tc.model, b)
 			}
 		}
+		// The model list shows carol the one adapter she may use.
+		var l struct{ Data []struct{ ID string } }
+		resp := g.v1(t, "GET", "/v1/models", carol, "")
+		if b := readJSON(t, resp, &l); resp.StatusCode != 200 || len(l.Data) != 1 || l.Data[0].ID != "qwen:sql" {
+			t.Errorf("carol's models: %s %s", resp.Status, b)
+		}
+		for id, want := range map[string]int{"qwen:sql": 200, "qwen:poem": 404} {
+			resp := g.v1(t, "GET", "/v1/models/"+id, carol, "")
+			if b := readJSON(t, resp, nil); resp.StatusCode != want {
+				t.Errorf("carol reading %s: %s %s", id, resp.Status, b)
+			}
+		}
 	})
 
 	t.Run("cap per replica", func(t *testing.T) {

@@ -323,3 +323,46 @@ func (a *Adapters) EffectiveCap() int {
 // ReplicaKey is the API key the gateway sends r (its own, or the
 // model's), for the fleet's reads of its model list.
 func (m *Model) ReplicaKey(r *pool.Replica) string { return m.apiKey(r) }
+
+// AdapterNames are the adapters p may use, as "<model>:<adapter>", for a
+// model list: the adapters each model lists and, with adapters dynamic,
+// the others its replicas have loaded; by model, then adapter.
+func (g *Gateway) AdapterNames(p *auth.Principal) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	models := make([]string, 0, len(g.Models))
+	for n, m := range g.Models {
+		if m.Adapters != nil {
+			models = append(models, n)
+		}
+	}
+	slices.Sort(models)
+	for _, n := range models {
+		m := g.Models[n]
+		names := slices.Clone(m.Adapters.Names)
+		if m.Adapters.Dynamic {
+			for _, r := range m.Pool.Replicas() {
+				for _, ad := range m.Adapters.Known.View(r.URL).Loaded {
+					if !slices.Contains(names, ad) && ValidAdapterName(ad) {
+						names = append(names, ad)
+					}
+				}
+			}
+		}
+		slices.Sort(names)
+		for _, ad := range names {
+			if coversAdapter(p, n, ad) {
+				out = append(out, n+":"+ad)
+			}
+		}
+	}
+	return out
+}
+
+// CoversName reports whether name names an adapter that p may use.
+func (g *Gateway) CoversName(p *auth.Principal, name string) bool {
+	model, adapter, ok := g.ResolveAdapter(name)
+	return ok && p != nil && coversAdapter(p, model, adapter)
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/routing"
@@ -222,6 +223,29 @@ func TestAdapterScopes(t *testing.T) {
 		if w := postLoRA(p, tc.scopes, tc.model, "hello"); w.Code != tc.code {
 			t.Errorf("%s asking for %s: %d %s, want %d", tc.scopes, tc.model, w.Code, w.Body, tc.code)
 		}
+	}
+}
+
+func TestAdapterNames(t *testing.T) {
+	p, _, qwen := loraGateway(t, nil, "http://a:1")
+	qwen.Adapters.Known.SetListed("http://a:1", []string{"extra", "sql"}, time.Now())
+	g := p.Gateway
+	for _, tc := range []struct {
+		scopes string
+		want   string
+	}{
+		{"model:qwen model:gemma", "gemma:tuned qwen:extra qwen:poem qwen:sql"},
+		{"model:qwen:sql", "qwen:sql"},
+		{"model:other", ""},
+	} {
+		pr := &auth.Principal{Scopes: strings.Fields(tc.scopes)}
+		if got := strings.Join(g.AdapterNames(pr), " "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.scopes, got, tc.want)
+		}
+	}
+	pr := &auth.Principal{Scopes: []string{"model:qwen:sql"}}
+	if !g.CoversName(pr, "sql") || g.CoversName(pr, "qwen:poem") || g.CoversName(nil, "qwen:sql") {
+		t.Error("CoversName")
 	}
 }
 
