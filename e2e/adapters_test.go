@@ -131,8 +131,13 @@ func TestModelLoRAAdapters(t *testing.T) {
 		if b := readJSON(t, resp, nil); resp.StatusCode != 200 || !strings.Contains(string(b), `"model_type":"qwen:sql"`) {
 			t.Fatalf("native: %s %s", resp.Status, b)
 		}
+		// And Anthropic's.
+		msg := g.anthropicPost(t, g.Base, "/v1/messages", `{"model":"qwen:sql","max_tokens":16,`+modelsHello+`}`, "X-Api-Key", demo)
+		if m := readMessage(t, msg); m.Model != "qwen:sql" || m.text() == "" {
+			t.Fatalf("anthropic: %+v", m)
+		}
 		s1, s2, s3 := simLoRA(t, r1), simLoRA(t, r2), simLoRA(t, r3)
-		if s1.LoRARequests["sql"] != 7 || s2.LoRARequests["poem"] != 6 || s1.LoRARequests["poem"] != 0 ||
+		if s1.LoRARequests["sql"] != 8 || s2.LoRARequests["poem"] != 6 || s1.LoRARequests["poem"] != 0 ||
 			s2.LoRARequests["sql"] != 0 || len(s3.LoRARequests) != 0 {
 			t.Errorf("adapter requests per replica: %v %v %v", s1.LoRARequests, s2.LoRARequests, s3.LoRARequests)
 		}
@@ -271,8 +276,8 @@ func TestModelLoRAAdapters(t *testing.T) {
 		if v := metricValue(t, text, `llmedge_adapter_loads_total{adapter="chat",model_type="qwen",outcome="loaded"}`); v != 1 {
 			t.Errorf("loads of chat in the metrics: %v, want 1", v)
 		}
-		if v := metricValue(t, text, `llmedge_adapter_requests_total{adapter="sql",model_type="qwen",status="200"}`); v < 7 {
-			t.Errorf("sql requests in the metrics: %v, want at least 7", v)
+		if v := metricValue(t, text, `llmedge_adapter_requests_total{adapter="sql",model_type="qwen",status="200"}`); v < 8 {
+			t.Errorf("sql requests in the metrics: %v, want at least 8", v)
 		}
 		if v := metricValue(t, text, `llmedge_replica_adapters{model_type="qwen",replica="`+r3.URL+`",state="loaded"}`); v != 2 {
 			t.Errorf("adapters on the third replica in the metrics: %v, want 2", v)
