@@ -87,6 +87,9 @@ type Validator struct {
 	Aliases map[string]string
 	// DefaultModel is used when model_type is absent.
 	DefaultModel string
+	// Names, when set, accepts model names beyond Models that the gateway
+	// resolves itself (a model's LoRA adapters); the name is kept as given.
+	Names func(name string) bool
 }
 
 var roles = []string{RoleSystem, RoleUser, RoleAssistant}
@@ -261,6 +264,9 @@ func (v *Validator) model(mt wire.Value) string {
 	if s, ok := mt.Str(); ok {
 		if i := slices.Index(v.Models, s); i >= 0 {
 			return v.Models[i]
+		}
+		if v.Names != nil && v.Names(s) {
+			return s
 		}
 	}
 	return ""

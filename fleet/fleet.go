@@ -82,6 +82,7 @@ type Fleet struct {
 type model struct {
 	*gateway.Model
 	scraper *scraper
+	lister  *adapterLister // nil for a model without adapters
 	close   []func()
 }
 
@@ -145,6 +146,13 @@ func (f *Fleet) build(s *Spec, o Options) (*model, error) {
 	if s.Load != nil {
 		m.scraper = newScraper(m, *s.Load, o.Dialects, f.logger, o.OnScrapeError)
 	}
+	if s.Model.Adapters != nil {
+		var every time.Duration
+		if s.Load != nil {
+			every = s.Load.Interval
+		}
+		m.lister = newAdapterLister(m, o.Client, every, f.logger)
+	}
 	return m, nil
 }
 
@@ -204,6 +212,9 @@ func (f *Fleet) Models() map[string]*gateway.Model {
 func (f *Fleet) Start() error {
 	f.prober.Start()
 	for _, m := range f.models {
+		if m.lister != nil {
+			m.lister.Start()
+		}
 		if m.scraper != nil {
 			if err := m.scraper.Start(); err != nil {
 				return fmt.Errorf("model %q: load metrics: %w", m.Name, err)
@@ -219,6 +230,9 @@ func (f *Fleet) Stop() {
 	for _, m := range f.models {
 		if m.scraper != nil {
 			m.scraper.Stop()
+		}
+		if m.lister != nil {
+			m.lister.Stop()
 		}
 	}
 }

@@ -119,6 +119,9 @@ func (l *scraper) report(t scrape.Target, load scrape.Load, err error) {
 		Running: float64(load.Running), Waiting: float64(load.Waiting), KVUsage: kv, Own: float64(rep.Outstanding()),
 		At: load.Time, Until: load.Time.Add(staleAfter * l.cfg.Interval),
 	})
+	if a := l.model.Adapters; a != nil && load.LoRA != nil {
+		a.Known.SetRunning(url, load.LoRA.Running, load.LoRA.Waiting, load.LoRA.MaxLoRA, load.Time.Add(staleAfter*l.cfg.Interval))
+	}
 	if l.changed(url, false) {
 		l.logger.Info("replica load metrics readable again",
 			zap.String("model_type", l.model.Name), zap.String("replica", url))

@@ -124,6 +124,9 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 		for _, sh := range m.Rollout {
 			sm.Rollout = append(sm.Rollout, status.Share{Model: sh.Model, Weight: sh.Weight})
 		}
+		if a := m.Adapters; a != nil {
+			sm.Adapters = &status.Adapters{Names: append([]string{}, a.Names...), Dynamic: a.Dynamic, Cap: a.EffectiveCap()}
+		}
 		if st, ok := ready[m.Name]; ok {
 			sm.Source, sm.Ready, sm.Synced, sm.DiscoveryError = st.Source, st.Ready, st.Synced, st.DiscoveryError
 			if !st.Ready {
@@ -154,6 +157,16 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 				}
 				sr.Engine = e
 			}
+			if a := m.Adapters; a != nil {
+				v := a.Known.View(r.URL)
+				sr.Adapters = &status.ReplicaAdapters{Loaded: v.Loaded, Running: v.Running}
+				if sr.Adapters.Loaded == nil {
+					sr.Adapters.Loaded = []string{}
+				}
+				if sr.Adapters.Running == nil {
+					sr.Adapters.Running = []string{}
+				}
+			}
 			if i, ok := perReplica[r.URL]; ok {
 				rate, blocks := pst.Replicas[i].HitRate(), pst.Replicas[i].Blocks
 				sr.PrefixHitRate, sr.PrefixBlocks = &rate, &blocks
@@ -167,4 +180,23 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 	return models
 }
 
-var _ metrics.Source = (*Fleet)(nil)
+// ReplicaAdapters implements metrics.AdapterSource: the adapters each
+// replica of a model with adapters holds.
+func (f *Fleet) ReplicaAdapters() []metrics.ReplicaAdapters {
+	var out []metrics.ReplicaAdapters
+	for _, m := range f.models {
+		if m.Adapters == nil {
+			continue
+		}
+		for _, r := range m.Pool.Replicas() {
+			v := m.Adapters.Known.View(r.URL)
+			out = append(out, metrics.ReplicaAdapters{Model: m.Name, Replica: r.URL, Loaded: len(v.Loaded), Running: len(v.Running)})
+		}
+	}
+	return out
+}
+
+var (
+	_ metrics.Source        = (*Fleet)(nil)
+	_ metrics.AdapterSource = (*Fleet)(nil)
+)

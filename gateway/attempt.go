@@ -28,6 +28,9 @@ var (
 func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call protocols.Request,
 	sse *sseWriter, ans *Answer, content *strings.Builder, to Timeouts, ex *Exchange, sp *splice, firstToken func()) (*protocols.Result, error) {
 	call.BaseURL, call.Model, call.APIKey = rep.URL, m.upstreamModel(rep), m.apiKey(rep)
+	if ex.Adapter != "" && m.Adapters != nil {
+		call.Model = ex.Adapter // vLLM serves an adapter under its own name
+	}
 	backend := m.backendFor(rep)
 	if w := call.Wire; w != nil && w.Translate != nil && !protocols.Speaks(backend, w.Format) {
 		// The replica's protocol does not take the door's format: it gets

@@ -48,6 +48,9 @@ type Exchange struct {
 	// one it asked for (Chat.Model), when none of that one's replicas
 	// could; "" otherwise.
 	Fallback string
+	// Adapter is the LoRA adapter of Chat.Model the request asked for
+	// (adapters.go); "" for the model's own weights.
+	Adapter string
 	// Continued lists, per continuation of the stream on another replica,
 	// the completion tokens it continued after; nil when none.
 	Continued []int

@@ -27,6 +27,9 @@ const NoFallbackHeader = "Llmedge-No-Fallback"
 // seen nothing and is still there, time is left, and neither the client
 // nor the operator said no.
 func (g *Gateway) mayFallBack(r *http.Request, ex *Exchange, sse *sseWriter, ctx context.Context, err error) bool {
+	if ex.Adapter != "" {
+		return false // another model has not the adapter: its answer would not be the one asked for
+	}
 	if !unavailable(err) || ctx.Err() != nil || r.Context().Err() != nil || (sse != nil && sse.isStarted()) {
 		return false
 	}

@@ -71,6 +71,9 @@ type Model struct {
 	// lower value runs earlier and may preempt). nil sends none: vLLM
 	// refuses the member when it schedules first come, first served.
 	EnginePriority []int
+	// Adapters, when set, are the LoRA adapters requests may ask the
+	// model's replicas for (adapters.go).
+	Adapters *Adapters
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

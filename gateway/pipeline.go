@@ -207,6 +207,11 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		// An alias is its model in every later stage (scope, limits,
 		// routing); the answer gives the name the client used.
 		ex.Chat.Asked, ex.Chat.Model = chat.Model, m
+	} else if m, adapter, ok := p.Gateway.ResolveAdapter(chat.Model); ok {
+		// An adapter is its model for the limits and the routing (to the
+		// replicas that have it); its name is what the replica is asked
+		// for, and what the answer gives.
+		ex.Chat.Asked, ex.Chat.Model, ex.Adapter = chat.Model, m, adapter
 	}
 	return true
 }
@@ -219,6 +224,9 @@ func (p *Pipeline) coversAModel(w http.ResponseWriter, r *http.Request, ex *Exch
 	for _, s := range ex.Principal.Scopes {
 		if m, ok := strings.CutPrefix(s, auth.ScopePrefix); ok && p.Gateway.Models[m] != nil {
 			return true
+		}
+		if p.Gateway.adapterScopeModel(s) {
+			return true // a scope of one adapter of a model
 		}
 	}
 	scopes := make([]string, 0, len(p.Gateway.Models))
@@ -238,7 +246,14 @@ func (p *Pipeline) coversAModel(w http.ResponseWriter, r *http.Request, ex *Exch
 // authentication by construction: a principal is always there.
 func (p *Pipeline) authorize(w http.ResponseWriter, ex *Exchange) bool {
 	scope := auth.ModelScope(ex.Chat.Model)
-	if !ex.Principal.HasScope(scope) {
+	covered := ex.Principal.HasScope(scope)
+	if ex.Adapter != "" {
+		// The model's scope covers its adapters; an adapter's scope,
+		// that adapter alone.
+		covered = coversAdapter(ex.Principal, ex.Chat.Model, ex.Adapter)
+		scope = AdapterScope(ex.Chat.Model, ex.Adapter)
+	}
+	if !covered {
 		e := auth.Forbidden(p.Realm, scope)
 		// For doors with machine-readable errors: the refusal is about
 		// the request's model field.

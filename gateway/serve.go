@@ -156,6 +156,11 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
 		preq.Messages = nil // an embedding reuses no cached prefix: no affinity to it
 	}
+	adapter := ""
+	if ex.Adapter != "" && m.Adapters != nil {
+		adapter = ex.Adapter
+		preq.Messages = adapterKeyed(preq.Messages, adapter)
+	}
 	if ex.Principal != nil {
 		preq.User = ex.Principal.Subject
 		if t := ex.Principal.Tier; t != "" && g.Shares != nil {
@@ -175,7 +180,17 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		queued := time.Now()
 		preq.Waited = ex.Queue // the queue limit bounds the request's waits together
-		lease, err := m.Pool.AcquireWait(ctx, preq, tried)
+		exclude := tried
+		var err error
+		if adapter != "" {
+			// Only the replicas that have the adapter (loading it on one
+			// when none has).
+			exclude, err = g.adapterExclude(ctx, m, adapter, tried)
+		}
+		var lease pool.Lease
+		if err == nil {
+			lease, err = m.Pool.AcquireWait(ctx, preq, exclude)
+		}
 		ex.Queue += time.Since(queued)
 		if errors.Is(err, pool.ErrShed) {
 			ex.Shed = true
@@ -244,6 +259,9 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			return nil
 		}
 		lastErr = err
+		if adapter != "" && adapterGone(err) {
+			m.Adapters.Known.Forget(rep.URL, adapter) // the next try loads it anew
+		}
 		if clientGone {
 			ex.Status = statusClientGone
 			return nil // nobody to answer; the replica request is already cancelled
@@ -407,7 +425,7 @@ func (g *Gateway) observe(ex *Exchange) {
 		Continuations: len(ex.Continued), Failed: ex.Status != http.StatusOK || ex.StreamError,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		Reason: ex.Choice.Reason, Predicted: predicted(ex), CachedTokens: ex.Usage.CachedTokens, CachedKnown: ex.Usage.CachedKnown,
-		Alias: ex.Chat.Asked, Fallback: ex.Fallback, Rollout: ex.Rollout,
+		Alias: ex.alias(), Fallback: ex.Fallback, Rollout: ex.Rollout, Adapter: ex.Adapter,
 		Class: ex.Priority.String(), Routed: ex.routed(), Shed: ex.shed(), Queue: ex.Queue,
 	})
 }

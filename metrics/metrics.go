@@ -31,6 +31,8 @@ type Metrics struct {
 	aliases      *prometheus.CounterVec
 	fallbacks    *prometheus.CounterVec
 	rollouts     *prometheus.CounterVec
+	adapterReqs  *prometheus.CounterVec
+	adapterLoads *prometheus.CounterVec
 }
 
 // Source reports the state behind the scrape-time gauges.
@@ -133,6 +135,12 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 		rollouts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "llmedge_rollout_requests_total", Help: "Requests for a model with a weighted rollout, by model type and the model (pool) of its share that took them.",
 		}, []string{"model_type", "target"}),
+		adapterReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_adapter_requests_total", Help: "Inference requests for a LoRA adapter of a model, by model type, adapter and status.",
+		}, []string{"model_type", "adapter", "status"}),
+		adapterLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "llmedge_adapter_loads_total", Help: "LoRA adapter loads the gateway asked a replica for, by model type, adapter and outcome (loaded, failed).",
+		}, []string{"model_type", "adapter", "outcome"}),
 	}
 	var err error
 	m.requests = register(reg, m.requests, &err)
@@ -152,6 +160,8 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.fallbacks = register(reg, m.fallbacks, &err)
 	m.rollouts = register(reg, m.rollouts, &err)
 	m.overload = newOverload(reg, &err)
+	m.adapterReqs = register(reg, m.adapterReqs, &err)
+	m.adapterLoads = register(reg, m.adapterLoads, &err)
 	if src != nil {
 		if rerr := reg.Register(&stateCollector{src: src}); rerr != nil {
 			var are prometheus.AlreadyRegisteredError
@@ -217,6 +227,9 @@ type Request struct {
 	// there); Shed: it was refused there as sheddable work.
 	Routed, Shed bool
 	Queue        time.Duration
+	// Adapter is the LoRA adapter of ModelType the request asked for; ""
+	// for the model's own weights.
+	Adapter string
 }
 
 // ObserveRequest records one answered inference request. A nil *Metrics
@@ -239,6 +252,9 @@ func (m *Metrics) ObserveRequest(r Request) {
 	}
 	if r.Alias != "" {
 		m.aliases.WithLabelValues(r.ModelType, r.Alias).Inc()
+	}
+	if r.Adapter != "" {
+		m.adapterReqs.WithLabelValues(r.ModelType, r.Adapter, strconv.Itoa(r.Status)).Inc()
 	}
 	if r.Rollout != "" {
 		m.rollouts.WithLabelValues(r.ModelType, r.Rollout).Inc()
@@ -320,7 +336,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicasDesc, breakerDesc, engineDesc, kvDesc, loadAgeDesc, prefixDesc, blocksDesc, indexMemDesc} {
+	for _, d := range []*prometheus.Desc{replicasDesc, breakerDesc, engineDesc, kvDesc, loadAgeDesc, prefixDesc, blocksDesc, indexMemDesc, adaptersDesc} {
 		ch <- d
 	}
 }
@@ -349,4 +365,5 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(blocksDesc, prometheus.GaugeValue, float64(p.Blocks), model)
 		ch <- prometheus.MustNewConstMetric(indexMemDesc, prometheus.GaugeValue, float64(p.MemoryBytes), model)
 	}
+	collectAdapters(c.src, ch)
 }

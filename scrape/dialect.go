@@ -16,6 +16,10 @@ type Dialect struct {
 	// Prefix: cumulative prefix-cache counters, taken only as a pair from
 	// the same entry so that old and new names never mix.
 	Prefix []CounterPair
+	// LoRA names the gauge whose labels list the LoRA adapters of the
+	// running and waiting requests (vLLM's vllm:lora_requests_info, value
+	// the time of the figure); see LoRA.
+	LoRA []string
 	// ModelLabel is the label carrying the served model name; "" when the
 	// engine exposes none, and then a Target's Model is ignored.
 	ModelLabel string
@@ -56,6 +60,7 @@ func DefaultDialects() map[string]Dialect {
 		auto.KVUsage = append(auto.KVUsage, e.KVUsage...)
 		auto.Prefix = append(auto.Prefix, e.Prefix...)
 		auto.CopyLabels = append(auto.CopyLabels, e.CopyLabels...)
+		auto.LoRA = append(auto.LoRA, e.LoRA...)
 	}
 	// No model label: TGI and llama.cpp have none, and one endpoint serves
 	// one engine's names only.
@@ -73,6 +78,7 @@ func builtin() map[string]Dialect {
 				{"vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"},
 				{"vllm:gpu_prefix_cache_queries_total", "vllm:gpu_prefix_cache_hits_total"},
 			},
+			LoRA:       []string{"vllm:lora_requests_info"},
 			ModelLabel: "model_name",
 		},
 		SGLang: {
@@ -97,7 +103,7 @@ func builtin() map[string]Dialect {
 // wanted returns every sample name d reads.
 func (d Dialect) wanted() map[string]struct{} {
 	w := make(map[string]struct{})
-	for _, list := range [][]string{d.Running, d.Waiting, d.KVUsage} {
+	for _, list := range [][]string{d.Running, d.Waiting, d.KVUsage, d.LoRA} {
 		for _, n := range list {
 			w[n] = struct{}{}
 		}

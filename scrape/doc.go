@@ -35,6 +35,12 @@
 //   - Every series carries model_name (the served model name) and, with
 //     the V1 engine, engine (the data-parallel engine index): a replica
 //     running data parallelism exposes one series per engine.
+//   - vllm:lora_requests_info (with --enable-lora) is a gauge whose value
+//     is the time of the figure and whose labels running_lora_adapters and
+//     waiting_lora_adapters list, comma-separated, the LoRA adapters of the
+//     running and waiting requests, and max_lora the --max-loras cap. A
+//     series stays for every label set seen: the largest value is current
+//     (lora.go). Series are not told apart by model.
 //
 // SGLang (docs.sglang.io "Production Metrics"; python/sglang/srt/metrics/
 // collector.py and managers/scheduler_metrics_mixin.py), with

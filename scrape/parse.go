@@ -51,6 +51,9 @@ type Load struct {
 	PrefixQueries float64
 	PrefixHits    float64
 	HasPrefix     bool
+	// LoRA is what the engine says of its LoRA adapters (lora.go); nil
+	// when it says nothing. (A pointer keeps Load comparable.)
+	LoRA *LoRA
 	// Time is when the body was read; zero from Parse, set by a Scraper.
 	Time time.Time
 }
@@ -127,6 +130,7 @@ func Parse(body []byte, d Dialect, model string) (Load, error) {
 		}
 		break
 	}
+	l.LoRA = readLoRA(d, samples)
 	if !l.HasRunning && !l.HasWaiting && !l.HasKV {
 		return Load{}, r.noFigures()
 	}

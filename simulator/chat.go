@@ -70,6 +70,15 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, d *diale
 		writeError(e)
 		return
 	}
+	adapter, endAdapter, e := s.lora.begin(cfg, c.Model)
+	if e != nil {
+		writeError(e)
+		return
+	}
+	defer endAdapter()
+	if adapter != "" {
+		cfg.Model = adapter // vLLM answers with the adapter's name
+	}
 	p, e := planReply(cfg, c)
 	if e != nil {
 		writeError(e)

@@ -211,6 +211,21 @@ type Config struct {
 	// NoResponses stops serving OpenAI's /v1/responses, which vLLM
 	// serves: it answers 404.
 	NoResponses bool `json:"no_responses,omitempty"`
+
+	// LoRA adapters (lora.go), as vLLM serves them with --enable-lora and
+	// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. EnableLoRA serves
+	// /v1/load_lora_adapter and /v1/unload_lora_adapter, lists the loaded
+	// adapters in /v1/models, refuses a request whose model is neither
+	// Model nor a loaded adapter with vLLM's 404, and exports
+	// vllm:lora_requests_info. LoRAs (implying EnableLoRA), a
+	// comma-separated list of "name" or "name=path", are loaded at start
+	// (a string, so that a Config stays comparable). MaxLoRAs caps the adapters
+	// loaded at once (a load beyond it is refused with 400; 0: no cap).
+	// LoRALoadDelay is how long a load takes.
+	EnableLoRA    bool     `json:"enable_lora,omitempty"`
+	LoRAs         string   `json:"loras,omitempty"`
+	MaxLoRAs      int      `json:"max_loras,omitempty"`
+	LoRALoadDelay Duration `json:"lora_load_delay,omitempty"`
 }
 
 // Validate reports every out-of-range field of c.
@@ -276,6 +291,17 @@ func (c Config) Validate() error {
 	}
 	if c.EmbeddingDim < 0 || c.EmbeddingDim > maxEmbeddingDim {
 		bad("embedding_dim must be between 1 and %d (0 for the default %d), got %d", maxEmbeddingDim, DefaultEmbeddingDim, c.EmbeddingDim)
+	}
+	if c.MaxLoRAs < 0 {
+		bad("max_loras must not be negative, got %d", c.MaxLoRAs)
+	}
+	if c.LoRALoadDelay < 0 {
+		bad("lora_load_delay must not be negative, got %s", c.LoRALoadDelay)
+	}
+	for _, l := range loraSpecs(c.LoRAs) {
+		if name, _ := splitLoRA(l); name == "" {
+			bad("loras: an adapter has no name (%q)", l)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -135,6 +135,9 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, d *dialec
 		b = strconv.AppendFloat(b, m.value, 'g', -1, 64)
 		b = append(b, '\n')
 	}
+	if d.name == DialectVLLM && loraEnabled(cfg) {
+		b = append(b, s.lora.infoLine(cfg)...)
+	}
 	w.Header().Set("Content-Type", metricsContentType)
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(http.StatusOK)

@@ -36,6 +36,8 @@ type Server struct {
 	seq uint64
 	// readyAt ends the Loading period.
 	readyAt time.Time
+	// lora holds the loaded LoRA adapters (lora.go); its own lock.
+	lora *loraState
 }
 
 // New returns a Server behaving as cfg says. Defaults fill zero fields and
@@ -44,7 +46,7 @@ func New(cfg Config) *Server {
 	now := time.Now()
 	set := cfg.clamped()
 	cfg = set.withDefaults()
-	return &Server{started: now, engine: newEngine(cfg), set: set, cfg: cfg, readyAt: now.Add(cfg.Loading.D())}
+	return &Server{started: now, engine: newEngine(cfg), set: set, cfg: cfg, readyAt: now.Add(cfg.Loading.D()), lora: newLoRAState(cfg)}
 }
 
 // Config returns the configuration in force: with the defaults, the
@@ -66,6 +68,7 @@ func (s *Server) SetConfig(cfg Config) error {
 	s.set, s.cfg = cfg, cfg.withDefaults()
 	s.engine.configure(s.cfg)
 	s.readyAt = time.Now().Add(cfg.Loading.D())
+	s.lora.preload(s.cfg)
 	return nil
 }
 
@@ -86,6 +89,9 @@ func (s *Server) Stats() Stats {
 	st.Running, st.Waiting = s.engine.running.Load(), s.engine.waiting.Load()
 	st.PrefixCacheQueries, st.PrefixCacheHits, st.PrefixCacheBlocks = cs.queries, cs.hits, cs.blocks
 	st.KVCacheUsage = s.engine.kvUsage(cfg.KVCacheBlocks)
+	if loraEnabled(cfg) {
+		s.lora.stats(&st)
+	}
 	return st
 }
 
@@ -120,6 +126,7 @@ func (s *Server) Reset() {
 	s.seq = 0
 	s.engine.resetCaches()
 	s.captured.reset()
+	s.lora.reset()
 }
 
 // ServeHTTP routes a request by dialect. Paths under /v1 require the API
@@ -189,6 +196,17 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 			s.handleCountTokens(w, r, d)
 		case "/v1/responses":
 			s.handleGenerate(w, r, d, endpoint{decode: decodeResponses, reply: responsesReply, record: true})
+		}
+	case r.Method == http.MethodPost && (path == pathLoadLoRA || path == pathUnloadLoRA) && loraEnabled(s.Config()):
+		cfg := s.Config()
+		if !authorized(cfg.APIKey, r) {
+			writeUnauthorized(w)
+			return
+		}
+		if path == pathLoadLoRA {
+			s.handleLoadLoRA(r.Context(), w, r, cfg)
+		} else {
+			s.handleUnloadLoRA(w, r)
 		}
 	case path == "/metrics":
 		// Outside /v1, so no API key, as in vLLM.
@@ -285,14 +303,18 @@ type modelCard struct {
 
 func (s *Server) handleModels(w http.ResponseWriter) {
 	cfg := s.Config()
-	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: []modelCard{{
+	cards := []modelCard{{
 		ID:          cfg.Model,
 		Object:      "model",
 		Created:     s.started.Unix(),
 		OwnedBy:     "vllm",
 		Root:        cfg.Model,
 		MaxModelLen: cfg.MaxModelLen,
-	}}})
+	}}
+	if loraEnabled(cfg) {
+		cards = append(cards, s.lora.cards(cfg.Model)...)
+	}
+	writeJSON(w, http.StatusOK, modelList{Object: "list", Data: cards})
 }
 
 // keyInHeader tells whether r carries the API key in header (Anthropic's

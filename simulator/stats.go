@@ -64,6 +64,14 @@ type Stats struct {
 	// engines' own chat paths); absent until the first. The counters
 	// above are their sums.
 	Endpoints map[string]EndpointStats `json:"endpoints,omitempty"`
+	// With LoRA adapters served (lora.go): LoRALoads counts the calls of
+	// /v1/load_lora_adapter (refused ones too), LoRAUnloads the adapters
+	// unloaded, LoadedLoRAs names the adapters loaded now and
+	// LoRARequests counts the generating requests per adapter.
+	LoRALoads    int64            `json:"lora_loads,omitempty"`
+	LoRAUnloads  int64            `json:"lora_unloads,omitempty"`
+	LoadedLoRAs  []string         `json:"loaded_loras,omitempty"`
+	LoRARequests map[string]int64 `json:"lora_requests,omitempty"`
 }
 
 // EndpointStats are one endpoint's request counters, as in Stats.

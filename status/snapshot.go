@@ -74,7 +74,10 @@ type Model struct {
 	// Rollout are the models that serve this one's conversations, by
 	// weight, when it is a weighted rollout; absent otherwise.
 	Rollout []Share `json:"rollout,omitempty"`
-	Ready   bool    `json:"ready"`
+	// Adapters are the model's LoRA adapters as configured; absent for a
+	// model without.
+	Adapters *Adapters `json:"adapters,omitempty"`
+	Ready    bool      `json:"ready"`
 	// NotReady says why the model cannot serve, when it cannot.
 	NotReady       string `json:"not_ready,omitempty"`
 	Synced         bool   `json:"synced"`
@@ -106,6 +109,23 @@ type Model struct {
 	Shed uint64 `json:"shed"`
 
 	Replicas []Replica `json:"replicas"`
+}
+
+// Adapters are a model's LoRA adapters as configured: the names listed
+// and whether others are loaded on demand.
+type Adapters struct {
+	Names   []string `json:"names"`
+	Dynamic bool     `json:"dynamic"`
+	// Cap is the most adapters the gateway has one replica hold.
+	Cap int `json:"cap"`
+}
+
+// ReplicaAdapters are the LoRA adapters one replica holds: Loaded (its
+// engine lists them, or the gateway loaded them) and Running (its
+// requests use them now).
+type ReplicaAdapters struct {
+	Loaded  []string `json:"loaded"`
+	Running []string `json:"running"`
 }
 
 // Share is one model of a weighted rollout and its weight.
@@ -147,6 +167,9 @@ type Replica struct {
 	// holds; null without a prefix index.
 	PrefixHitRate *float64 `json:"prefix_hit_rate"`
 	PrefixBlocks  *int     `json:"prefix_blocks"`
+	// Adapters are the LoRA adapters it holds; absent for a model
+	// without adapters.
+	Adapters *ReplicaAdapters `json:"adapters,omitempty"`
 }
 
 // Engine is a replica's load as its engine reports it.

@@ -88,6 +88,10 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.BoolVar(&cfg.NoMessages, "no-messages", false, "do not serve Anthropic's /v1/messages (404, as an engine without it)")
 	fs.BoolVar(&cfg.NoResponses, "no-responses", false, "do not serve OpenAI's /v1/responses (404, as an engine without it)")
 	consulOpts.register(fs)
+	fs.StringVar(&cfg.LoRAs, "loras", "", "comma-separated LoRA adapters loaded at start, each name or name=path (implies -enable-lora)")
+	fs.BoolVar(&cfg.EnableLoRA, "enable-lora", false, "serve LoRA adapters: /v1/load_lora_adapter, /v1/unload_lora_adapter, adapters in /v1/models, vllm:lora_requests_info")
+	fs.IntVar(&cfg.MaxLoRAs, "max-loras", 0, "most LoRA adapters loaded at once; a load beyond is refused (0 = no cap)")
+	loraDelay := fs.Duration("lora-load-delay", 0, "time a LoRA adapter load takes")
 	if err := fs.Parse(args); err != nil {
 		return "", cfg, err
 	}
@@ -97,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	cfg.TTFT, cfg.ITL = simulator.Duration(*ttft), simulator.Duration(*itl)
 	cfg.Loading = simulator.Duration(*loading)
 	cfg.PrefillPerToken = simulator.Duration(*prefill)
+	cfg.LoRALoadDelay = simulator.Duration(*loraDelay)
 	if err := cfg.Validate(); err != nil {
 		return "", cfg, err
 	}

@@ -76,6 +76,8 @@ type Door struct {
 	// models are the model types the operator configured: the accepted
 	// values of "model".
 	models []string
+	// names, when set, accepts names beyond models (LoRA adapters).
+	names func(string) bool
 	// modes are the models' modes; a model absent is ModeAuto.
 	modes map[string]Mode
 }
@@ -84,6 +86,14 @@ type Door struct {
 // the native API.
 func New(limits api.Limits, models []string, modes map[string]Mode) *Door {
 	return &Door{limits: limits.WithDefaults(), models: models, modes: modes}
+}
+
+// WithNames has d accept the names accept says yes to, besides its
+// models: the names of the models' LoRA adapters, which the gateway
+// resolves.
+func (d *Door) WithNames(accept func(string) bool) *Door {
+	d.names = accept
+	return d
 }
 
 // Name implements gateway.Door.

@@ -303,6 +303,9 @@ func (d *Door) model(v wire.Value) (string, *api.Error) {
 	if i := slices.Index(d.models, model); i >= 0 {
 		return d.models[i], nil
 	}
+	if d.names != nil && d.names(model) {
+		return model, nil
+	}
 	return "", &api.Error{Status: http.StatusNotFound, Detail: "model: " + model +
 		" is not a model of this gateway (its models are " + strings.Join(d.models, ", ") + ")"}
 }

@@ -33,6 +33,9 @@ type Door struct {
 	// aliases map the names in models that are aliases to their models,
 	// whose scopes cover them.
 	aliases map[string]string
+	// names, when set, accepts names beyond models that the gateway
+	// resolves (a model's LoRA adapters).
+	names func(string) bool
 	// created is the "created" time of the listed models: when the
 	// configuration was loaded, the only date the gateway knows of them.
 	created int64
@@ -48,6 +51,14 @@ func New(limits api.Limits, models []string) *Door {
 // which model: the model list shows an alias to whoever may use its model.
 func (f *Door) WithAliases(aliases map[string]string) *Door {
 	f.aliases = aliases
+	return f
+}
+
+// WithNames has f accept the names accept says yes to, besides its
+// models: the names of the models' LoRA adapters, which the gateway
+// resolves.
+func (f *Door) WithNames(accept func(string) bool) *Door {
+	f.names = accept
 	return f
 }
 

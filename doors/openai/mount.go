@@ -125,6 +125,16 @@ func (a *Mount) serveModels(w http.ResponseWriter, r *http.Request) {
 		b = a.appendModel(b, m)
 		n++
 	}
+	if g := a.pipeline.Gateway; g != nil {
+		// The LoRA adapters it may use, as "<model>:<adapter>".
+		for _, name := range g.AdapterNames(ex.Principal) {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			b = a.appendModel(b, name)
+			n++
+		}
+	}
 	b = append(b, "]}"...)
 	writeJSON(w, b)
 }
@@ -148,6 +158,10 @@ func (a *Mount) serveModel(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, a.appendModel(make([]byte, 0, 96), m))
 			return
 		}
+	}
+	if g := a.pipeline.Gateway; g != nil && g.CoversName(ex.Principal, id) {
+		writeJSON(w, a.appendModel(make([]byte, 0, 96), id)) // an adapter
+		return
 	}
 	writeError(w, modelNotFound(id))
 }

@@ -217,6 +217,9 @@ func (f *Door) model(v wire.Value) (string, *api.Error) {
 	if i := slices.Index(f.models, model); i >= 0 {
 		return f.models[i], nil
 	}
+	if f.names != nil && f.names(model) {
+		return model, nil
+	}
 	return "", modelNotFound(model)
 }
 

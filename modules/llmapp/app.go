@@ -264,6 +264,9 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if a.ledger != nil {
 		a.pipeline.Gateway.Ledger = a.ledger.writer
 	}
+	// The doors accept the names of the models' LoRA adapters besides
+	// the models and aliases (the gateway resolves them).
+	a.validator.Names = a.pipeline.Gateway.AcceptsName
 	if configured, _, _ := a.tenants.RedisHealth(); configured {
 		a.pipeline.Gateway.Dependencies = []gateway.Dependency{gateway.DependencyFunc{
 			Dependency: "redis",
@@ -330,7 +333,7 @@ func (a *App) Validate() error {
 			if of, ok := aliases[m]; ok {
 				return fmt.Errorf("user %q: %q is an alias of model %q: a user's models (its scopes) name models, and cover their aliases", u.Name, m, of)
 			}
-			if !seen[m] {
+			if !seen[m] && !a.adapterScope(m) {
 				return fmt.Errorf("user %q: model %q is not a configured model", u.Name, m)
 			}
 		}

@@ -118,6 +118,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 		m.Client = newReplicaClient(time.Duration(mc.DialTimeout))
 	}
 	m.EnginePriority = slices.Clone(mc.EnginePriority)
+	m.Adapters = mc.Adapters.build()
 	qlen, qtimeout := mc.Queue.options()
 	s := fleet.Spec{
 		Model:  m,
@@ -138,6 +139,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	if err := mc.source(d, &s); err != nil {
 		return fleet.Spec{}, err
 	}
+	keepAdapters(mc.Name, &s)
 	return s, nil
 }
 

@@ -150,6 +150,11 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				m.Rollout = append(m.Rollout, RolloutShare{Model: args[i], Weight: w})
 			}
+		case "adapters", "adapter_path", "adapter_cap", "adapter_load_timeout":
+			if m.Adapters == nil {
+				m.Adapters = new(AdaptersConfig)
+			}
+			err = m.Adapters.unmarshalCaddyfile(d, opt)
 		case "fallback":
 			args := d.RemainingArgs()
 			if len(args) == 0 {

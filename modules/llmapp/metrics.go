@@ -38,4 +38,15 @@ func (a *App) PrefixStats() map[string]metrics.PrefixStats {
 	return a.fleet.PrefixStats()
 }
 
-var _ metrics.Source = (*App)(nil)
+// ReplicaAdapters implements metrics.AdapterSource.
+func (a *App) ReplicaAdapters() []metrics.ReplicaAdapters {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.ReplicaAdapters()
+}
+
+var (
+	_ metrics.Source        = (*App)(nil)
+	_ metrics.AdapterSource = (*App)(nil)
+)

@@ -102,6 +102,9 @@ type ModelConfig struct {
 	// sheddable (vLLM started with --scheduling-policy priority; lower
 	// runs earlier). Default: none sent.
 	EnginePriority []int `json:"engine_priority,omitempty"`
+	// Adapters configures the model's LoRA adapters (adapters.go); nil
+	// for a model without.
+	Adapters *AdaptersConfig `json:"adapters,omitempty"`
 }
 
 // RolloutShare is one model of a rollout and its weight.
@@ -154,6 +157,12 @@ func (mc *ModelConfig) validate() error {
 	case "", "auto", "passthrough", "translate":
 	default:
 		return fmt.Errorf("model %q: anthropic must be auto, passthrough or translate, got %q", mc.Name, mc.Anthropic)
+	}
+	if err := mc.Adapters.validate(); err != nil {
+		return fmt.Errorf("model %q: %w", mc.Name, err)
+	}
+	if mc.Adapters != nil && len(mc.Rollout) > 0 {
+		return fmt.Errorf("model %q: a model with a rollout has no adapters of its own (its rollout's models may)", mc.Name)
 	}
 	if mc.APIKey != "" && mc.APIKeyEnv != "" {
 		return fmt.Errorf("model %q: api_key and api_key_env are exclusive", mc.Name)

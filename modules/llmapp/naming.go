@@ -51,6 +51,9 @@ func (a *App) naming() (*naming, error) {
 			n.own[m.Name] = append(n.own[m.Name], al)
 		}
 	}
+	if err := a.adapterNames(owner); err != nil {
+		return nil, err
+	}
 	direct := make(map[string][]string, len(a.Models))
 	for _, m := range a.Models {
 		list := make([]string, 0, len(m.Fallbacks))

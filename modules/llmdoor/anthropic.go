@@ -41,7 +41,7 @@ func (a *Anthropic) Provision(ctx caddy.Context) error {
 		}
 	}
 	v := app.Validator()
-	a.door = anthropic.New(v.Limits, v.Models, modes)
+	a.door = anthropic.New(v.Limits, v.Models, modes).WithNames(v.Names)
 	return nil
 }
 

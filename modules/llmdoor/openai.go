@@ -28,7 +28,7 @@ func (o *OpenAI) Provision(ctx caddy.Context) error {
 		return err
 	}
 	v := app.Validator()
-	o.door = openai.New(v.Limits, v.Models).WithAliases(v.Aliases)
+	o.door = openai.New(v.Limits, v.Models).WithAliases(v.Aliases).WithNames(v.Names)
 	return nil
 }
 

@@ -167,7 +167,10 @@ func LogFields(r *http.Request, ex *gateway.Exchange) {
 	}
 	if m := ex.Model(); m != "" {
 		extra.Set(zap.String("model_type", m))
-		if ex.Chat.Asked != "" {
+		switch {
+		case ex.Adapter != "":
+			extra.Set(zap.String("adapter", ex.Adapter)) // of model_type
+		case ex.Chat.Asked != "":
 			extra.Set(zap.String("model_alias", ex.Chat.Asked))
 		}
 		if ex.Rollout != "" {
