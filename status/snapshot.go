@@ -141,6 +141,15 @@ type Replica struct {
 	// holds; null without a prefix index.
 	PrefixHitRate *float64 `json:"prefix_hit_rate"`
 	PrefixBlocks  *int     `json:"prefix_blocks"`
+	// LatencyScore is its latency over the median of its peers' (1: as
+	// fast, 3: three times slower); null until it is judged, or with the
+	// detection of slow replicas off.
+	LatencyScore *float64 `json:"latency_score"`
+	// Slow is "ok", "weighted_down", "ejected" or "probing": where it
+	// stands in the detection of slow replicas; SlowUntil is the end of an
+	// ejection.
+	Slow      string     `json:"slow,omitempty"`
+	SlowUntil *time.Time `json:"slow_until,omitempty"`
 }
 
 // Engine is a replica's load as its engine reports it.

@@ -38,4 +38,15 @@ func (a *App) PrefixStats() map[string]metrics.PrefixStats {
 	return a.fleet.PrefixStats()
 }
 
-var _ metrics.Source = (*App)(nil)
+var (
+	_ metrics.Source     = (*App)(nil)
+	_ metrics.SlowSource = (*App)(nil)
+)
+
+// SlowReplicas implements metrics.SlowSource.
+func (a *App) SlowReplicas() []metrics.SlowReplica {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.SlowReplicas()
+}
