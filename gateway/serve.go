@@ -224,9 +224,14 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		if err == nil {
 			out := completionTokens(res, content.Len())
 			lease.Charge(out) // the fair queue's counters
-			prompt := 0       // unknown: the pool estimates it
-			if res.UsageKnown {
+			prompt := -1      // unknown: the pool estimates it
+			if res.UsageKnown && res.Usage.PromptTokens > 0 {
+				// What the replica prefilled: a prefix-cache hit is no
+				// slower replica's merit.
 				prompt = res.Usage.PromptTokens
+				if res.Usage.CachedKnown {
+					prompt = max(prompt-res.Usage.CachedTokens, 0)
+				}
 			}
 			lease.Tokens(prompt, out) // the replica's latency, in proportion
 		}

@@ -188,7 +188,7 @@ type Lease struct {
 	// start is zero when the pool does not detect them.
 	req            *Request
 	start, first   time.Time
-	prompt, output int
+	prompt, output int // set by Tokens; prompt -1 when unknown
 }
 
 // FirstToken tells the pool the request's first token arrived: its
@@ -210,8 +210,9 @@ func (l *Lease) prefillDone() {
 	}
 }
 
-// Tokens tells the pool the size of the answer about to be released: its
-// prompt tokens (0 when unknown: the pool estimates them) and output
+// Tokens tells the pool the size of the answer about to be released: the
+// prompt tokens its replica prefilled (those not found in its prefix
+// cache; negative when unknown: the pool estimates them) and its output
 // tokens, so that its timing can be put in proportion.
 func (l *Lease) Tokens(prompt, output int) { l.prompt, l.output = prompt, output }
 
@@ -299,7 +300,7 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 			r.pending.Add(c.Prefill)
 		}
 		c.SlowAvoided = avoided
-		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill}
+		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill, prompt: -1}
 		if p.slow != nil {
 			l.req, l.start = req, p.slow.now()
 		}

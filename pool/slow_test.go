@@ -320,7 +320,7 @@ func TestSlowLeaseTiming(t *testing.T) {
 	clock.advance(200 * time.Millisecond)
 	l.FirstToken()
 	clock.advance(90 * time.Millisecond)
-	l.Tokens(0, 10) // prompt unknown: estimated from the messages
+	l.Tokens(-1, 10) // prompt unknown: estimated from the messages
 	l.Release(Success)
 	f := p.slow.reps[rs[0].URL].fig
 	if got := f.ttft[0].mean(); math.Abs(got-0.2) > 1e-9 {

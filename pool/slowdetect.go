@@ -104,7 +104,13 @@ func (d *slowDetector) observe(r *Replica, all []*Replica, smp latencySample) {
 			d.judge(st, score, len(all), ejected, usable, now)
 		}
 	}
-	r.slow.Store(st.verdict())
+	v := st.verdict()
+	r.slow.Store(v)
+	for _, o := range all {
+		if o.URL == r.URL && o != r { // a newer object for the same replica
+			o.slow.Store(v)
+		}
+	}
 }
 
 // judge moves st by its new score: back to its full share when it is
@@ -207,8 +213,17 @@ func (d *slowDetector) partition(candidates []*Replica) int {
 func (l *Lease) observe(r *Replica) {
 	d := l.pool.slow
 	smp := latencySample{start: l.start, first: l.first, end: d.now(), prompt: l.prompt, output: l.output}
-	if smp.prompt <= 0 && l.req != nil {
-		smp.prompt = int(promptTokens(l.req))
+	if smp.prompt < 0 {
+		// Unknown: estimated from the messages, less the share of it the
+		// policy expected the replica to hold in its prefix cache.
+		est := 0.0
+		if l.req != nil {
+			est = promptTokens(l.req)
+		}
+		if c := l.Choice.Cached; c > 0 && c <= 1 {
+			est *= 1 - c
+		}
+		smp.prompt = int(est)
 	}
 	d.observe(r, l.pool.Replicas(), smp)
 }
