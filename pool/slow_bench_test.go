@@ -22,3 +22,30 @@ func BenchmarkSlowObserve(b *testing.B) {
 		p.slow.observe(rs[i%4], rs, smp)
 	}
 }
+
+// BenchmarkAcquireReleaseSlow is BenchmarkAcquireRelease with and without
+// the detection, its answers timed.
+func BenchmarkAcquireReleaseSlow(b *testing.B) {
+	for _, off := range []bool{true, false} {
+		name := "on"
+		if off {
+			name = "off"
+		}
+		b.Run(name, func(b *testing.B) {
+			p := NewWithOptions(b.Name(), &rotate{}, Options{Slow: SlowSettings{Disabled: off}})
+			defer p.Close()
+			p.Set(replicas(b, "http://a:1", "http://b:1", "http://c:1", "http://d:1"))
+			req := &Request{Model: "m"}
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				l, err := p.Acquire(req, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.FirstToken()
+				l.Tokens(100, 10)
+				l.Release(Success)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -104,6 +105,9 @@ func (d *slowDetector) observe(r *Replica, all []*Replica, smp latencySample) {
 			d.judge(st, score, len(all), ejected, usable, now)
 		}
 	}
+	if old := r.slow.Load(); old != nil && st.same(old) {
+		return // nothing the request path or the operators would see changed
+	}
 	v := st.verdict()
 	r.slow.Store(v)
 	for _, o := range all {
@@ -111,6 +115,13 @@ func (d *slowDetector) observe(r *Replica, all []*Replica, smp latencySample) {
 			o.slow.Store(v)
 		}
 	}
+}
+
+// same reports whether old still says what st would: its state, its
+// ejections, and its score within 1%.
+func (st *slowReplica) same(old *Slowness) bool {
+	return old.State == st.state && old.Ejections == st.ejections && old.Until.Equal(st.until) &&
+		math.Abs(old.Score-st.score) <= 0.01*st.score
 }
 
 // judge moves st by its new score: back to its full share when it is
