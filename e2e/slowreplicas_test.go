@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // The detection of slow replicas against real processes: four simulators
@@ -199,7 +202,11 @@ func TestSlowReplicaWeightedDownThenBack(t *testing.T) {
 	g := startGateway(t, GatewayConfig{Models: map[string]string{
 		"qwen":  staticModel(sims...) + "\n\t\t\tlb_policy round_robin" + slowReplicaDetection,
 		"gemma": staticModel(sims[0]),
-	}})
+	},
+		// The status page, for a browser.
+		Sites:      "http://127.0.0.1:{{index .Extra 0}} {\n\tbind 127.0.0.1\n\tllm_status\n}\n",
+		ExtraPorts: 1,
+	})
 	tok := g.Token(t, "demo", "demo", "")
 	sl := startStreamLoad(g, tok, "qwen", 6)
 	defer sl.finish(t)
@@ -229,6 +236,27 @@ func TestSlowReplicaWeightedDownThenBack(t *testing.T) {
 	if !strings.Contains(metrics, `llmedge_replica_slow_state{model_type="qwen",replica="`+sims[0].URL+`"}`) ||
 		!strings.Contains(metrics, `llmedge_replica_latency_score{model_type="qwen",replica="`+sims[1].URL+`"}`) {
 		t.Errorf("metrics lack the slow-replica series:\n%s", grepLines(metrics, "llmedge_replica_"))
+	}
+	// The page in a browser: the slowed replica's latency cell gives its
+	// score and what is done about it.
+	ctx, problems := browser(t)
+	if err := chromedp.Do(ctx, chromedp.Navigate(fmt.Sprintf("http://127.0.0.1:%d/", g.Extra[0]))); err != nil {
+		t.Fatal(err)
+	}
+	slowCell, fastCell := regexp.MustCompile(`^×\d+\.\d (weighted down|ejected until .+|probing)$`), regexp.MustCompile(`^×\d+\.\d$`)
+	var cells [2]string
+	if !pollEvery(60*time.Second, 200*time.Millisecond, func() bool {
+		for i, sim := range sims[:2] {
+			// qwen's row: the replica serves gemma too.
+			cells[i], _ = chromedp.Run(ctx, chromedp.Evaluate[string](strings.Replace(cell(sim.URL, "latency"),
+				"document.querySelector('", `document.querySelector('section[data-model="qwen"] `, 1)))
+		}
+		return slowCell.MatchString(cells[0]) && fastCell.MatchString(cells[1])
+	}) {
+		t.Fatalf("the page's latency cells: slowed replica %q, a fast one %q", cells[0], cells[1])
+	}
+	if p := problems(); len(p) > 0 {
+		t.Errorf("the page logged errors: %q", p)
 	}
 	if sl.avoidedCount() == 0 {
 		t.Error("no route header said slow_avoided")
