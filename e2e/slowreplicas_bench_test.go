@@ -14,8 +14,8 @@ import (
 )
 
 func BenchmarkSlowReplica(b *testing.B) {
-	rows := []string{"| policy | slow_replicas | slowed replica's share | client TTFT p50 | client TTFT p90 | requests |", "|---|---|---|---|---|---|"}
-	for _, policy := range []string{"round_robin", "least_requests"} {
+	rows := []string{"| policy | slow_replicas | slowed replica's share | client TTFT p50 | p90 | p99 | requests |", "|---|---|---|---|---|---|---|"}
+	for _, policy := range []string{"round_robin", "least_requests", "prefix_cache"} {
 		for _, detect := range []bool{false, true} {
 			var sims []*Sim
 			for i := range 4 {
@@ -49,15 +49,15 @@ func BenchmarkSlowReplica(b *testing.B) {
 					mine = d
 				}
 			}
-			p50, p90, n := sl.ttftQuantiles(from, to)
+			p50, p90, p99, n := sl.ttftQuantiles(from, to)
 			close(sl.stop)
 			sl.wg.Wait()
 			mode := "off"
 			if detect {
 				mode = "on (factor 3, min_samples 10, half_life 3s, cooldown 4s)"
 			}
-			rows = append(rows, fmt.Sprintf("| %s | %s | %.1f%% | %s | %s | %d |", policy, mode,
-				100*float64(mine)/float64(max(total, 1)), p50.Round(time.Millisecond), p90.Round(time.Millisecond), n))
+			rows = append(rows, fmt.Sprintf("| %s | %s | %.1f%% | %s | %s | %s | %d |", policy, mode,
+				100*float64(mine)/float64(max(total, 1)), p50.Round(time.Millisecond), p90.Round(time.Millisecond), p99.Round(time.Millisecond), n))
 			g.Stop(b)
 			for _, s := range sims {
 				s.Kill()

@@ -84,13 +84,13 @@ func startStreamLoad(g *Gateway, tok, model string, workers int) *streamLoad {
 // ttftP90 is the 90th percentile of the time to first token of the
 // requests sent in [from, to).
 func (sl *streamLoad) ttftP90(from, to time.Time) (time.Duration, int) {
-	_, p90, n := sl.ttftQuantiles(from, to)
+	_, p90, _, n := sl.ttftQuantiles(from, to)
 	return p90, n
 }
 
-// ttftQuantiles are the median and 90th percentile of the time to first
-// token of the requests sent in [from, to), and their number.
-func (sl *streamLoad) ttftQuantiles(from, to time.Time) (p50, p90 time.Duration, n int) {
+// ttftQuantiles are the median, 90th and 99th percentiles of the time to
+// first token of the requests sent in [from, to), and their number.
+func (sl *streamLoad) ttftQuantiles(from, to time.Time) (p50, p90, p99 time.Duration, n int) {
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	var d []time.Duration
@@ -100,10 +100,10 @@ func (sl *streamLoad) ttftQuantiles(from, to time.Time) (p50, p90 time.Duration,
 		}
 	}
 	if len(d) == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
 	slices.Sort(d)
-	return d[len(d)/2], d[len(d)*9/10], len(d)
+	return d[len(d)/2], d[len(d)*9/10], d[len(d)*99/100], len(d)
 }
 
 func (sl *streamLoad) avoidedCount() int {
