@@ -182,6 +182,30 @@ func TestSlowReplicaLifecycle(t *testing.T) {
 	}
 }
 
+// TestSlowJudgedEvery50ms: under heavy traffic a replica is judged at
+// most every 50ms, and its streak counts every answer in between.
+func TestSlowJudgedEvery50ms(t *testing.T) {
+	s := SlowSettings{Factor: 3, MinSamples: 6, HalfLife: time.Minute}
+	p, rs, clock := slowPool(t, s, 3, 0.5)
+	a := rs[0]
+	for range 6 {
+		round(p, rs, clock, nil)
+	}
+	// An answer every 10ms: judged on every fifth, its streak counting the
+	// five. Judged once per 50ms with a streak of one per judgment, it
+	// would take 30 answers.
+	for i := range 12 {
+		clock.advance(10 * time.Millisecond)
+		answer(p, a, clock, 500*time.Millisecond, 100*time.Millisecond)
+		if st := p.slow.reps[a.URL]; i < 5 && st.state == SlowEjected {
+			t.Fatalf("ejected after %d slow answers, fewer than min_samples", i+1)
+		}
+	}
+	if st := a.Slowness(clock.now()).State; st != SlowEjected {
+		t.Fatalf("after 12 slow answers: %v, want ejected", st)
+	}
+}
+
 // TestSlowReplicaRecoversWhileWeightedDown: a replica weighted down that
 // turns fast again gets its share back as the slow answers fade.
 func TestSlowReplicaRecoversWhileWeightedDown(t *testing.T) {

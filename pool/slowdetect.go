@@ -28,6 +28,9 @@ type slowReplica struct {
 	seen int
 	// streak counts the answers in a row after which it was judged slow.
 	streak int
+	// judgedAt is when it was last judged, unjudged the answers since.
+	judgedAt time.Time
+	unjudged int
 	state  SlowState
 	score  float64
 	until  time.Time // the end of an ejection
@@ -48,6 +51,12 @@ func newSlowDetector(s SlowSettings) *slowDetector {
 	}
 	return &slowDetector{s: s.WithDefaults(), now: time.Now, rand: rand.Float64, reps: map[string]*slowReplica{}}
 }
+
+// judgeEvery spaces a replica's judgments: under heavy traffic its
+// answers update its figures each, and it is judged on them at most this
+// often (a judgment compares it with every peer), its streak counting the
+// answers in between.
+const judgeEvery = 50 * time.Millisecond
 
 // probeSamples is how many answers a replica back from an ejection gives
 // before it is judged again: a quarter of MinSamples, at least 3.
@@ -71,6 +80,16 @@ func (d *slowDetector) observe(r *Replica, all []*Replica, smp latencySample) {
 		return
 	}
 	st.seen++
+	need := d.s.MinSamples
+	if st.state == SlowProbing {
+		need = d.probeSamples()
+	}
+	if st.seen < need {
+		return // not judged yet
+	}
+	if st.unjudged++; now.Sub(st.judgedAt) < judgeEvery {
+		return // its figures are up to date; the judgment waits
+	}
 
 	// The peers: the other replicas usable now and measured enough.
 	var buf [16]*figures
@@ -96,14 +115,14 @@ func (d *slowDetector) observe(r *Replica, all []*Replica, smp latencySample) {
 			peers = append(peers, &os.fig)
 		}
 	}
-	need := d.s.MinSamples
-	if st.state == SlowProbing {
-		need = d.probeSamples()
+	score, ok := 0.0, false
+	if len(peers) > 0 {
+		score, ok = st.fig.score(peers, now, d.s.HalfLife)
 	}
-	if st.seen >= need && len(peers) > 0 {
-		if score, ok := st.fig.score(peers, now, d.s.HalfLife); ok {
-			d.judge(st, score, len(all), ejected, usable, now)
-		}
+	if !ok {
+		st.unjudged = 0 // nothing to compare with: no streak either way
+	} else {
+		d.judge(st, score, len(all), ejected, usable, now)
 	}
 	if old := r.slow.Load(); old != nil && st.same(old) {
 		return // nothing the request path or the operators would see changed
@@ -129,12 +148,14 @@ func (st *slowReplica) same(old *Slowness) bool {
 // has been slow for MinSamples answers in a row (or at once, when its
 // probes after an ejection are slow) if the pool can spare it.
 func (d *slowDetector) judge(st *slowReplica, score float64, size, ejected, usable int, now time.Time) {
-	st.score = score
+	st.score, st.judgedAt = score, now
+	answers := max(st.unjudged, 1)
+	st.unjudged = 0
 	if score <= d.s.Factor {
 		st.state, st.streak = SlowOK, 0
 		return
 	}
-	st.streak++
+	st.streak += answers
 	if st.state == SlowProbing || st.streak >= d.s.MinSamples {
 		// Never more than MaxEjected of the pool, never the last one usable.
 		if usable > 0 && float64(ejected+1) <= d.s.MaxEjected*float64(size) {
@@ -168,6 +189,7 @@ func (d *slowDetector) expire(st *slowReplica, now time.Time) {
 		return
 	}
 	st.state, st.fig, st.seen, st.streak, st.score, st.since = SlowProbing, figures{}, 0, 0, 0, st.until
+	st.unjudged, st.judgedAt = 0, time.Time{}
 }
 
 // verdict is st as the request path reads it.
@@ -208,10 +230,19 @@ func (d *slowDetector) attach(set []*Replica) {
 // this request come first, and returns how many they are. A replica
 // weighted down stays with its Keep chance; an ejected one does not.
 func (d *slowDetector) partition(candidates []*Replica) int {
-	now := d.now()
+	var now time.Time // read once, and only for an ejection
 	k := 0
 	for i, r := range candidates {
-		keep := r.Slowness(now).Keep
+		keep := 1.0
+		if v := r.slow.Load(); v != nil {
+			keep = v.Keep
+			if v.State == SlowEjected {
+				if now.IsZero() {
+					now = d.now()
+				}
+				keep = r.Slowness(now).Keep
+			}
+		}
 		if keep >= 1 || (keep > 0 && d.rand() < keep) {
 			candidates[k], candidates[i] = candidates[i], candidates[k]
 			k++
