@@ -31,9 +31,9 @@ type slowReplica struct {
 	// judgedAt is when it was last judged, unjudged the answers since.
 	judgedAt time.Time
 	unjudged int
-	state  SlowState
-	score  float64
-	until  time.Time // the end of an ejection
+	state    SlowState
+	score    float64
+	until    time.Time // the end of an ejection
 	// since: answers to requests that started before are not counted (they
 	// ran while it was being ejected, or before it came back).
 	since time.Time
