@@ -55,8 +55,25 @@ func replicaState(r *pool.Replica) string {
 		return "open"
 	case r.BreakerState() == pool.StateHalfOpen:
 		return "half_open"
+	case r.Slowness(time.Now()).State == pool.SlowEjected:
+		return "slow_ejected"
 	}
 	return "usable"
+}
+
+// SlowReplicas implements metrics.SlowSource: where each replica stands in
+// the detection of slow replicas.
+func (f *Fleet) SlowReplicas() []metrics.SlowReplica {
+	var out []metrics.SlowReplica
+	now := time.Now()
+	for _, m := range f.models {
+		for _, r := range m.Pool.Replicas() {
+			v := r.Slowness(now)
+			out = append(out, metrics.SlowReplica{Model: m.Name, Replica: r.URL, Score: v.Score,
+				State: int(v.State), Ejections: v.Ejections})
+		}
+	}
+	return out
 }
 
 // EngineLoads implements metrics.Source: the fresh engine figures of every
@@ -167,6 +184,17 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 					sr.Adapters.Running = []string{}
 				}
 			}
+			if v := r.Slowness(now); v.Score > 0 || v.State != pool.SlowOK {
+				sr.Slow = v.State.String()
+				if v.Score > 0 {
+					score := v.Score
+					sr.LatencyScore = &score
+				}
+				if v.State == pool.SlowEjected {
+					until := v.Until.UTC().Truncate(time.Millisecond)
+					sr.SlowUntil = &until
+				}
+			}
 			if i, ok := perReplica[r.URL]; ok {
 				rate, blocks := pst.Replicas[i].HitRate(), pst.Replicas[i].Blocks
 				sr.PrefixHitRate, sr.PrefixBlocks = &rate, &blocks
@@ -199,4 +227,5 @@ func (f *Fleet) ReplicaAdapters() []metrics.ReplicaAdapters {
 var (
 	_ metrics.Source        = (*Fleet)(nil)
 	_ metrics.AdapterSource = (*Fleet)(nil)
+	_ metrics.SlowSource    = (*Fleet)(nil)
 )

@@ -248,7 +248,18 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		endAttempt(aspan, err)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		if err == nil {
-			lease.Charge(completionTokens(res, content.Len())) // the fair queue's counters
+			out := completionTokens(res, content.Len())
+			lease.Charge(out) // the fair queue's counters
+			prompt := -1      // unknown: the pool estimates it
+			if res.UsageKnown && res.Usage.PromptTokens > 0 {
+				// What the replica prefilled: a prefix-cache hit is no
+				// slower replica's merit.
+				prompt = res.Usage.PromptTokens
+				if res.Usage.CachedKnown {
+					prompt = max(prompt-res.Usage.CachedTokens, 0)
+				}
+			}
+			lease.Tokens(prompt, out) // the replica's latency, in proportion
 		}
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
 		if err == nil {
@@ -293,8 +304,9 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 }
 
 // routeHeader tells the client how its request was placed: the policy,
-// its reason and the predicted cached share of the prompt; never the
-// replica (an internal address).
+// its reason, the predicted cached share of the prompt and how many
+// replicas were held back as slow; never the replica (an internal
+// address).
 const routeHeader = "Llmedge-Route"
 
 func routeValue(policy string, c pool.Choice) string {
@@ -306,6 +318,10 @@ func routeValue(policy string, c pool.Choice) string {
 	if c.Cached >= 0 {
 		b = append(b, "; cached="...)
 		b = strconv.AppendFloat(b, c.Cached, 'f', 2, 64)
+	}
+	if c.SlowAvoided > 0 {
+		b = append(b, "; slow_avoided="...)
+		b = strconv.AppendInt(b, int64(c.SlowAvoided), 10)
 	}
 	return string(b)
 }

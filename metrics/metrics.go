@@ -50,6 +50,24 @@ type Source interface {
 	PrefixStats() map[string]PrefixStats
 }
 
+// SlowSource is implemented by a Source whose pools detect slow replicas.
+type SlowSource interface {
+	// SlowReplicas returns where each replica stands in the detection.
+	SlowReplicas() []SlowReplica
+}
+
+// SlowReplica is one replica in the detection of slow replicas.
+type SlowReplica struct {
+	Model, Replica string
+	// Score is its latency over the median of its peers'; 0 when not
+	// judged.
+	Score float64
+	// State: 0 ok, 1 weighted down, 2 ejected, 3 probing.
+	State int
+	// Ejections counts its ejections as slow since it joined its pool.
+	Ejections uint64
+}
+
 // EngineLoad is one replica's load as its engine reported it.
 type EngineLoad struct {
 	Model, Replica   string
@@ -333,10 +351,14 @@ var (
 	prefixDesc   = prometheus.NewDesc("llmedge_prefix_predicted_hit_ratio", "Predicted share of prompt blocks cached on the replicas chosen, per model type.", []string{"model_type"}, nil)
 	blocksDesc   = prometheus.NewDesc("llmedge_prefix_index_blocks", "Prompt blocks the prefix index remembers, per model type.", []string{"model_type"}, nil)
 	indexMemDesc = prometheus.NewDesc("llmedge_prefix_index_bytes", "Estimated memory of the prefix index, per model type.", []string{"model_type"}, nil)
+	scoreDesc    = prometheus.NewDesc("llmedge_replica_latency_score", "A replica's latency over the median of its peers' (1: as fast); only for replicas judged.", []string{"model_type", "replica"}, nil)
+	slowDesc     = prometheus.NewDesc("llmedge_replica_slow_state", "A replica in the detection of slow replicas: 0 ok, 1 weighted down, 2 ejected, 3 probing.", []string{"model_type", "replica"}, nil)
+	ejectDesc    = prometheus.NewDesc("llmedge_replica_slow_ejections_total", "Ejections of a replica as slow since it joined its pool (the configuration's).", []string{"model_type", "replica"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{replicasDesc, breakerDesc, engineDesc, kvDesc, loadAgeDesc, prefixDesc, blocksDesc, indexMemDesc, adaptersDesc} {
+	for _, d := range []*prometheus.Desc{replicasDesc, breakerDesc, engineDesc, kvDesc, loadAgeDesc, prefixDesc, blocksDesc, indexMemDesc, adaptersDesc,
+		scoreDesc, slowDesc, ejectDesc} {
 		ch <- d
 	}
 }
@@ -366,4 +388,13 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(indexMemDesc, prometheus.GaugeValue, float64(p.MemoryBytes), model)
 	}
 	collectAdapters(c.src, ch)
+	if ss, ok := c.src.(SlowSource); ok {
+		for _, r := range ss.SlowReplicas() {
+			if r.Score > 0 {
+				ch <- prometheus.MustNewConstMetric(scoreDesc, prometheus.GaugeValue, r.Score, r.Model, r.Replica)
+			}
+			ch <- prometheus.MustNewConstMetric(slowDesc, prometheus.GaugeValue, float64(r.State), r.Model, r.Replica)
+			ch <- prometheus.MustNewConstMetric(ejectDesc, prometheus.CounterValue, float64(r.Ejections), r.Model, r.Replica)
+		}
+	}
 }

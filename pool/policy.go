@@ -60,6 +60,9 @@ type Choice struct {
 	// first token (e.g. its uncached prompt blocks), in the policy's own
 	// units; the pool keeps the sum per replica (Replica.PendingPrefill).
 	Prefill int64
+	// SlowAvoided is how many replicas the pool held back from the policy
+	// as slow (weighted down or ejected) for this choice; set by the pool.
+	SlowAvoided int
 }
 
 // Reasons a policy gives for a choice.

@@ -60,6 +60,9 @@ type Options struct {
 	// the pools of other configurations, so that a reload keeps what they
 	// learned; nil keeps them in the pool alone.
 	Kept *keep.Store
+	// Slow configures the detection of slow replicas (slow.go); on by
+	// default.
+	Slow SlowSettings
 }
 
 // Pool is the replica set of one model type.
@@ -74,6 +77,9 @@ type Pool struct {
 
 	waiting atomic.Int32 // requests in the wait queue
 	queue   waitQueue
+
+	// slow judges the replicas' latencies; nil when turned off.
+	slow *slowDetector
 }
 
 // New returns an empty pool that picks with policy, with default breakers
@@ -86,7 +92,7 @@ func NewWithOptions(name string, policy Policy, o Options) *Pool {
 	if o.Kept == nil {
 		o.Kept = keep.New()
 	}
-	p := &Pool{name: name, policy: policy, opts: o}
+	p := &Pool{name: name, policy: policy, opts: o, slow: newSlowDetector(o.Slow)}
 	p.queue.order = o.QueueOrder
 	p.replicas.Store(&[]*Replica{})
 	return p
@@ -128,6 +134,9 @@ func (p *Pool) Set(next []*Replica) {
 		}
 	}
 	p.replicas.Store(&merged)
+	if p.slow != nil {
+		p.slow.attach(merged)
+	}
 	for _, o := range prev {
 		if !slices.Contains(merged, o) {
 			p.detach(o)
@@ -190,17 +199,37 @@ type Lease struct {
 	// prefill is Choice.Prefill while it counts in the replica's pending
 	// prefill work.
 	prefill int64
+	// The answer's timing and size, for the detection of slow replicas:
+	// start is zero when the pool does not detect them.
+	req            *Request
+	start, first   time.Time
+	prompt, output int // set by Tokens; prompt -1 when unknown
 }
 
 // FirstToken tells the pool the request's first token arrived: its
-// prefill is done and no longer queues ahead of others. Release does it
-// too, for a request that never got one.
+// prefill is done and no longer queues ahead of others, and the time to
+// it is one of the replica's latency figures.
 func (l *Lease) FirstToken() {
+	if !l.start.IsZero() && l.first.IsZero() && l.Replica != nil {
+		l.first = l.pool.slow.now()
+	}
+	l.prefillDone()
+}
+
+// prefillDone takes the request's prefill out of the replica's pending
+// work; Release does it for a request that never had a first token.
+func (l *Lease) prefillDone() {
 	if l.prefill != 0 && l.Replica != nil {
 		l.Replica.pending.Add(-l.prefill)
 		l.prefill = 0
 	}
 }
+
+// Tokens tells the pool the size of the answer about to be released: the
+// prompt tokens its replica prefilled (those not found in its prefix
+// cache; negative when unknown: the pool estimates them) and its output
+// tokens, so that its timing can be put in proportion.
+func (l *Lease) Tokens(prompt, output int) { l.prompt, l.output = prompt, output }
 
 // Release frees the slot and tells the breaker how the request went. A
 // second call does nothing.
@@ -209,7 +238,10 @@ func (l *Lease) Release(o Outcome) {
 	if r == nil {
 		return
 	}
-	l.FirstToken()
+	l.prefillDone()
+	if o == Success && !l.start.IsZero() {
+		l.observe(r)
+	}
 	l.Replica = nil
 	r.Release()
 	if l.done != nil {
@@ -243,7 +275,19 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 			candidates = append(candidates, r)
 		}
 	}
-	for len(candidates) > 0 {
+	// The replicas judged slow are held back, each by its chance; they
+	// are tried when none of the others could take the request.
+	var held []*Replica
+	avoided := 0
+	if p.slow != nil && len(candidates) > 1 {
+		if k := p.slow.partition(candidates); k > 0 {
+			candidates, held, avoided = candidates[:k], candidates[k:], len(candidates)-k
+		}
+	}
+	for len(candidates) > 0 || len(held) > 0 {
+		if len(candidates) == 0 {
+			candidates, held, avoided = held, nil, 0 // slow beats no answer
+		}
 		c := p.policy.Select(req, candidates)
 		r := c.Replica
 		if r == nil || !slices.Contains(candidates, r) {
@@ -270,7 +314,12 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 		if c.Prefill != 0 {
 			r.pending.Add(c.Prefill)
 		}
-		return Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill}, nil
+		c.SlowAvoided = avoided
+		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill, prompt: -1}
+		if p.slow != nil {
+			l.req, l.start = req, p.slow.now()
+		}
+		return l, nil
 	}
 	switch {
 	case sawFull:

@@ -36,6 +36,9 @@ type Replica struct {
 	engine engineLoad
 	// pending is the predicted prefill work before first tokens (load.go).
 	pending atomic.Int64
+	// slow is the pool's latest verdict on its latency (slow.go); nil
+	// until it has one.
+	slow atomic.Pointer[Slowness]
 
 	// breaker is shared by every Replica object of the same model, URL and
 	// breaker settings (see Options.Kept); nil when breakers are disabled. Set

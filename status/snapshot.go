@@ -170,6 +170,15 @@ type Replica struct {
 	// Adapters are the LoRA adapters it holds; absent for a model
 	// without adapters.
 	Adapters *ReplicaAdapters `json:"adapters,omitempty"`
+	// LatencyScore is its latency over the median of its peers' (1: as
+	// fast, 3: three times slower); null until it is judged, or with the
+	// detection of slow replicas off.
+	LatencyScore *float64 `json:"latency_score"`
+	// Slow is "ok", "weighted_down", "ejected" or "probing": where it
+	// stands in the detection of slow replicas; SlowUntil is the end of an
+	// ejection.
+	Slow      string     `json:"slow,omitempty"`
+	SlowUntil *time.Time `json:"slow_until,omitempty"`
 }
 
 // Engine is a replica's load as its engine reports it.

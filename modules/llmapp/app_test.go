@@ -140,6 +140,8 @@ func TestModelBuildErrors(t *testing.T) {
 		{"negative timeout", ModelConfig{Name: "m", FirstTokenTimeout: -5}, "first_token_timeout must be positive"},
 		{"negative cap", ModelConfig{Name: "m", MaxConcurrency: -1}, "max_concurrency must be positive"},
 		{"stream mode", ModelConfig{Name: "m", StreamUpstream: "sometimes"}, "stream_upstream must be auto or always"},
+		{"slow factor", ModelConfig{Name: "m", SlowReplicas: &SlowReplicasConfig{Factor: 0.5}}, "slow_replicas factor must be above 1"},
+		{"slow max_ejected", ModelConfig{Name: "m", SlowReplicas: &SlowReplicasConfig{MaxEjected: 2}}, "slow_replicas max_ejected must be between"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := build(t, &tc.mc)

@@ -126,7 +126,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 		// Breakers are shared by model, replica URL and settings across
 		// config reloads; the fleet lets go of them when it closes.
 		PoolOptions: pool.Options{Breaker: mc.Breaker.settings(), QueueLength: qlen, QueueTimeout: qtimeout,
-			QueueOrder: mc.Queue.order(), Kept: kept},
+			QueueOrder: mc.Queue.order(), Kept: kept, Slow: mc.SlowReplicas.settings()},
 		MaxConcurrency: mc.MaxConcurrency,
 		Load:           mc.load(),
 	}

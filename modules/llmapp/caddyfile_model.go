@@ -2,6 +2,8 @@ package llmapp
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -128,6 +130,9 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = m.Queue.unmarshalCaddyfile(d)
 		case "engine_priority":
 			err = enginePriorityOption(d, &m.EnginePriority)
+		case "slow_replicas":
+			m.SlowReplicas = new(SlowReplicasConfig)
+			err = m.SlowReplicas.unmarshalCaddyfile(d)
 		case "limits":
 			var l limits.Limit
 			l, err = parseLimits(d, "limits of model "+m.Name, nil)
@@ -303,6 +308,65 @@ func (b *BreakerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+func (c *SlowReplicasConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("slow_replicas: want 'off' or a block")
+		}
+		c.Disabled = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var err error
+		switch opt := d.Val(); opt {
+		case "factor":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				c.Factor, err = strconv.ParseFloat(s, 64)
+				if err != nil || !(c.Factor > 1) || math.IsInf(c.Factor, 0) {
+					return d.Errf("slow_replicas factor: want a number above 1, got %q", s)
+				}
+			}
+		case "min_samples":
+			err = positiveInt(d, opt, &c.MinSamples)
+		case "half_life":
+			err = positiveDuration(d, opt, &c.HalfLife)
+		case "cooldown":
+			err = positiveDuration(d, opt, &c.Cooldown)
+		case "max_cooldown":
+			err = positiveDuration(d, opt, &c.MaxCooldown)
+		case "max_ejected":
+			var s string
+			if err = oneString(d, &s); err == nil {
+				c.MaxEjected, err = parseShare(s)
+				if err != nil {
+					return d.Errf("slow_replicas max_ejected: %v", err)
+				}
+			}
+		default:
+			return d.Errf("unrecognized slow_replicas option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseShare reads a share of a whole: "50%" or "0.5", above 0 and at most
+// 100%.
+func parseShare(s string) (float64, error) {
+	num, pct := strings.CutSuffix(s, "%")
+	v, err := strconv.ParseFloat(num, 64)
+	if pct {
+		v /= 100
+	}
+	if err != nil || !(v > 0 && v <= 1) {
+		return 0, fmt.Errorf("want a share such as 50%% or 0.5, above 0 and at most 100%%, got %q", s)
+	}
+	return v, nil
 }
 
 func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {

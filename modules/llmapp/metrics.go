@@ -49,4 +49,13 @@ func (a *App) ReplicaAdapters() []metrics.ReplicaAdapters {
 var (
 	_ metrics.Source        = (*App)(nil)
 	_ metrics.AdapterSource = (*App)(nil)
+	_ metrics.SlowSource    = (*App)(nil)
 )
+
+// SlowReplicas implements metrics.SlowSource.
+func (a *App) SlowReplicas() []metrics.SlowReplica {
+	if a.fleet == nil {
+		return nil
+	}
+	return a.fleet.SlowReplicas()
+}

@@ -83,6 +83,9 @@ type ModelConfig struct {
 	// Queue configures the wait for a slot when every replica is at its
 	// max_concurrency.
 	Queue *QueueConfig `json:"queue,omitempty"`
+	// SlowReplicas configures the detection of replicas much slower than
+	// their peers (docs/resilience.md); on by default.
+	SlowReplicas *SlowReplicasConfig `json:"slow_replicas,omitempty"`
 	// RateLimits limit each user's requests to this model, on top of the
 	// user's own limits.
 	RateLimits *limits.Limit `json:"rate_limits,omitempty"`
@@ -177,6 +180,9 @@ func (mc *ModelConfig) validate() error {
 			return fmt.Errorf("model %q: %w", mc.Name, err)
 		}
 	}
+	if err := mc.SlowReplicas.settings().Validate(); err != nil {
+		return fmt.Errorf("model %q: %w", mc.Name, err)
+	}
 	return mc.Breaker.settings().Validate()
 }
 
@@ -249,6 +255,35 @@ func (b *BreakerConfig) settings() pool.BreakerSettings {
 		Window:              time.Duration(b.Window),
 		OpenTimeout:         time.Duration(b.OpenTimeout),
 		HalfOpenRequests:    b.HalfOpenRequests,
+	}
+}
+
+// SlowReplicasConfig configures the detection of slow replicas: zero
+// fields take pool's defaults (factor 3, min_samples 20, half_life 30s,
+// cooldown 30s, max_cooldown 300s, max_ejected 50%).
+type SlowReplicasConfig struct {
+	Disabled    bool           `json:"disabled,omitempty"`
+	Factor      float64        `json:"factor,omitempty"`
+	MinSamples  int            `json:"min_samples,omitempty"`
+	HalfLife    caddy.Duration `json:"half_life,omitempty"`
+	Cooldown    caddy.Duration `json:"cooldown,omitempty"`
+	MaxCooldown caddy.Duration `json:"max_cooldown,omitempty"`
+	// MaxEjected is a share of the pool, 0..1 (Caddyfile: 50% or 0.5).
+	MaxEjected float64 `json:"max_ejected,omitempty"`
+}
+
+func (c *SlowReplicasConfig) settings() pool.SlowSettings {
+	if c == nil {
+		return pool.SlowSettings{}
+	}
+	return pool.SlowSettings{
+		Disabled:    c.Disabled,
+		Factor:      c.Factor,
+		MinSamples:  c.MinSamples,
+		HalfLife:    time.Duration(c.HalfLife),
+		Cooldown:    time.Duration(c.Cooldown),
+		MaxCooldown: time.Duration(c.MaxCooldown),
+		MaxEjected:  c.MaxEjected,
 	}
 }
 
