@@ -86,6 +86,8 @@ const (
 	ScopeModel
 	// ScopeKey counts one API key's requests.
 	ScopeKey
+	// ScopeTeam counts everything the members of one team do.
+	ScopeTeam
 )
 
 func (s Scope) String() string {
@@ -94,6 +96,8 @@ func (s Scope) String() string {
 		return "model"
 	case ScopeKey:
 		return "api_key"
+	case ScopeTeam:
+		return "team"
 	}
 	return "user"
 }
@@ -107,7 +111,7 @@ type Bucket struct {
 	Limit Limit
 }
 
-// UserKey, ModelKey and KeyKey build bucket keys. Names may hold any
+// UserKey, ModelKey, KeyKey and TeamKey build bucket keys. Names may hold any
 // character, so the model's name is length-prefixed.
 func UserKey(user string) string { return "u:" + user }
 
@@ -119,7 +123,11 @@ func ModelKey(model, user string) string {
 // KeyKey is the key of an API key's requests, by the key's id.
 func KeyKey(id string) string { return "k:" + id }
 
-// MaxBuckets bounds the buckets of one request.
+// TeamKey is the key of a team's requests, all its members' together.
+func TeamKey(team string) string { return "g:" + team }
+
+// MaxBuckets bounds the buckets of one request: its user, its user on its
+// model, its API key and its team.
 const MaxBuckets = 4
 
 // Request is what one admission asks for.
