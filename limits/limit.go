@@ -44,6 +44,9 @@ type Limit struct {
 	TPM int `json:"tpm,omitempty"`
 	// Concurrency bounds requests in flight at once.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Budgets cap the use per day or month (budget.go); not a bucket of
+	// the per-minute limits, and not counted by Enforced.
+	Budgets []Budget `json:"budgets,omitempty"`
 }
 
 // Over returns l with its unset fields taken from base.
@@ -57,6 +60,7 @@ func (l Limit) Over(base Limit) Limit {
 	if l.Concurrency == 0 {
 		l.Concurrency = base.Concurrency
 	}
+	l.Budgets = MergeBudgets(l.Budgets, base.Budgets)
 	return l
 }
 
@@ -73,7 +77,7 @@ func (l Limit) Validate() error {
 			return fmt.Errorf("%s %d: want a positive number, or off", f.name, f.v)
 		}
 	}
-	return nil
+	return ValidateBudgets(l.Budgets)
 }
 
 // Scope names what a bucket counts, in refusals and metrics.

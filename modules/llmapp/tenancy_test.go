@@ -1,6 +1,7 @@
 package llmapp
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func TestTenancyCaddyfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.RateLimits.Limit != (limits.Limit{RPM: 60, Concurrency: limits.Off}) || *a.RateLimits.APIKey != (limits.Limit{TPM: 5000}) {
+	if !reflect.DeepEqual(a.RateLimits.Limit, limits.Limit{RPM: 60, Concurrency: limits.Off}) || !reflect.DeepEqual(*a.RateLimits.APIKey, limits.Limit{TPM: 5000}) {
 		t.Errorf("limits %+v api_key %+v", a.RateLimits.Limit, a.RateLimits.APIKey)
 	}
 	if len(a.Users) != 2 || a.Users[0].Limits == nil || a.Users[0].Limits.RPM != 5 || a.Users[1].Limits != nil ||
