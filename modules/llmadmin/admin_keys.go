@@ -28,6 +28,8 @@ type CreateKeyRequest struct {
 	// api_key_ttl when empty.
 	Expires string `json:"expires,omitempty"`
 	Name    string `json:"name,omitempty"`
+	// Team puts the key in a configured team; none: its user's team.
+	Team string `json:"team,omitempty"`
 }
 
 // CreateKeyResponse answers POST /llmedge/keys: the key, shown this once,
@@ -83,7 +85,7 @@ func createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields() // a misspelt "modles" must not make a key for every model
 	if err := dec.Decode(&req); err != nil {
-		return badRequest("the body must be a JSON object {\"user\",\"models\",\"expires\",\"name\"}: %v", err)
+		return badRequest("the body must be a JSON object {\"user\",\"models\",\"expires\",\"name\",\"team\"}: %v", err)
 	}
 	if dec.More() {
 		return badRequest("unexpected data after the JSON object")
@@ -98,7 +100,10 @@ func createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	key, info, err := app.Credentials().APIKeys().Create(r.Context(), auth.NewAPIKey{User: req.User, Models: req.Models, Name: req.Name, TTL: ttl})
+	if req.Team != "" && !app.TeamConfigured(req.Team) {
+		return badRequest("team %q is not configured (want one of: %s)", req.Team, strings.Join(app.TeamNames(), ", "))
+	}
+	key, info, err := app.Credentials().APIKeys().Create(r.Context(), auth.NewAPIKey{User: req.User, Models: req.Models, Name: req.Name, TTL: ttl, Team: req.Team})
 	if err != nil {
 		return keyError(err)
 	}

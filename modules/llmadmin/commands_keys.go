@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "create-key",
-		Usage: "--user <name> [--models <m1,m2>] [--expires <duration>] [--name <label>] [--address <interface>]",
+		Usage: "--user <name> [--models <m1,m2>] [--expires <duration>] [--name <label>] [--team <team>] [--address <interface>]",
 		Short: "Creates an API key for a program and prints it, once",
 		Long: `
 Asks the running gateway, through its admin API, to create an API key for a
@@ -34,13 +34,15 @@ credential, like an access token.
 --models limits the key to some of the user's models (default: all of them,
 as they are at each request). --expires is its lifetime (default: the
 api_key_ttl option, 90 days), e.g. 720h or 30d. --name labels it, for
-list-keys and revoke-key.`,
+list-keys and revoke-key. --team puts the key in a configured team (default:
+its user's), whose models, limits and budgets cap it.`,
 		Flags: func() *flag.FlagSet {
 			fs := adminFlags("create-key")
 			fs.String("user", "", "The user the key acts for")
 			fs.String("models", "", "Comma-separated models the key may use (default: the user's)")
 			fs.String("expires", "", "Lifetime of the key, e.g. 720h or 30d (default: api_key_ttl)")
 			fs.String("name", "", "A label for the key (letters, digits, '.', '_', '-')")
+			fs.String("team", "", "The key's team (default: its user's)")
 			return fs
 		}(),
 		Func: cmdCreateKey,
@@ -116,6 +118,7 @@ func cmdCreateKey(fl caddycmd.Flags) (int, error) {
 		return exitFailure, fmt.Errorf("--user is required")
 	}
 	req := CreateKeyRequest{User: user, Expires: fl.String("expires"), Name: fl.String("name")}
+	req.Team = fl.String("team")
 	if m := fl.String("models"); m != "" {
 		for _, name := range strings.Split(m, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -135,6 +138,9 @@ func cmdCreateKey(fl caddycmd.Flags) (int, error) {
 	fmt.Println(created.Key)
 	fmt.Fprintf(os.Stderr, "API key %s%s for user %q, models %s, expires %s.\nIt is shown only now: store it safely.\n",
 		created.ID, nameSuffix(created.Name), created.User, modelsText(created.Models), created.Expires.Format(time.RFC3339))
+	if created.Team != "" {
+		fmt.Fprintf(os.Stderr, "Team %s.\n", created.Team)
+	}
 	return 0, nil
 }
 

@@ -3,6 +3,7 @@ package llmapp
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -247,4 +248,18 @@ func (a *App) priceCost() func(model string, prompt, cached, completion int) flo
 		}
 		return p.Cost(&ledger.Record{PromptTokens: prompt, CachedTokens: cached, CompletionTokens: completion})
 	}
+}
+
+// TeamConfigured reports whether name is a configured team (for the
+// admin API, which puts API keys in teams).
+func (a *App) TeamConfigured(name string) bool { return a.Teams[name] != nil }
+
+// TeamNames are the configured teams, sorted.
+func (a *App) TeamNames() []string {
+	names := make([]string, 0, len(a.Teams))
+	for n := range a.Teams {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
