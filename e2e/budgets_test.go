@@ -36,7 +36,7 @@ func TestBudgetsAcrossInstances(t *testing.T) {
 	srv := redistest.Start(t)
 	sim := startSim(t, "-tokens", "20")
 	cfg := GatewayConfig{Data: t.TempDir(), // one storage: one signing key
-		Models: map[string]string{"qwen": staticModel(sim) + "\n\t\t\tmax_tokens 20", "gemma": staticModel(sim)},
+		Models:  map[string]string{"qwen": staticModel(sim) + "\n\t\t\tmax_tokens 20", "gemma": staticModel(sim)},
 		Options: redisOption(srv, "\t\tlimits {\n\t\t\tbudget tokens "+strconv.Itoa(budget)+" per month\n\t\t\tbudget_warning 50%\n\t\t}"),
 	}
 	a, b := startGateway(t, cfg), startGateway(t, cfg)
