@@ -304,4 +304,37 @@ func TestBudgetReconciledFromTheLedger(t *testing.T) {
 	if v, err := rc.Get(ctx, key).Float64(); err != nil || int(v) != total {
 		t.Fatalf("after Redis lost it, counter = %v (%v), want the ledger's plus the last answer's: %d", v, err, total)
 	}
+
+	// The status page's data: the budget, and today's top users from the
+	// ledger (read in the background: polled for).
+	var snap struct {
+		Budgets []struct {
+			Scope, Name, Unit, Per, Line string
+			Used                         float64
+			Warning                      bool
+		} `json:"budgets"`
+		UsageToday *struct {
+			Users []struct {
+				Name     string
+				Requests int64
+				Tokens   int64
+			} `json:"users"`
+		} `json:"usage_today"`
+	}
+	waitFor(t, 45*time.Second, func() bool {
+		resp, err := http.Get(g.Admin + "/llmedge/status.json")
+		if err != nil {
+			return false
+		}
+		_ = json.NewDecoder(resp.Body).Decode(&snap)
+		resp.Body.Close()
+		return snap.UsageToday != nil && len(snap.UsageToday.Users) > 0
+	})
+	if len(snap.Budgets) != 1 || snap.Budgets[0].Name != "demo" || snap.Budgets[0].Scope != "user" || int(snap.Budgets[0].Used) != total ||
+		snap.Budgets[0].Warning || !strings.Contains(snap.Budgets[0].Line, "user demo: "+strconv.Itoa(total)+" of its tokens budget of 100000 per day used") {
+		t.Errorf("status budgets %+v", snap.Budgets)
+	}
+	if u := snap.UsageToday.Users[0]; u.Name != "demo" || u.Requests < 3 {
+		t.Errorf("status usage today %+v", snap.UsageToday.Users)
+	}
 }
