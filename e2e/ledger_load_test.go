@@ -165,8 +165,8 @@ func checkLedger(t *testing.T, gws []*Gateway, n int64, tl *tally) {
 		}
 		return s
 	}
-	waitFor(t, 60*time.Second, func() bool { return total().Requests >= n })
-	got := total()
+	var got usageSum
+	poll(60*time.Second, func() bool { got = total(); return got.Requests >= n })
 	if got.Requests != n || got.PromptTokens != tl.prompt.Load() || got.CompletionTokens != tl.completion.Load() {
 		t.Errorf("ledger: %d requests, %d prompt and %d completion tokens; the answers said %d requests, %d and %d",
 			got.Requests, got.PromptTokens, got.CompletionTokens, n, tl.prompt.Load(), tl.completion.Load())
@@ -192,6 +192,7 @@ func TestLedgerMixedLoadPostgres(t *testing.T) {
 	const n = 1000
 	tl := runMix(t, []*Gateway{a, b}, tok, n, 8, nil)
 	checkLedger(t, []*Gateway{a}, n, tl) // one database: either gateway reports both
+	checkMixHappened(t, a, b)
 
 	// The command's numbers are a SQL sum over the table.
 	db, err := sql.Open("pgx", pg.DSN)
@@ -233,6 +234,22 @@ func TestLedgerMixedLoadSQLite(t *testing.T) {
 	const n = 1000
 	tl := runMix(t, []*Gateway{a, b}, tok, n, 8, nil)
 	checkLedger(t, []*Gateway{a, b}, n, tl)
+	checkMixHappened(t, a, b)
+}
+
+// checkMixHappened checks that the mix retried requests and continued
+// streams (the instances' metrics), so that the ledger was tested on them.
+func checkMixHappened(t *testing.T, gws ...*Gateway) {
+	t.Helper()
+	var m strings.Builder
+	for _, g := range gws {
+		m.WriteString(adminMetrics(t, g))
+	}
+	for _, name := range []string{`llmedge_retries_total{model_type="qwen"}`, `llmedge_continuations_total{model_type="qwen",outcome="completed"}`} {
+		if !strings.Contains(m.String(), name) {
+			t.Errorf("the mix made no %s:\n%s", name, grepLines(m.String(), "llmedge_retries_total")+grepLines(m.String(), "llmedge_continuations_total"))
+		}
+	}
 }
 
 // TestLedgerPostgresOutageUnderLoad: PostgreSQL killed while two
@@ -243,10 +260,15 @@ func TestLedgerPostgresOutageUnderLoad(t *testing.T) {
 	cfg := GatewayConfig{Data: t.TempDir(), Models: ledgerLoad(t),
 		Options: "\t\tledger postgres {env.LEDGER_DSN} {\n\t\t\tflush_interval 100ms\n\t\t}",
 		Env:     []string{"LEDGER_DSN=" + pg.DSN}}
+	// The suite's PostgreSQL commits without waiting for its WAL (fast,
+	// and lossy when killed): this test kills it, so the gateways' sessions
+	// ask for commits that are in the WAL when they succeed, as in
+	// production.
+	cfg.Env = []string{"LEDGER_DSN=" + pg.DSN + "&synchronous_commit=on"}
 	a, b := startGateway(t, cfg), startGateway(t, cfg)
 	tok := a.Token(t, "demo", "demo", "")
-	const n = 400
-	tl := runMix(t, []*Gateway{a, b}, tok, n, 6, pg.Kill)
+	const n = 600
+	tl := runMix(t, []*Gateway{a, b}, tok, n, 4, pg.Kill)
 	// Down for the last two thirds of the load: the writers kept what
 	// they could not write. Now it comes back.
 	for _, g := range []*Gateway{a, b} {
