@@ -65,7 +65,10 @@ type APIKey struct {
 	// Models the key may use, always within its user's models at the time
 	// of each request; empty means all of the user's models.
 	Models []string `json:"models,omitempty"`
-	SHA256 string   `json:"sha256"` // hex SHA-256 of the key
+	// Team, when set, is the key's team, whose models, limits and
+	// budgets cap it; otherwise the key is in its user's team.
+	Team   string `json:"team,omitempty"`
+	SHA256 string `json:"sha256"` // hex SHA-256 of the key
 	// Priority is the class of work of the key's requests (critical,
 	// standard, sheddable); "" takes its user's.
 	Priority string     `json:"priority,omitempty"`
@@ -80,6 +83,7 @@ type APIKeyInfo struct {
 	Name     string     `json:"name,omitempty"`
 	User     string     `json:"user"`
 	Models   []string   `json:"models"`
+	Team     string     `json:"team,omitempty"`
 	Created  time.Time  `json:"created"`
 	Expires  time.Time  `json:"expires"`
 	LastUsed *time.Time `json:"last_used,omitempty"`
@@ -96,6 +100,9 @@ type NewAPIKey struct {
 	TTL    time.Duration // DefaultTTL of the store when 0
 	// Priority is the key's class of work; "" takes its user's.
 	Priority string
+	// Team is the key's team; "" puts the key in its user's team. The
+	// caller checks that the team is configured.
+	Team string
 }
 
 // apiKeyFile is the stored form of every key of a gateway cluster:
@@ -302,8 +309,12 @@ func (e *keyEntry) principal(users *Users) *Principal {
 	}
 	var p *Principal
 	if u, ok := set.byName[e.rec.User]; ok && !u.Disabled {
+		team := e.rec.Team
+		if team == "" {
+			team = u.Team
+		}
 		p = &Principal{Subject: u.Name, Scopes: keyScopes(e.rec.Models, u.Models),
-			ExpiresAt: e.expires, KeyID: e.rec.ID, Priority: keyPriority(e.rec.Priority, u.Priority)}
+			ExpiresAt: e.expires, KeyID: e.rec.ID, Team: team, Priority: keyPriority(e.rec.Priority, u.Priority)}
 	}
 	e.cached.Store(&keyPrincipal{users: set, p: p})
 	return p
@@ -398,6 +409,9 @@ func (k *APIKeys) newRecord(req NewAPIKey) (*APIKey, error) {
 	if _, err := api.ParsePriority(req.Priority); err != nil {
 		return nil, bad("%v", err)
 	}
+	if err := ValidateTeamName(req.Team); err != nil {
+		return nil, bad("%v", err)
+	}
 	ttl := req.TTL
 	if ttl == 0 {
 		ttl = k.DefaultTTL
@@ -412,7 +426,7 @@ func (k *APIKeys) newRecord(req NewAPIKey) (*APIKey, error) {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	return &APIKey{ID: hex.EncodeToString(id[:]), Name: req.Name, User: req.User, Models: models,
-		Created: now, Expires: now.Add(ttl), Priority: req.Priority}, nil
+		Team: req.Team, Created: now, Expires: now.Add(ttl), Priority: req.Priority}, nil
 }
 
 // validateKeyName keeps names easy to pass on a command line and in a
@@ -471,7 +485,7 @@ func (k *APIKeys) List(ctx context.Context) ([]APIKeyInfo, error) {
 }
 
 func (rec *APIKey) info(now time.Time, u *keyUsage) APIKeyInfo {
-	i := APIKeyInfo{ID: rec.ID, Name: rec.Name, User: rec.User, Models: slices.Clone(rec.Models),
+	i := APIKeyInfo{ID: rec.ID, Name: rec.Name, User: rec.User, Models: slices.Clone(rec.Models), Team: rec.Team,
 		Created: rec.Created, Expires: rec.Expires, LastUsed: rec.LastUsed, Expired: !now.Before(rec.Expires),
 		Priority: rec.Priority}
 	if i.Models == nil {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -94,7 +95,7 @@ func TestUsersUsableAndLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := users[0].Limits; l == nil || *l != (limits.Limit{RPM: 10, TPM: limits.Off, Concurrency: 2}) {
+	if l := users[0].Limits; l == nil || !reflect.DeepEqual(*l, limits.Limit{RPM: 10, TPM: limits.Off, Concurrency: 2}) {
 		t.Errorf("limits from the file: %+v", l)
 	}
 }

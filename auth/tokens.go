@@ -127,6 +127,10 @@ type Principal struct {
 	// a local user's own limits ("" for none): set for users of an
 	// identity provider, or of a client certificate, by their mapping.
 	Tier string
+	// Team is the team an API key was given (create-key --team); ""
+	// for an access token, whose team is its user's, looked up at each
+	// request.
+	Team string
 	// Provider is the issuer of an outside identity (an identity
 	// provider's URL, "mtls" for a client certificate), "" for llmedge's
 	// own users: such a subject is not looked up among the local users.

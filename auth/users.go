@@ -41,6 +41,10 @@ type User struct {
 	// Priority is the class of work of the user's requests under
 	// overload: critical, standard (the default, "") or sheddable.
 	Priority string `json:"priority,omitempty"`
+	// Team is the team the user belongs to, if any: the team's models
+	// cap the user's, and its limits and budgets apply on top of the
+	// user's own.
+	Team string `json:"team,omitempty"`
 }
 
 // clone returns a deep copy of u, so callers cannot change the store.
@@ -113,6 +117,15 @@ func (u *Users) Authenticate(name, password string) (*User, error) {
 		return nil, ErrInvalidCredentials
 	}
 	return user.clone(), nil
+}
+
+// Team returns the team of the user called name ("" for none, or for no
+// such user). It allocates nothing: it runs on every request.
+func (u *Users) Team(name string) string {
+	if user, ok := u.set.Load().byName[name]; ok {
+		return user.Team
+	}
+	return ""
 }
 
 // Active returns a copy of the user called name when it exists and is
@@ -190,9 +203,28 @@ func validateUser(u *User) error {
 	if _, err := api.ParsePriority(u.Priority); err != nil {
 		return fmt.Errorf("user %q: %w", u.Name, err)
 	}
+	if err := ValidateTeamName(u.Team); err != nil {
+		return fmt.Errorf("user %q: %w", u.Name, err)
+	}
 	if u.Limits != nil {
 		if err := u.Limits.Validate(); err != nil {
 			return fmt.Errorf("user %q: limits: %w", u.Name, err)
+		}
+	}
+	return nil
+}
+
+// ValidateTeamName keeps team names easy to write in a Caddyfile, on a
+// command line and in metrics: letters, digits, '.', '_' and '-', at most
+// 64 bytes ("" is no team).
+func ValidateTeamName(name string) error {
+	if len(name) > 64 {
+		return fmt.Errorf("team %q: longer than 64 bytes", name)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("team %q: may only hold letters, digits, '.', '_' and '-'", name)
 		}
 	}
 	return nil

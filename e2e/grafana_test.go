@@ -204,7 +204,8 @@ func TestDashboardMetricsExist(t *testing.T) {
 			// prefix_cache, the default; a limit that the traffic reaches
 			"gemma": staticModel(good[1]) + "\n\t\t\tlimits {\n\t\t\t\trpm 3\n\t\t\t}",
 		},
-		Options: redisOption(redistest.Start(t)),
+		// A budget the traffic uses a little of: the budgets' gauges.
+		Options: redisOption(redistest.Start(t), "\t\tlimits {\n\t\t\tbudget tokens 100000000 per month\n\t\t}"),
 	})
 	tok := g.Token(t, "demo", "demo", "")
 	if r := g.infer(context.Background(), nil, "not-a-token", withModel("qwen")); r.status != 401 {

@@ -218,7 +218,7 @@ func TestLedgerCountsWhatAnswersSaid(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := readJSON(t, resp, nil)
-	if resp.StatusCode != 400 || !strings.Contains(string(body), "want day, model or user") {
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "want day, model, user, team or key") {
 		t.Fatalf("admin API, by=week: %s %s", resp.Status, body)
 	}
 

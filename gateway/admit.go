@@ -21,7 +21,7 @@ func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) b
 		return true // Serve answers that the model is not served here
 	}
 	a := &ex.Admission
-	a.Principal, a.Model = ex.Principal, ex.Chat.Model
+	a.Principal, a.Model, a.Team = ex.Principal, ex.Chat.Model, ex.Team
 	a.PromptBytes, a.Messages = m.promptSize(&ex.Chat)
 	a.MaxTokens = ex.Chat.Sampling.MaxTokens
 	if m.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > m.MaxTokens) {

@@ -32,6 +32,9 @@ type Exchange struct {
 	// Stage is the last stage the request passed.
 	Stage     Stage
 	Principal *auth.Principal
+	// Team is the principal's team ("" for none), found when it is
+	// authenticated.
+	Team string
 	// Chat is the decoded request (valid from StageDecoded on).
 	Chat api.Chat
 

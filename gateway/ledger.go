@@ -17,7 +17,7 @@ func (g *Gateway) recordLedger(ex *Exchange) {
 	}
 	g.Ledger.Add(ledger.Record{
 		Time: ex.Start, RequestID: ex.RequestID,
-		User: ex.Principal.Subject, KeyID: ex.Principal.KeyID,
+		User: ex.Principal.Subject, KeyID: ex.Principal.KeyID, Team: ex.Team,
 		Model: ex.Model(), Alias: ex.Chat.Asked, Replica: ex.Replica, Door: ex.Door.Name(), Status: ex.Status,
 		PromptTokens: ex.Usage.PromptTokens, CachedTokens: ex.Usage.CachedTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		TTFT: ex.TTFT, Duration: time.Since(ex.Start),

@@ -51,6 +51,9 @@ type Pipeline struct {
 	MaxHeaderBytes int
 	// Admitter, when set, applies the tenants' limits (StageAdmitted).
 	Admitter tenancy.Admitter
+	// Teams, when set, finds a principal's team, whose models cap the
+	// principal's scopes (StageAuthorized); tenancy.Service implements it.
+	Teams Teams
 	// BodyTimeout bounds the reading of a chat request's body, from the
 	// request's arrival: a body not read by then gets 408 in the door's
 	// shape. 0 means api.DefaultBodyTimeout; negative, no deadline of the
@@ -174,6 +177,9 @@ func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exch
 		return false
 	}
 	ex.Principal = principal
+	if p.Teams != nil {
+		ex.Team = p.Teams.Team(principal)
+	}
 	return true
 }
 
@@ -261,7 +267,30 @@ func (p *Pipeline) authorize(w http.ResponseWriter, ex *Exchange) bool {
 		p.reject(w, ex, e, "insufficient_scope")
 		return false
 	}
+	if ex.Team != "" && p.Teams != nil {
+		allowed, known := p.Teams.TeamAllows(ex.Team, ex.Chat.Model)
+		if !allowed {
+			e := auth.Forbidden(p.Realm, scope)
+			if known {
+				e.Detail = auth.DetailNotEnoughPermissions + ": team '" + ex.Team + "' may not use model '" + ex.Chat.Model + "'"
+			} else {
+				e.Detail = auth.DetailNotEnoughPermissions + ": team '" + ex.Team + "' is not configured"
+			}
+			e.Code, e.Param = "model_not_allowed", "model"
+			p.reject(w, ex, e, "insufficient_scope")
+			return false
+		}
+	}
 	return true
+}
+
+// Teams finds principals' teams and the models they allow.
+type Teams interface {
+	// Team names p's team; "" for none.
+	Team(p *auth.Principal) string
+	// TeamAllows reports whether team may use model; known is false for
+	// a team that is not configured.
+	TeamAllows(team, model string) (allowed, known bool)
 }
 
 // reject answers err, ending the request before it reaches a replica.

@@ -47,6 +47,11 @@ var postgresMigrations = []string{
 		cost              DOUBLE PRECISION NOT NULL,
 		PRIMARY KEY (day, user_name, model)
 	)`,
+	// 3: the team a request counted against; indexes for the budgets'
+	// sums by key and by team.
+	`ALTER TABLE usage_records ADD COLUMN team TEXT NOT NULL DEFAULT '';
+	CREATE INDEX usage_records_team_time ON usage_records (team, time_ms);
+	CREATE INDEX usage_records_key_time ON usage_records (key_id, time_ms)`,
 }
 
 // Postgres is a Store in a PostgreSQL database.

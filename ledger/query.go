@@ -32,9 +32,9 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 }
 
 // FilterFromQuery reads a Filter from URL query values: user, model,
-// since, until, by (as the admin API and the usage command take them).
+// key, team, since, until, by (as the admin API and the usage command take them).
 func FilterFromQuery(q url.Values, now time.Time) (Filter, error) {
-	f := Filter{User: q.Get("user"), Model: q.Get("model")}
+	f := Filter{User: q.Get("user"), Model: q.Get("model"), Key: q.Get("key"), Team: q.Get("team")}
 	var err error
 	if f.Since, err = ParseTime(q.Get("since"), now); err != nil {
 		return f, fmt.Errorf("since: %w", err)
@@ -61,6 +61,8 @@ func (f Filter) Query() url.Values {
 	}
 	set("user", f.User)
 	set("model", f.Model)
+	set("key", f.Key)
+	set("team", f.Team)
 	if !f.Since.IsZero() {
 		q.Set("since", f.Since.UTC().Format(time.RFC3339))
 	}

@@ -20,7 +20,8 @@ func TestFilterFromQuery(t *testing.T) {
 			Until: time.Date(2026, 3, 2, 6, 0, 0, 0, time.UTC)}, ""},
 		{"since=7d", Filter{Since: now.Add(-7 * 24 * time.Hour)}, ""},
 		{"since=90m", Filter{Since: now.Add(-90 * time.Minute)}, ""},
-		{"by=week", Filter{}, "want day, model or user"},
+		{"by=week", Filter{}, "want day, model, user, team or key"},
+		{"team=research&key=k1&by=team", Filter{Team: "research", Key: "k1", By: ByTeam}, ""},
 		{"since=yesterday", Filter{}, "since:"},
 		{"until=-5h", Filter{}, "until:"},
 		{"since=2026-03-02&until=2026-03-01", Filter{}, "must be before"},
@@ -39,7 +40,8 @@ func TestFilterFromQuery(t *testing.T) {
 			}
 			// And back: the query the CLI sends reads as the same filter.
 			again, err := FilterFromQuery(got.Query(), now)
-			if err != nil || !again.Since.Equal(got.Since) || !again.Until.Equal(got.Until) || again.User != got.User || again.By != got.By {
+			if err != nil || !again.Since.Equal(got.Since) || !again.Until.Equal(got.Until) || again.User != got.User || again.By != got.By ||
+				again.Team != got.Team || again.Key != got.Key {
 				t.Fatalf("round trip = %+v, %v; want %+v", again, err, got)
 			}
 		})

@@ -12,6 +12,8 @@ type Record struct {
 	// request came with one ("" for an access token).
 	User  string
 	KeyID string
+	// Team is the team the request counted against ("" for none).
+	Team string
 	// Model is the model type served; Alias the name the client asked
 	// for when it differed (model aliases are not there yet: always "").
 	Model   string

@@ -48,6 +48,11 @@ var sqliteMigrations = []string{
 		cost              REAL NOT NULL,
 		PRIMARY KEY (day, user_name, model)
 	)`,
+	// 3: the team a request counted against; indexes for the budgets'
+	// sums by key and by team.
+	`ALTER TABLE usage_records ADD COLUMN team TEXT NOT NULL DEFAULT '';
+	CREATE INDEX usage_records_team_time ON usage_records (team, time_ms);
+	CREATE INDEX usage_records_key_time ON usage_records (key_id, time_ms)`,
 }
 
 // SQLite is a Store in a SQLite file.

@@ -66,12 +66,12 @@ func testStoreSums(t *testing.T, s *sqlStore) {
 	day1 := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	day2 := day1.Add(24 * time.Hour)
 	recs := []Record{
-		{Time: day1, RequestID: "a", User: "alice", KeyID: "k1", Model: "qwen", Door: "openai", Status: 200,
+		{Time: day1, RequestID: "a", User: "alice", KeyID: "k1", Team: "research", Model: "qwen", Door: "openai", Status: 200,
 			PromptTokens: 10, CachedTokens: 4, CompletionTokens: 20, TTFT: 30 * time.Millisecond, Duration: time.Second, Cost: 0.5},
 		{Time: day1.Add(time.Hour), RequestID: "b", User: "bob", Model: "gemma", Door: "native", Status: 200,
 			PromptTokens: 5, CompletionTokens: 7, Cost: 0.25},
 		{Time: day2, RequestID: "c", User: "alice", Model: "gemma", Door: "native", Status: 400},
-		{Time: day2.Add(time.Hour), RequestID: "d", User: "alice", Model: "qwen", Door: "anthropic", Status: 200,
+		{Time: day2.Add(time.Hour), RequestID: "d", User: "alice", Team: "research", Model: "qwen", Door: "anthropic", Status: 200,
 			PromptTokens: 100, CompletionTokens: 1, Cost: 1},
 	}
 	if err := s.Write(ctx, recs); err != nil {
@@ -92,6 +92,10 @@ func testStoreSums(t *testing.T, s *sqlStore) {
 		{"until is exclusive", Filter{Until: day2}, []Sum{{"", 2, 15, 4, 27, 0.75}}},
 		{"nothing matches", Filter{User: "carol"}, nil},
 		{"nothing matches, grouped", Filter{User: "carol", By: ByDay}, nil},
+		{"by team", Filter{By: ByTeam}, []Sum{{"", 2, 5, 0, 7, 0.25}, {"research", 2, 110, 4, 21, 1.5}}},
+		{"one team since", Filter{Team: "research", Since: day2}, []Sum{{"", 1, 100, 0, 1, 1}}},
+		{"by key", Filter{By: ByKey}, []Sum{{"", 3, 105, 0, 8, 1.25}, {"k1", 1, 10, 4, 20, 0.5}}},
+		{"one key", Filter{Key: "k1"}, []Sum{{"", 1, 10, 4, 20, 0.5}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.Sum(ctx, tc.f)
@@ -168,8 +172,15 @@ func TestSQLiteMigratesVersion1(t *testing.T) {
 	if err := old.migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := old.Write(ctx, []Record{rec(1), rec(2)}); err != nil {
-		t.Fatal(err)
+	// Written as version 1's columns were (no team).
+	for i := range 2 {
+		r := rec(i + 1)
+		if _, err := db.ExecContext(ctx, `INSERT INTO usage_records (time_ms, request_id, user_name, key_id, model, alias, replica, door, status,
+			prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias, r.Replica, r.Door, r.Status,
+			r.PromptTokens, r.CachedTokens, r.CompletionTokens, 0, 0, r.Cost); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_ = db.Close()
 

@@ -29,7 +29,7 @@ type dialect struct {
 
 // columns are usage_records' columns that a Record fills, in order.
 const columns = "time_ms, request_id, user_name, key_id, model, alias, replica, door, status, " +
-	"prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost"
+	"prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost, team"
 
 const dayMillis = 24 * 60 * 60 * 1000
 
@@ -123,7 +123,7 @@ func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 		return fmt.Errorf("ledger: %s: %w", s.d.name, err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	stmt, err := tx.PrepareContext(ctx, s.d.bind(`INSERT INTO usage_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
+	stmt, err := tx.PrepareContext(ctx, s.d.bind(`INSERT INTO usage_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
 	if err != nil {
 		return fmt.Errorf("ledger: %s: preparing the insert: %w", s.d.name, err)
 	}
@@ -132,7 +132,7 @@ func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 		r := &recs[i]
 		if _, err := stmt.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
 			r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
-			r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost); err != nil {
+			r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team); err != nil {
 			return fmt.Errorf("ledger: %s: inserting a record: %w", s.d.name, err)
 		}
 	}
@@ -156,6 +156,10 @@ func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
 		key = "model"
 	case ByUser:
 		key = "user_name"
+	case ByKey:
+		key = "key_id"
+	case ByTeam:
+		key = "team"
 	default:
 		return nil, fmt.Errorf("ledger: unknown grouping %q", f.By)
 	}
@@ -173,9 +177,11 @@ func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
 		}
 		return " WHERE " + strings.Join(w, " AND ")
 	}
-	records := "SELECT time_ms / " + strconv.Itoa(dayMillis) + " AS day, user_name, model, 1 AS requests, " +
+	// The roll-ups keep no key or team: a filter or grouping by them
+	// counts the records within the retention.
+	records := "SELECT time_ms / " + strconv.Itoa(dayMillis) + " AS day, user_name, model, key_id, team, 1 AS requests, " +
 		"prompt_tokens, cached_tokens, completion_tokens, cost FROM usage_records" + between("time_ms", "")
-	rollups := "SELECT day, user_name, model, requests, prompt_tokens, cached_tokens, completion_tokens, cost " +
+	rollups := "SELECT day, user_name, model, '' AS key_id, '' AS team, requests, prompt_tokens, cached_tokens, completion_tokens, cost " +
 		"FROM usage_daily" + between("day", " * "+strconv.Itoa(dayMillis))
 	var where []string
 	if f.User != "" {
@@ -183,6 +189,12 @@ func (s *sqlStore) Sum(ctx context.Context, f Filter) ([]Sum, error) {
 	}
 	if f.Model != "" {
 		where, args = append(where, "model = ?"), append(args, f.Model)
+	}
+	if f.Key != "" {
+		where, args = append(where, "key_id = ?"), append(args, f.Key)
+	}
+	if f.Team != "" {
+		where, args = append(where, "team = ?"), append(args, f.Team)
 	}
 	// The casts: PostgreSQL sums integers as numeric.
 	q := "SELECT " + key + " AS k, CAST(COALESCE(SUM(requests), 0) AS BIGINT), CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT), " +

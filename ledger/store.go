@@ -28,15 +28,17 @@ const (
 	ByDay   Group = "day"
 	ByModel Group = "model"
 	ByUser  Group = "user"
+	ByTeam  Group = "team"
+	ByKey   Group = "key"
 )
 
 // ParseGroup reads a group's name ("" is none).
 func ParseGroup(s string) (Group, error) {
 	switch g := Group(s); g {
-	case ByNone, ByDay, ByModel, ByUser:
+	case ByNone, ByDay, ByModel, ByUser, ByTeam, ByKey:
 		return g, nil
 	}
-	return "", fmt.Errorf("group by %q: want day, model or user", s)
+	return "", fmt.Errorf("group by %q: want day, model, user, team or key", s)
 }
 
 // Filter selects records: each set field must match; Since is inclusive,
@@ -44,13 +46,18 @@ func ParseGroup(s string) (Group, error) {
 type Filter struct {
 	User  string
 	Model string
+	// Key is an API key's id, Team a team: they count the records within
+	// the retention only (the daily roll-ups keep neither).
+	Key   string
+	Team  string
 	Since time.Time
 	Until time.Time
 	By    Group
 }
 
 // Sum is the total of a group of records. Key is the group's value: the
-// day (YYYY-MM-DD, UTC), the model or the user; "" with no grouping.
+// day (YYYY-MM-DD, UTC), the model, the user, the team or the API key's
+// id; "" with no grouping.
 type Sum struct {
 	Key              string  `json:"key"`
 	Requests         int64   `json:"requests"`

@@ -44,6 +44,9 @@ type Limit struct {
 	TPM int `json:"tpm,omitempty"`
 	// Concurrency bounds requests in flight at once.
 	Concurrency int `json:"concurrency,omitempty"`
+	// Budgets cap the use per day or month (budget.go); not a bucket of
+	// the per-minute limits, and not counted by Enforced.
+	Budgets []Budget `json:"budgets,omitempty"`
 }
 
 // Over returns l with its unset fields taken from base.
@@ -57,6 +60,7 @@ func (l Limit) Over(base Limit) Limit {
 	if l.Concurrency == 0 {
 		l.Concurrency = base.Concurrency
 	}
+	l.Budgets = MergeBudgets(l.Budgets, base.Budgets)
 	return l
 }
 
@@ -73,7 +77,7 @@ func (l Limit) Validate() error {
 			return fmt.Errorf("%s %d: want a positive number, or off", f.name, f.v)
 		}
 	}
-	return nil
+	return ValidateBudgets(l.Budgets)
 }
 
 // Scope names what a bucket counts, in refusals and metrics.
@@ -86,6 +90,8 @@ const (
 	ScopeModel
 	// ScopeKey counts one API key's requests.
 	ScopeKey
+	// ScopeTeam counts everything the members of one team do.
+	ScopeTeam
 )
 
 func (s Scope) String() string {
@@ -94,6 +100,8 @@ func (s Scope) String() string {
 		return "model"
 	case ScopeKey:
 		return "api_key"
+	case ScopeTeam:
+		return "team"
 	}
 	return "user"
 }
@@ -107,7 +115,7 @@ type Bucket struct {
 	Limit Limit
 }
 
-// UserKey, ModelKey and KeyKey build bucket keys. Names may hold any
+// UserKey, ModelKey, KeyKey and TeamKey build bucket keys. Names may hold any
 // character, so the model's name is length-prefixed.
 func UserKey(user string) string { return "u:" + user }
 
@@ -119,7 +127,11 @@ func ModelKey(model, user string) string {
 // KeyKey is the key of an API key's requests, by the key's id.
 func KeyKey(id string) string { return "k:" + id }
 
-// MaxBuckets bounds the buckets of one request.
+// TeamKey is the key of a team's requests, all its members' together.
+func TeamKey(team string) string { return "g:" + team }
+
+// MaxBuckets bounds the buckets of one request: its user, its user on its
+// model, its API key and its team.
 const MaxBuckets = 4
 
 // Request is what one admission asks for.

@@ -47,6 +47,11 @@ type Options struct {
 	OnRedisError func(op string)
 	// Now is the per-instance store's clock; time.Now when nil.
 	Now func() time.Time
+	// BudgetSeed starts a budget counter that does not exist yet (in
+	// Redis, or in this instance without it) from what was recorded of
+	// its period; nil starts it at 0. OnSeedError hears its failures.
+	BudgetSeed  BudgetSeed
+	OnSeedError func(error)
 }
 
 // Limiter admits requests against their buckets' limits. It is safe for
@@ -63,6 +68,8 @@ type Limiter struct {
 	mu      sync.Mutex
 	live    map[*Ticket]struct{} // Redis tickets holding concurrency slots
 	pending []pendingSettle      // settlements Redis missed
+
+	budgets budgets
 
 	errs     [len(redisOps)]atomic.Uint64 // failed Redis calls, by operation
 	fallback atomic.Uint64                // decisions made by the fallback
@@ -97,6 +104,9 @@ func (l *Limiter) Stats() Stats {
 type pendingSettle struct {
 	keys []string
 	args []any
+	// script is the settlement's script: the limits' when nil, the
+	// budgets' otherwise.
+	script *redis.Script
 }
 
 // New returns a Limiter; call Start for its background work.
@@ -110,7 +120,8 @@ func New(o Options) *Limiter {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	l := &Limiter{o: o, local: newLocalStore(o.Now), live: map[*Ticket]struct{}{},
-		idPrefix: hex.EncodeToString(b[:]) + "-", stop: make(chan struct{})}
+		idPrefix: hex.EncodeToString(b[:]) + "-", stop: make(chan struct{}),
+		budgets: budgets{local: map[string]*localBudget{}, seeding: map[string]*seedCall{}, seen: map[string]BudgetState{}}}
 	if o.Redis != nil {
 		l.rs = &redisStore{client: o.Redis, prefix: o.Prefix}
 	}
@@ -207,6 +218,7 @@ func (l *Limiter) Start() {
 				return
 			case <-refresh.C:
 				l.local.sweep()
+				l.budgets.sweep(time.Now())
 				if l.rs != nil && !l.down.Load() {
 					l.refreshSlots()
 				}
@@ -268,7 +280,12 @@ func (l *Limiter) drain() {
 	l.mu.Unlock()
 	for i, p := range pending {
 		ctx, cancel := context.WithTimeout(context.Background(), l.o.Timeout)
-		err := l.rs.settle(ctx, p.keys, p.args)
+		var err error
+		if p.script != nil {
+			err = p.script.Run(ctx, l.rs.client, p.keys, p.args...).Err()
+		} else {
+			err = l.rs.settle(ctx, p.keys, p.args)
+		}
 		cancel()
 		if err != nil {
 			l.mu.Lock()
@@ -362,7 +379,7 @@ func (t *Ticket) Settle(used int) {
 	if len(l.pending) >= maxPending {
 		l.pending = l.pending[1:]
 	}
-	l.pending = append(l.pending, pendingSettle{keys, args})
+	l.pending = append(l.pending, pendingSettle{keys: keys, args: args})
 	l.mu.Unlock()
 }
 

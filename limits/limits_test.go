@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -408,7 +409,7 @@ func TestLimitOverAndValidate(t *testing.T) {
 		{"off overrides", Limit{TPM: Off}, Limit{RPM: 60, TPM: Off, Concurrency: 4}},
 	}
 	for _, tt := range tests {
-		if got := tt.l.Over(base); got != tt.want {
+		if got := tt.l.Over(base); !reflect.DeepEqual(got, tt.want) {
 			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
 		}
 	}

@@ -25,6 +25,28 @@ type TenancySource interface {
 	FallbackDecisions() uint64
 }
 
+// BudgetSource reports the budgets' use, at scrape time; a TenancySource
+// may implement it.
+type BudgetSource interface {
+	// BudgetUsage is every budget this instance saw in its current period.
+	BudgetUsage() []BudgetUse
+	// BudgetWarning is the warning threshold, a fraction of a budget.
+	BudgetWarning() float64
+}
+
+// BudgetUse is one budget's use: whose (scope user, api_key or team, and
+// name), which (unit tokens or cost, per day or month), and how much.
+type BudgetUse struct {
+	Scope, Name, Unit, Per string
+	Used, Budget           float64
+}
+
+var (
+	budgetRatioDesc = prometheus.NewDesc("llmedge_budget_used_ratio", "The part of a budget used in its current period (reservations of running requests included), by scope (user, api_key, team), name, unit (tokens, cost) and period (day, month): 1 is spent. Budgets this instance has seen this period.", []string{"scope", "name", "unit", "per"}, nil)
+	budgetUsedDesc  = prometheus.NewDesc("llmedge_budget_used", "What a budget's period used so far, in its unit (tokens or cost).", []string{"scope", "name", "unit", "per"}, nil)
+	budgetWarnDesc  = prometheus.NewDesc("llmedge_budget_warning_ratio", "The warning threshold of budgets (budget_warning): the status page warns from this part of a budget on.", nil, nil)
+)
+
 var (
 	redisUpDesc     = prometheus.NewDesc("llmedge_redis_up", "1 when Redis (the shared limits and revocations) answered its last call, 0 when it is unreachable.", nil, nil)
 	redisErrorsDesc = prometheus.NewDesc("llmedge_redis_errors_total", "Failed Redis calls, by operation (admit, settle, refresh, ping).", []string{"op"}, nil)
@@ -76,9 +98,26 @@ func (c *tenancyCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- redisUpDesc
 	ch <- redisErrorsDesc
 	ch <- fallbackDesc
+	ch <- budgetRatioDesc
+	ch <- budgetUsedDesc
+	ch <- budgetWarnDesc
 }
 
 func (c *tenancyCollector) Collect(ch chan<- prometheus.Metric) {
+	if bs, ok := c.src.(BudgetSource); ok {
+		uses := bs.BudgetUsage()
+		if len(uses) > 0 {
+			ch <- prometheus.MustNewConstMetric(budgetWarnDesc, prometheus.GaugeValue, bs.BudgetWarning())
+		}
+		for _, u := range uses {
+			ratio := 0.0
+			if u.Budget > 0 {
+				ratio = u.Used / u.Budget
+			}
+			ch <- prometheus.MustNewConstMetric(budgetRatioDesc, prometheus.GaugeValue, ratio, u.Scope, u.Name, u.Unit, u.Per)
+			ch <- prometheus.MustNewConstMetric(budgetUsedDesc, prometheus.GaugeValue, u.Used, u.Scope, u.Name, u.Unit, u.Per)
+		}
+	}
 	configured, up := c.src.RedisState()
 	if !configured {
 		return

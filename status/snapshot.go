@@ -26,6 +26,12 @@ type Snapshot struct {
 	// RoutingShare is the sharing of routing decisions with the other
 	// instances, when it is on.
 	RoutingShare *RoutingShare `json:"routing_share,omitempty"`
+	// Budgets are the budgets seen in their current periods, the most
+	// used first, when any is configured.
+	Budgets []Budget `json:"budgets,omitempty"`
+	// UsageToday is today's top tenants from the usage ledger, when one
+	// is kept.
+	UsageToday *UsageToday `json:"usage_today,omitempty"`
 }
 
 // RoutingShare is the state of the routing decisions shared between
@@ -266,4 +272,47 @@ func (rec *Recorder) Snapshot(models []Model) *Snapshot {
 		}
 	}
 	return snap
+}
+
+// Budget is one budget's use in its current period, as this instance
+// last saw its counter.
+type Budget struct {
+	// Scope is user, api_key or team; Name the tenant.
+	Scope    string    `json:"scope"`
+	Name     string    `json:"name"`
+	Unit     string    `json:"unit"`
+	Per      string    `json:"per"`
+	Budget   float64   `json:"budget"`
+	Used     float64   `json:"used"`
+	Fraction float64   `json:"fraction"`
+	ResetAt  time.Time `json:"reset_at"`
+	// Warning: the budget is used at or past the warning threshold.
+	Warning bool `json:"warning"`
+	// Line says it in a sentence, for the page.
+	Line string `json:"line"`
+}
+
+// TopBudgets bounds the budgets a snapshot lists (the most used first).
+const TopBudgets = 20
+
+// UsageToday is the usage ledger's view of the current UTC day: the top
+// users, teams and API keys by tokens, with their cost.
+type UsageToday struct {
+	// Since is the day's start; AsOf when the ledger was read (the
+	// figures are cached, not read per snapshot).
+	Since time.Time  `json:"since"`
+	AsOf  time.Time  `json:"as_of"`
+	Users []UsageTop `json:"users"`
+	Teams []UsageTop `json:"teams"`
+	Keys  []UsageTop `json:"keys"`
+	// Error is the last read's failure, when it failed.
+	Error string `json:"error,omitempty"`
+}
+
+// UsageTop is one tenant's use today.
+type UsageTop struct {
+	Name     string  `json:"name"`
+	Requests int64   `json:"requests"`
+	Tokens   int64   `json:"tokens"`
+	Cost     float64 `json:"cost"`
 }

@@ -22,6 +22,9 @@ type Admitter interface {
 type Admission struct {
 	Principal *auth.Principal
 	Model     string
+	// Team is the principal's team ("" for none), whose limits and
+	// budgets apply on top of its own.
+	Team string
 	// PromptBytes and Messages measure the prompt as the replica will
 	// receive it (the system message actually sent included), for a cheap
 	// estimate of its tokens.

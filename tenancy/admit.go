@@ -31,6 +31,9 @@ type Limits struct {
 	// limits instead of a local user's own; unset fields come from
 	// Default.
 	Tiers map[string]limits.Limit
+	// Cost prices tokens of a model, for cost budgets (the ledger's
+	// prices); nil prices everything at 0.
+	Cost func(model string, prompt, cached, completion int) float64
 }
 
 // UserLimits looks up the limits configured for a user.
@@ -54,20 +57,20 @@ func newAdmitter(s *Service, l Limits) *limitsAdmitter {
 }
 
 // Admit implements Admitter. A request no limit applies to costs
-// two map lookups and no allocation.
+// a few map lookups and no allocation.
 func (ad *limitsAdmitter) Admit(ctx context.Context, adm *Admission, h http.Header) (Ticket, *api.Error) {
 	p := adm.Principal
 	var buf [limits.MaxBuckets]limits.Bucket
 	bs := buf[:0]
 	if adm.Fallback {
-		// Admitted already under the user's and key's limits: only the
-		// fallback model's own apply.
+		// Admitted already under the user's, key's and team's limits
+		// and budgets: only the fallback model's own apply.
 		ml, ok := ad.l.Models[adm.Model]
 		if !ok {
 			return nil, nil
 		}
 		bs = append(bs, limits.Bucket{Key: limits.ModelKey(adm.Model, p.Subject), Scope: limits.ScopeModel, Limit: ml})
-		return ad.admit(ctx, adm, h, bs)
+		return ad.admit(ctx, adm, h, bs, nil)
 	}
 	ul := ad.l.Default
 	switch {
@@ -83,23 +86,49 @@ func (ad *limitsAdmitter) Admit(ctx context.Context, adm *Admission, h http.Head
 			ul = own.Over(ad.l.Default)
 		}
 	}
+	var cbuf [limits.MaxBudgetCharges]limits.BudgetCharge
+	cs := cbuf[:0]
+	cs = charges(cs, limits.ScopeUser, p.Subject, ul.Budgets)
 	if ul.Enforced() {
 		bs = append(bs, limits.Bucket{Key: limits.UserKey(p.Subject), Scope: limits.ScopeUser, Limit: ul})
 	}
 	if ml, ok := ad.l.Models[adm.Model]; ok {
 		bs = append(bs, limits.Bucket{Key: limits.ModelKey(adm.Model, p.Subject), Scope: limits.ScopeModel, Limit: ml})
 	}
-	if p.KeyID != "" && ad.l.APIKey.Enforced() {
-		bs = append(bs, limits.Bucket{Key: limits.KeyKey(p.KeyID), Scope: limits.ScopeKey, Limit: ad.l.APIKey})
+	if p.KeyID != "" {
+		if ad.l.APIKey.Enforced() {
+			bs = append(bs, limits.Bucket{Key: limits.KeyKey(p.KeyID), Scope: limits.ScopeKey, Limit: ad.l.APIKey})
+		}
+		cs = charges(cs, limits.ScopeKey, p.KeyID, ad.l.APIKey.Budgets)
 	}
-	if len(bs) == 0 {
+	if adm.Team != "" {
+		if t, ok := ad.svc.cfg.Teams[adm.Team]; ok {
+			if t.Limit.Enforced() {
+				bs = append(bs, limits.Bucket{Key: limits.TeamKey(adm.Team), Scope: limits.ScopeTeam, Limit: t.Limit})
+			}
+			cs = charges(cs, limits.ScopeTeam, adm.Team, t.Limit.Budgets)
+		}
+	}
+	if len(bs) == 0 && len(cs) == 0 {
 		return nil, nil
 	}
-	return ad.admit(ctx, adm, h, bs)
+	return ad.admit(ctx, adm, h, bs, cs)
 }
 
-// admit asks the limiter for the buckets bs.
-func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Header, bs []limits.Bucket) (Ticket, *api.Error) {
+// charges appends a tenant's budgets to cs, as many as fit.
+func charges(cs []limits.BudgetCharge, scope limits.Scope, name string, budgets []limits.Budget) []limits.BudgetCharge {
+	for _, b := range budgets {
+		if b.Amount > 0 && len(cs) < cap(cs) {
+			cs = append(cs, limits.BudgetCharge{Scope: scope, Name: name, Budget: b})
+		}
+	}
+	return cs
+}
+
+// admit asks the limiter for the budgets cs, then the buckets bs: a
+// request refused by a limit gets its budgets' reservation back, one
+// refused by a budget costs the limits nothing.
+func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Header, bs []limits.Bucket, cs []limits.BudgetCharge) (Ticket, *api.Error) {
 	p := adm.Principal
 	reply := adm.MaxTokens
 	switch {
@@ -109,24 +138,50 @@ func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Head
 		reply = ad.l.ReplyReservation
 	}
 	prompt := limits.EstimateTokens(adm.PromptBytes, adm.Messages)
-	req := limits.Request{Buckets: bs, Tokens: prompt + reply}
-	t, d := ad.lim.Admit(ctx, &req)
-	setRateHeaders(h, d)
-	if !d.Allowed {
-		b := limits.Bucket{}
-		if d.Bucket >= 0 && d.Bucket < len(bs) {
-			b = bs[d.Bucket]
+	tk := &ticket{prompt: prompt, model: adm.Model, cost: ad.l.Cost}
+	if len(cs) > 0 {
+		breq := limits.BudgetRequest{Charges: cs, Tokens: prompt + reply}
+		if ad.l.Cost != nil {
+			breq.Cost = ad.l.Cost(adm.Model, prompt, 0, reply)
 		}
-		ad.svc.metrics.Refused(b.Scope.String(), d.Refused.String())
-		return nil, refusal(p, adm, b, d, req.Tokens)
+		bt, d := ad.lim.AdmitBudgets(ctx, &breq)
+		if !d.Allowed {
+			if d.Unavailable {
+				ad.svc.metrics.Refused("budget", "unavailable")
+				return nil, refusal(p, adm, limits.Bucket{}, limits.Decision{Refused: limits.KindUnavailable, RetryAfter: time.Second}, 0)
+			}
+			c := cs[d.Refused]
+			ad.svc.metrics.Refused(c.Scope.String(), "budget")
+			return nil, budgetRefusal(c, d, time.Now())
+		}
+		tk.bt = bt
 	}
-	return &ticket{t: t, prompt: prompt}, nil
+	if len(bs) > 0 {
+		req := limits.Request{Buckets: bs, Tokens: prompt + reply}
+		t, d := ad.lim.Admit(ctx, &req)
+		setRateHeaders(h, d)
+		if !d.Allowed {
+			tk.bt.Settle(0, 0)
+			b := limits.Bucket{}
+			if d.Bucket >= 0 && d.Bucket < len(bs) {
+				b = bs[d.Bucket]
+			}
+			ad.svc.metrics.Refused(b.Scope.String(), d.Refused.String())
+			return nil, refusal(p, adm, b, d, req.Tokens)
+		}
+		tk.t = t
+	}
+	return tk, nil
 }
 
-// ticket settles a limits.Ticket with the request's real usage.
+// ticket settles a limits.Ticket and a limits.BudgetTicket (either may
+// be nil) with the request's real usage.
 type ticket struct {
 	t      *limits.Ticket
+	bt     *limits.BudgetTicket
 	prompt int
+	model  string
+	cost   func(model string, prompt, cached, completion int) float64
 }
 
 // Settle implements Ticket: nothing used when no replica was
@@ -134,15 +189,23 @@ type ticket struct {
 // client left mid-stream, the replica failed or reports no usage) the
 // prompt's estimate plus the text relayed at about 4 bytes a token.
 func (t *ticket) Settle(s Settlement) {
-	used := 0
+	var prompt, cached, completion int
 	switch {
 	case !s.Served:
 	case s.UsageKnown:
-		used = s.Usage.PromptTokens + s.Usage.CompletionTokens
+		prompt, cached, completion = s.Usage.PromptTokens, s.Usage.CachedTokens, s.Usage.CompletionTokens
 	default:
-		used = t.prompt + (s.Relayed+3)/4
+		prompt, completion = t.prompt, (s.Relayed+3)/4
 	}
+	used := prompt + completion
 	t.t.Settle(used)
+	if t.bt != nil {
+		cost := 0.0
+		if t.cost != nil && used > 0 {
+			cost = t.cost(t.model, prompt, cached, completion)
+		}
+		t.bt.Settle(used, cost)
+	}
 }
 
 // Rate-limit headers, in OpenAI's names.
@@ -188,6 +251,8 @@ func refusal(p *auth.Principal, adm *Admission, b limits.Bucket, d limits.Decisi
 		who = "user '" + p.Subject + "' on model '" + adm.Model + "'"
 	case limits.ScopeKey:
 		who = "API key '" + p.KeyID + "'"
+	case limits.ScopeTeam:
+		who = "team '" + adm.Team + "'"
 	default:
 		who = "user '" + p.Subject + "'"
 	}

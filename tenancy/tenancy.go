@@ -20,6 +20,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -82,7 +83,19 @@ type Config struct {
 	Logger *zap.Logger
 	// Registry receives the tenancy metrics.
 	Registry prometheus.Registerer
+	// Teams are the configured teams, by name.
+	Teams map[string]Team
+	// BudgetSeed starts a budget's counter from the recorded use of its
+	// period (the ledger); nil starts it at 0.
+	BudgetSeed limits.BudgetSeed
+	// BudgetWarning is the part of a budget used past which the status
+	// page warns; 0 means DefaultBudgetWarning.
+	BudgetWarning float64
 }
+
+// DefaultBudgetWarning is the part of a budget used past which the status
+// page warns.
+const DefaultBudgetWarning = 0.8
 
 // Service is the tenants' limits and revocations of one configuration.
 type Service struct {
@@ -93,6 +106,8 @@ type Service struct {
 	admitter *limitsAdmitter
 	metrics  *metrics.Tenancy
 	logger   *zap.Logger
+	// userTeams finds a local user's team (set with the users).
+	userTeams atomic.Pointer[UserTeams]
 
 	closeOnce sync.Once
 }
@@ -103,6 +118,16 @@ type Service struct {
 type state struct {
 	client  *redis.Client // nil without Redis
 	limiter *limits.Limiter
+	// seed is the newest configuration's BudgetSeed: the limiter outlives
+	// configurations, and an older one's ledger may be closed.
+	seed atomic.Pointer[limits.BudgetSeed]
+}
+
+func (s *state) seedBudget(ctx context.Context, scope limits.Scope, name string, unit limits.Unit, since time.Time) (float64, error) {
+	if f := s.seed.Load(); f != nil && *f != nil {
+		return (*f)(ctx, scope, name, unit, since)
+	}
+	return 0, nil
 }
 
 func (s *state) Destruct() error {
@@ -136,6 +161,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s.key, s.state = key, v.(*state)
+	s.state.seed.Store(&cfg.BudgetSeed)
 	if s.metrics, err = metrics.NewTenancy(cfg.Registry, s); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -153,7 +179,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 func (s *Service) newState(opts *redis.Options) *state {
 	st := &state{}
 	logger, failClosed := s.logger, s.cfg.FailClosed
-	lo := limits.Options{FailClosed: failClosed,
+	lo := limits.Options{FailClosed: failClosed, BudgetSeed: st.seedBudget,
+		OnSeedError: func(err error) {
+			logger.Warn("budgets: a counter starts at 0: its period's use could not be read from the ledger", zap.Error(err))
+		},
 		OnRedisState: func(up bool, err error) {
 			if up {
 				logger.Info("redis reachable again: limits are shared again")
@@ -238,6 +267,9 @@ func (s *Service) timeout() time.Duration { return timeoutOf(s.cfg.Redis) }
 // loaded (the credentials are built after the tenancy, which they use for
 // revocations).
 func (s *Service) SetUsers(u UserLimits) {
+	if ut, ok := u.(UserTeams); ok {
+		s.userTeams.Store(&ut)
+	}
 	if s.admitter != nil {
 		s.admitter.l.Users = u
 	}

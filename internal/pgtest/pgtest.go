@@ -236,3 +236,12 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// Restart starts the server again on its data and port after Kill (an
+// outage: what was committed before is there again).
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.start(filepath.Join(s.dir, "data")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -31,6 +31,8 @@ type CreateKeyRequest struct {
 	// Priority is the key's class of work under overload (critical,
 	// standard, sheddable); its user's when empty.
 	Priority string `json:"priority,omitempty"`
+	// Team puts the key in a configured team; none: its user's team.
+	Team string `json:"team,omitempty"`
 }
 
 // CreateKeyResponse answers POST /llmedge/keys: the key, shown this once,
@@ -86,7 +88,7 @@ func createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields() // a misspelt "modles" must not make a key for every model
 	if err := dec.Decode(&req); err != nil {
-		return badRequest("the body must be a JSON object {\"user\",\"models\",\"expires\",\"name\",\"priority\"}: %v", err)
+		return badRequest("the body must be a JSON object {\"user\",\"models\",\"expires\",\"name\",\"priority\",\"team\"}: %v", err)
 	}
 	if dec.More() {
 		return badRequest("unexpected data after the JSON object")
@@ -101,8 +103,11 @@ func createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if req.Team != "" && !app.TeamConfigured(req.Team) {
+		return badRequest("team %q is not configured (want one of: %s)", req.Team, strings.Join(app.TeamNames(), ", "))
+	}
 	key, info, err := app.Credentials().APIKeys().Create(r.Context(), auth.NewAPIKey{User: req.User, Models: req.Models, Name: req.Name, TTL: ttl,
-		Priority: req.Priority})
+		Priority: req.Priority, Team: req.Team})
 	if err != nil {
 		return keyError(err)
 	}

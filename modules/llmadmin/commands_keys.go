@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "create-key",
-		Usage: "--user <name> [--models <m1,m2>] [--expires <duration>] [--name <label>] [--priority <class>] [--address <interface>]",
+		Usage: "--user <name> [--models <m1,m2>] [--expires <duration>] [--name <label>] [--priority <class>] [--team <team>] [--address <interface>]",
 		Short: "Creates an API key for a program and prints it, once",
 		Long: `
 Asks the running gateway, through its admin API, to create an API key for a
@@ -36,7 +36,9 @@ as they are at each request). --expires is its lifetime (default: the
 api_key_ttl option, 90 days), e.g. 720h or 30d. --name labels it, for
 list-keys and revoke-key. --priority is the class of work of the key's
 requests under overload: critical, standard or sheddable (default: its
-user's priority in the users file, else standard).`,
+user's priority in the users file, else standard). --team puts the key in a
+configured team (default: its user's), whose models, limits and budgets cap
+it.`,
 		Flags: func() *flag.FlagSet {
 			fs := adminFlags("create-key")
 			fs.String("user", "", "The user the key acts for")
@@ -44,6 +46,7 @@ user's priority in the users file, else standard).`,
 			fs.String("expires", "", "Lifetime of the key, e.g. 720h or 30d (default: api_key_ttl)")
 			fs.String("name", "", "A label for the key (letters, digits, '.', '_', '-')")
 			fs.String("priority", "", "The key's class of work: critical, standard or sheddable (default: its user's)")
+			fs.String("team", "", "The key's team (default: its user's)")
 			return fs
 		}(),
 		Func: cmdCreateKey,
@@ -120,6 +123,7 @@ func cmdCreateKey(fl caddycmd.Flags) (int, error) {
 	}
 	req := CreateKeyRequest{User: user, Expires: fl.String("expires"), Name: fl.String("name")}
 	req.Priority = fl.String("priority")
+	req.Team = fl.String("team")
 	if m := fl.String("models"); m != "" {
 		for _, name := range strings.Split(m, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -139,6 +143,9 @@ func cmdCreateKey(fl caddycmd.Flags) (int, error) {
 	fmt.Println(created.Key)
 	fmt.Fprintf(os.Stderr, "API key %s%s for user %q, models %s, expires %s.\nIt is shown only now: store it safely.\n",
 		created.ID, nameSuffix(created.Name), created.User, modelsText(created.Models), created.Expires.Format(time.RFC3339))
+	if created.Team != "" {
+		fmt.Fprintf(os.Stderr, "Team %s.\n", created.Team)
+	}
 	return 0, nil
 }
 

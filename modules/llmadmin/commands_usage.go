@@ -22,11 +22,13 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "usage",
-		Usage: "[--user <name>] [--model <name>] [--since <time>] [--until <time>] [--by day|model|user] [--format table|csv|json] [--db <ledger.db>] [--address <interface>]",
+		Usage: "[--user <name>] [--model <name>] [--team <name>] [--key <id>] [--since <time>] [--until <time>] [--by day|model|user|team|key] [--format table|csv|json] [--db <ledger.db>] [--address <interface>]",
 		Short: "Reports the usage ledger's totals: requests, tokens, cost",
 		Long: `
 Sums the usage ledger's records (one per answered request) that match the
-filters, grouped by day (UTC), model or user, or in one total without --by.
+filters, grouped by day (UTC), model, user, team or API key (its id), or in
+one total without --by. A team or key filter or grouping counts the records
+within the retention (the daily roll-ups keep neither).
 --since (inclusive) and --until (exclusive) take an RFC 3339 time, a date
 (2026-03-01, UTC) or a span before now (24h, 7d).
 
@@ -36,9 +38,11 @@ SQLite ledger file directly instead (the gateway need not run).`,
 			fs := adminFlags("usage")
 			fs.String("user", "", "Only this user's requests")
 			fs.String("model", "", "Only this model's requests")
+			fs.String("team", "", "Only this team's requests")
+			fs.String("key", "", "Only this API key's requests (its id)")
 			fs.String("since", "", "From this time on (inclusive)")
 			fs.String("until", "", "Before this time (exclusive)")
-			fs.String("by", "", "Group by day, model or user (default: one total)")
+			fs.String("by", "", "Group by day, model, user, team or key (default: one total)")
 			fs.String("format", "table", "table, csv or json")
 			fs.String("db", "", "Read this SQLite ledger file instead of asking the gateway")
 			return fs
@@ -53,7 +57,7 @@ func cmdUsage(fl caddycmd.Flags) (int, error) {
 		return exitFailure, fmt.Errorf("--format %q: want table, csv or json", format)
 	}
 	q := url.Values{}
-	for _, k := range []string{"user", "model", "since", "until", "by"} {
+	for _, k := range []string{"user", "model", "team", "key", "since", "until", "by"} {
 		if v := fl.String(k); v != "" {
 			q.Set(k, v)
 		}

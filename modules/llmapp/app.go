@@ -135,6 +135,9 @@ type App struct {
 	// Tiers are limits tiers (rpm, tpm, concurrency) that identity
 	// providers' users and client certificates are mapped to.
 	Tiers map[string]*TierConfig `json:"tiers,omitempty"`
+	// Teams group users and API keys: a team's models cap its members',
+	// and its limits and budgets apply on top of theirs.
+	Teams map[string]*TeamConfig `json:"teams,omitempty"`
 	// Ledger keeps a record of every answered request (docs/ledger.md).
 	Ledger *LedgerConfig `json:"ledger,omitempty"`
 	// AdmittersRaw admit or refuse requests after their scope is checked,
@@ -247,6 +250,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
 		BodyTimeout:    time.Duration(a.BodyTimeout),
 		Admitter:       admit,
+		Teams:          a.teams(),
 		Gateway: &gateway.Gateway{
 			Models:       a.fleet.Models(),
 			Client:       a.client,
@@ -282,6 +286,15 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		return err
 	}
 	return nil
+}
+
+// teams is the pipeline's view of the teams; nil when no principal can
+// have one (nothing to look up on a request).
+func (a *App) teams() gateway.Teams {
+	if !a.teamsInUse() {
+		return nil
+	}
+	return a.tenants
 }
 
 func (a *App) setDefaults() {
@@ -345,6 +358,9 @@ func (a *App) Validate() error {
 		if _, err := api.ParsePriority(t.Priority); err != nil {
 			return fmt.Errorf("tier %s: %w", name, err)
 		}
+	}
+	if err := a.validateTeams(seen); err != nil {
+		return err
 	}
 	if rl := a.RateLimits; rl != nil {
 		if err := rl.Validate(); err != nil {

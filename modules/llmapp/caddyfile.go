@@ -70,7 +70,11 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		trust <issuer URL> {                # a trusted OpenID provider (docs/identity.md)
 //			audience <aud>...; grant <claim> <value> -> <model>...; tier <claim> <value> -> <tier>; ...
 //		}
-//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off; weight <x> }   # limits of mapped identities
+//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off; weight <x>; budget ... }   # limits of mapped identities
+//		team <name> [{                      # a team: its models cap its members', its limits and budgets add to theirs
+//			models <model>...; rpm <n>|off; tpm <n>|off; concurrency <n>|off
+//			budget <tokens|cost> <amount>|off per <day|month>   # repeatable
+//		}]
 //		admitter          <name> [{ ... }]     # repeatable, asked in order; default limits
 //		on_redis_failure  open|closed
 //		share_routing     on|off            # routing decisions shared over redis; default on with redis
@@ -80,10 +84,13 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			tpm                <n>|off
 //			concurrency        <n>|off
 //			default_max_tokens <n>          # reply reserved when max_tokens is unset
-//			api_key { rpm <n>; tpm <n>; concurrency <n> }
+//			budget             <tokens|cost> <amount>|off per <day|month>   # every user's; repeatable
+//			budget_warning     <fraction>|<n>%   # the status page warns from this part on; default 80%
+//			api_key { rpm <n>; tpm <n>; concurrency <n>; budget ... }
 //		}
 //		user <name> <bcrypt-hash> [<model>...] [{
-//			limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off }
+//			limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off; budget ... }
+//			team   <name>
 //		}]
 //		consul [<address>] {
 //			... (see ConsulOptions)
@@ -166,22 +173,31 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			u := auth.User{Name: args[0], PasswordHash: args[1], Models: args[2:]}
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
-				if d.Val() == "priority" {
+				switch d.Val() {
+				case "limits":
+					l, err := parseLimitsWithBudgets(d, "limits of user "+u.Name)
+					if err != nil {
+						return err
+					}
+					u.Limits = &l
+				case "team":
+					if err := oneString(d, &u.Team); err != nil {
+						return err
+					}
+					if err := auth.ValidateTeamName(u.Team); err != nil {
+						return d.Errf("user %q: %v", u.Name, err)
+					}
+				case "priority":
 					if err := userPriority(d, &u); err != nil {
 						return err
 					}
-					continue
+				default:
+					return d.Errf("unrecognized option %q for user %q (want limits, team or priority)", d.Val(), u.Name)
 				}
-				if d.Val() != "limits" {
-					return d.Errf("unrecognized option %q for user %q (want limits or priority)", d.Val(), u.Name)
-				}
-				l, err := parseLimits(d, "limits of user "+u.Name, nil)
-				if err != nil {
-					return err
-				}
-				u.Limits = &l
 			}
 			a.Users = append(a.Users, u)
+		case "team":
+			err = a.parseTeam(d)
 		case "trust":
 			var t llmauthenticator.Trust
 			if t, err = llmauthenticator.ParseTrust(d); err == nil {
@@ -196,9 +212,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("tier %s: defined twice", args[0])
 			}
 			tc := &TierConfig{}
+			var budgets []limits.Budget
 			if tc.Limit, err = parseLimits(d, "tier "+args[0], func(opt string) (bool, error) {
 				if opt == "priority" {
 					return true, tierPriority(d, args[0], &tc.Priority)
+				}
+				if opt == "budget" {
+					return true, parseBudgetOption(d, "tier "+args[0], &budgets)
 				}
 				if opt != "weight" {
 					return false, nil
@@ -214,6 +234,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				tc.Weight = w
 				return true, nil
 			}); err == nil {
+				tc.Limit.Budgets = budgets
 				if a.Tiers == nil {
 					a.Tiers = map[string]*TierConfig{}
 				}
@@ -256,17 +277,23 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Err("limits: given twice")
 			}
 			rl := new(RateLimitsConfig)
+			var budgets []limits.Budget
 			rl.Limit, err = parseLimits(d, "limits", func(opt string) (bool, error) {
 				switch opt {
 				case "default_max_tokens":
 					return true, positiveInt(d, opt, &rl.DefaultMaxTokens)
+				case "budget_warning":
+					return true, parseBudgetWarning(d, &rl.BudgetWarning)
+				case "budget":
+					return true, parseBudgetOption(d, "limits", &budgets)
 				case "api_key":
-					l, err := parseLimits(d, "limits api_key", nil)
+					l, err := parseLimitsWithBudgets(d, "limits api_key")
 					rl.APIKey = &l
 					return true, err
 				}
 				return false, nil
 			})
+			rl.Limit.Budgets = budgets
 			a.RateLimits = rl
 		case "max_body_size":
 			var s string

@@ -48,6 +48,8 @@ func DefaultLedgerPath() string {
 type usageLedger struct {
 	store  ledger.Store
 	writer *ledger.Writer
+	// today caches the status page's figures of the day.
+	today usageToday
 }
 
 // buildLedger opens the configured store (the schema brought up to date)
@@ -107,6 +109,7 @@ func (l *usageLedger) close() error {
 		return nil
 	}
 	werr := l.writer.Close()
+	l.today.wait()
 	if err := l.store.Close(); err != nil {
 		return err
 	}

@@ -45,5 +45,9 @@ func (a *App) StatusSnapshot() *status.Snapshot {
 	snap := observability().Snapshot(models)
 	snap.IdentityProviders = a.identityProviders()
 	snap.RoutingShare = a.routingShareStatus()
+	snap.Budgets = a.statusBudgets()
+	if a.ledger != nil {
+		snap.UsageToday = a.ledger.today.get(a.ledger.store)
+	}
 	return snap
 }

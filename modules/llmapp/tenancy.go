@@ -40,6 +40,9 @@ type RateLimitsConfig struct {
 	// DefaultMaxTokens is the reply size reserved against tpm when
 	// neither the request nor the model sets max_tokens. Default 1024.
 	DefaultMaxTokens int `json:"default_max_tokens,omitempty"`
+	// BudgetWarning is the part of a budget used past which the status
+	// page warns. Default 0.8.
+	BudgetWarning float64 `json:"budget_warning,omitempty"`
 }
 
 // Failure modes when Redis is unreachable.
@@ -64,6 +67,11 @@ func (a *App) tenancyConfig(ctx caddy.Context, repl *caddy.Replacer) (tenancy.Co
 		Kept:              kept,
 		Logger:            a.logger,
 		Registry:          ctx.GetMetricsRegistry(),
+		Teams:             a.tenancyTeams(),
+		BudgetSeed:        a.seedBudget,
+	}
+	if a.RateLimits != nil {
+		cfg.BudgetWarning = a.RateLimits.BudgetWarning
 	}
 	if rc := a.Redis; rc != nil {
 		cfg.Redis = &tenancy.Redis{
@@ -86,6 +94,7 @@ func (a *App) tenancyConfig(ctx caddy.Context, repl *caddy.Replacer) (tenancy.Co
 			}
 		}
 		l.Tiers = a.tierLimits()
+		l.Cost = a.priceCost()
 		cfg.Limits = l
 	}
 	return cfg, nil
@@ -112,6 +121,9 @@ func (a *App) limitsConfigured() bool {
 		if t.Limit.Enforced() {
 			return true
 		}
+	}
+	if a.budgetsConfigured() {
+		return true
 	}
 	return a.UsersFile != ""
 }

@@ -1,6 +1,7 @@
 package llmapp
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -59,11 +60,91 @@ func TestTenancyCaddyfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.RateLimits.Limit != (limits.Limit{RPM: 60, Concurrency: limits.Off}) || *a.RateLimits.APIKey != (limits.Limit{TPM: 5000}) {
+	if !reflect.DeepEqual(a.RateLimits.Limit, limits.Limit{RPM: 60, Concurrency: limits.Off}) || !reflect.DeepEqual(*a.RateLimits.APIKey, limits.Limit{TPM: 5000}) {
 		t.Errorf("limits %+v api_key %+v", a.RateLimits.Limit, a.RateLimits.APIKey)
 	}
 	if len(a.Users) != 2 || a.Users[0].Limits == nil || a.Users[0].Limits.RPM != 5 || a.Users[1].Limits != nil ||
 		!slices.Equal(a.Users[1].Models, []string{"qwen"}) {
 		t.Errorf("users %+v", a.Users)
+	}
+}
+
+func TestTeamsAndBudgetsCaddyfile(t *testing.T) {
+	a := new(App)
+	err := a.UnmarshalCaddyfile(caddyfile.NewTestDispenser(`llmedge {
+		limits {
+			rpm 60
+			budget tokens 100000 per day
+			budget_warning 90%
+			api_key {
+				budget cost 5 per month
+			}
+		}
+		team research {
+			models qwen
+			tpm 50000
+			budget tokens 1000000 per month
+			budget cost 20.5 month
+		}
+		team ops
+		user bob $2a$10$x qwen {
+			team research
+			limits {
+				budget tokens off per day
+			}
+		}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := a.RateLimits
+	if rl.RPM != 60 || !reflect.DeepEqual(rl.Budgets, []limits.Budget{{Unit: limits.UnitTokens, Amount: 100000, Per: limits.PerDay}}) ||
+		rl.BudgetWarning != 0.9 || !reflect.DeepEqual(rl.APIKey.Budgets, []limits.Budget{{Unit: limits.UnitCost, Amount: 5, Per: limits.PerMonth}}) {
+		t.Errorf("limits %+v api_key %+v", rl, rl.APIKey)
+	}
+	r := a.Teams["research"]
+	if r == nil || !slices.Equal(r.Models, []string{"qwen"}) || r.Limits.TPM != 50000 || len(r.Limits.Budgets) != 2 ||
+		r.Limits.Budgets[1] != (limits.Budget{Unit: limits.UnitCost, Amount: 20.5, Per: limits.PerMonth}) {
+		t.Errorf("team research %+v", r)
+	}
+	if o := a.Teams["ops"]; o == nil || o.Models != nil || o.Limits.Enforced() {
+		t.Errorf("team ops %+v", o)
+	}
+	if u := a.Users[0]; u.Team != "research" || u.Limits == nil || u.Limits.Budgets[0].Amount != limits.Off {
+		t.Errorf("user %+v", u)
+	}
+	if !a.budgetsConfigured() || !a.teamsInUse() || !a.limitsConfigured() {
+		t.Error("budgets or teams not seen as configured")
+	}
+	// The user's "off" lifts the default's daily token budget.
+	if got := a.Users[0].Limits.Over(rl.Limit); len(got.Budgets) != 0 {
+		t.Errorf("bob's budgets %+v, want none", got.Budgets)
+	}
+}
+
+func TestTeamsAndBudgetsCaddyfileErrors(t *testing.T) {
+	tests := []struct {
+		name, input, want string
+	}{
+		{"team without name", "llmedge {\nteam\n}", "team: want team <name>"},
+		{"team twice", "llmedge {\nteam a\nteam a\n}", "defined twice"},
+		{"team name", "llmedge {\nteam a/b\n}", "may only hold"},
+		{"team models empty", "llmedge {\nteam a {\nmodels\n}\n}", "want at least one model"},
+		{"team unknown option", "llmedge {\nteam a {\nquota 5\n}\n}", `unrecognized option "quota"`},
+		{"budget unit", "llmedge {\nteam a {\nbudget dollars 5 per day\n}\n}", "want tokens or cost"},
+		{"budget period", "llmedge {\nlimits {\nbudget tokens 5 per week\n}\n}", "want day or month"},
+		{"budget amount", "llmedge {\nlimits {\nbudget tokens -5 per day\n}\n}", "want a number above 0"},
+		{"budget twice", "llmedge {\nlimits {\nbudget tokens 5 per day\nbudget tokens 6 per day\n}\n}", "given twice"},
+		{"budget on a model", "llmedge {\nmodel qwen {\nlimits {\nbudget tokens 5 per day\n}\n}\n}", `unrecognized option "budget"`},
+		{"budget warning", "llmedge {\nlimits {\nbudget_warning 120%\n}\n}", "budget_warning"},
+		{"user team name", "llmedge {\nuser a $2a$10$x {\nteam a:b\n}\n}", "may only hold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := new(App).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
 	}
 }
