@@ -91,6 +91,10 @@ var caddyfileRouting = template.Must(template.New("routing").Parse(`{
 ` + globalOptions + `	llmedge {
 		token_ttl 24h
 		user bench {{.Hash}}
+{{- if .Redis}}
+		redis {{.Redis}}
+		share_routing {{if .Share}}on{{else}}off{{end}}
+{{- end}}
 {{- range .Models}}
 		model {{.Name}} {
 			static{{range $.Replicas}} {{.}}{{end}}
@@ -119,35 +123,10 @@ https://localhost:{{.Port}} {
 `))
 
 // caddyfileScaleout is one instance of the scale-out scenario: the routing
-// gateway's models (all the simulators, their /metrics scraped), and the
-// cluster's Redis, over which share_routing is on or off. Redis is there
-// in both cases, so that sharing is the only difference.
-var caddyfileScaleout = template.Must(template.New("scaleout").Parse(`{
-` + globalOptions + `	llmedge {
-		token_ttl 24h
-		user bench {{.Hash}}
-		redis {{.Redis}}
-		share_routing {{if .Share}}on{{else}}off{{end}}
-{{- range .Models}}
-		model {{.Name}} {
-			static{{range $.Replicas}} {{.}}{{end}}
-			protocol vllm
-			lb_policy {{.Policy.Name}}
-{{- with .Policy.Options}} {
-{{- range .}}
-				{{index . 0}} {{index . 1}}
-{{- end}}
-			}
-{{- end}}
-		}
-{{- end}}
-	}
-}
-https://localhost:{{.Port}} {
-	tls internal
-	llm_gateway
-}
-`))
+// gateway (the simulators' /metrics scraped) with the cluster's Redis,
+// over which share_routing is on or off. Redis is there in both cases, so
+// that sharing is the only difference.
+var caddyfileScaleout = caddyfileRouting
 
 // render executes tmpl with c.
 func (c proxyConfig) render(tmpl *template.Template) ([]byte, error) {
