@@ -37,7 +37,7 @@ func TestBudgetsAcrossInstances(t *testing.T) {
 	sim := startSim(t, "-tokens", "20")
 	cfg := GatewayConfig{Data: t.TempDir(), // one storage: one signing key
 		Models:  map[string]string{"qwen": staticModel(sim) + "\n\t\t\tmax_tokens 20", "gemma": staticModel(sim)},
-		Options: redisOption(srv, "\t\tlimits {\n\t\t\tbudget tokens "+strconv.Itoa(budget)+" per month\n\t\t\tbudget_warning 50%\n\t\t}"),
+		Options: patientRedisOption(srv, "\t\tlimits {\n\t\t\tbudget tokens "+strconv.Itoa(budget)+" per month\n\t\t\tbudget_warning 50%\n\t\t}"),
 	}
 	a, b := startGateway(t, cfg), startGateway(t, cfg)
 	tok := a.Token(t, "demo", "demo", "")
@@ -66,6 +66,8 @@ func TestBudgetsAcrossInstances(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	noRedisFallback(t, a)
+	noRedisFallback(t, b)
 	if got := used.Load(); got > budget+int64(budgetReservation) || got < budget-8*int64(budgetReservation) {
 		t.Errorf("%d answers used %d tokens of a %d budget; want at most %d (one reservation of %d over)",
 			answered.Load(), got, budget, budget+budgetReservation, budgetReservation)
