@@ -45,6 +45,11 @@ type Report struct {
 	// The overload scenario, when it ran.
 	OverloadConfig *overloadReportConfig `json:"overload_config,omitempty"`
 	Overload       []OverloadResult      `json:"overload,omitempty"`
+	// The ledger scenario, when it ran, and the records its ledger held
+	// at the end.
+	LedgerConfig  *ledgerReportConfig `json:"ledger_config,omitempty"`
+	Ledger        []LedgerResult      `json:"ledger,omitempty"`
+	LedgerRecords int64               `json:"ledger_records,omitempty"`
 	Checks         []Check               `json:"checks"`
 }
 
@@ -126,6 +131,9 @@ func newReport(cfg Config) *Report {
 	if cfg.Overload.Enabled() {
 		r.OverloadConfig = cfg.Overload.report()
 	}
+	if cfg.Ledger.Enabled() {
+		r.LedgerConfig = cfg.Ledger.report(cfg.ReplyTokens)
+	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{
 			Policies: rc.Policies, Workloads: rc.Workloads, Replicas: rc.Replicas, Tenants: rc.Tenants,
@@ -151,6 +159,7 @@ func (r *Report) finish() {
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Machine.LoadAfter = loadAvg()
 	r.Checks = append(append(r.checks(), r.routingChecks()...), r.scaleoutChecks()...)
+	r.Checks = append(r.Checks, r.ledgerChecks()...)
 }
 
 // result finds the result of scenario on path.
