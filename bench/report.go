@@ -45,12 +45,13 @@ type Report struct {
 	// The overload scenario, when it ran.
 	OverloadConfig *overloadReportConfig `json:"overload_config,omitempty"`
 	Overload       []OverloadResult      `json:"overload,omitempty"`
+	Checks         []Check               `json:"checks"`
+
 	// The ledger scenario, when it ran, and the records its ledger held
 	// at the end.
 	LedgerConfig  *ledgerReportConfig `json:"ledger_config,omitempty"`
 	Ledger        []LedgerResult      `json:"ledger,omitempty"`
 	LedgerRecords int64               `json:"ledger_records,omitempty"`
-	Checks         []Check               `json:"checks"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
