@@ -113,7 +113,32 @@ func (s *sqlStore) Version(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// Write implements Store: one transaction, one prepared insert.
+// rowsPerInsert is the most records one INSERT carries: 100 rows of
+// nColumns values, well within the parameters a statement may have in
+// SQLite (32,766) and PostgreSQL (65,535). One statement per record cost
+// the database/sql and driver round of a statement, and SQLite's
+// starting and ending of one, for each record.
+const rowsPerInsert = 100
+
+// nColumns is the number of columns.
+const nColumns = 16
+
+// insertSQL is the INSERT of n records, in the dialect's placeholders.
+func (d dialect) insertSQL(n int) string {
+	row := "(" + strings.Repeat("?, ", nColumns-1) + "?)"
+	var b strings.Builder
+	b.WriteString("INSERT INTO usage_records (" + columns + ") VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return d.bind(b.String())
+}
+
+// Write implements Store: one transaction; the records go in INSERTs of
+// rowsPerInsert rows, the statement of a full one prepared once.
 func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -123,21 +148,36 @@ func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 		return fmt.Errorf("ledger: %s: %w", s.d.name, err)
 	}
 	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	stmt, err := tx.PrepareContext(ctx, s.d.bind(`INSERT INTO usage_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
-	if err != nil {
-		return fmt.Errorf("ledger: %s: preparing the insert: %w", s.d.name, err)
-	}
-	defer stmt.Close()
-	for i := range recs {
-		r := &recs[i]
-		if _, err := stmt.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
-			r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
-			r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team); err != nil {
-			return fmt.Errorf("ledger: %s: inserting a record: %w", s.d.name, err)
+	total := len(recs)
+	var full *sql.Stmt
+	args := make([]any, 0, min(len(recs), rowsPerInsert)*nColumns)
+	for len(recs) > 0 {
+		chunk := recs[:min(len(recs), rowsPerInsert)]
+		recs = recs[len(chunk):]
+		args = args[:0]
+		for i := range chunk {
+			r := &chunk[i]
+			args = append(args, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
+				r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
+				r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team)
+		}
+		if len(chunk) < rowsPerInsert {
+			_, err = tx.ExecContext(ctx, s.d.insertSQL(len(chunk)), args...)
+		} else {
+			if full == nil {
+				if full, err = tx.PrepareContext(ctx, s.d.insertSQL(rowsPerInsert)); err != nil {
+					return fmt.Errorf("ledger: %s: preparing the insert: %w", s.d.name, err)
+				}
+				defer full.Close()
+			}
+			_, err = full.ExecContext(ctx, args...)
+		}
+		if err != nil {
+			return fmt.Errorf("ledger: %s: inserting %d records: %w", s.d.name, len(chunk), err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("ledger: %s: committing %d records: %w", s.d.name, len(recs), err)
+		return fmt.Errorf("ledger: %s: committing %d records: %w", s.d.name, total, err)
 	}
 	return nil
 }
