@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -16,6 +17,11 @@ import (
 type sqlStore struct {
 	db *sql.DB
 	d  dialect
+
+	// inserts are the INSERTs of insertRows[i] records, prepared on the
+	// database once (at the first Write) and used by every transaction.
+	mu      sync.Mutex
+	inserts [len(insertRows)]*sql.Stmt
 }
 
 // dialect is what differs between the databases.
@@ -113,12 +119,15 @@ func (s *sqlStore) Version(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// rowsPerInsert is the most records one INSERT carries: 100 rows of
-// nColumns values, well within the parameters a statement may have in
-// SQLite (32,766) and PostgreSQL (65,535). One statement per record cost
-// the database/sql and driver round of a statement, and SQLite's
-// starting and ending of one, for each record.
-const rowsPerInsert = 100
+// insertRows are the sizes of the INSERTs a batch is written in, largest
+// first: 100 rows of nColumns values is well within the parameters a
+// statement may have in SQLite (32,766) and PostgreSQL (65,535). One
+// statement per record cost, for each record, a statement's round
+// through database/sql and the driver and SQLite's starting and ending
+// of one; a statement of the batch's exact size would have to be
+// compiled at each write. A batch of 237 goes in 2 of 100, 3 of 10 and
+// 7 of 1.
+var insertRows = [...]int{100, 10, 1}
 
 // nColumns is the number of columns.
 const nColumns = 16
@@ -137,43 +146,58 @@ func (d dialect) insertSQL(n int) string {
 	return d.bind(b.String())
 }
 
-// Write implements Store: one transaction; the records go in INSERTs of
-// rowsPerInsert rows, the statement of a full one prepared once.
+// prepareInserts prepares the INSERTs once. It runs before a write's
+// transaction begins: SQLite's store has a single connection, which the
+// transaction holds.
+func (s *sqlStore) prepareInserts(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range insertRows {
+		if s.inserts[i] != nil {
+			continue
+		}
+		st, err := s.db.PrepareContext(ctx, s.d.insertSQL(n))
+		if err != nil {
+			return fmt.Errorf("ledger: %s: preparing the insert of %d: %w", s.d.name, n, err)
+		}
+		s.inserts[i] = st
+	}
+	return nil
+}
+
+// Write implements Store: one transaction, the records in the prepared
+// INSERTs, largest first.
 func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	if err := s.prepareInserts(ctx); err != nil {
+		return err
+	}
+	total := len(recs)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: %s: %w", s.d.name, err)
 	}
-	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	total := len(recs)
-	var full *sql.Stmt
-	args := make([]any, 0, min(len(recs), rowsPerInsert)*nColumns)
-	for len(recs) > 0 {
-		chunk := recs[:min(len(recs), rowsPerInsert)]
-		recs = recs[len(chunk):]
-		args = args[:0]
-		for i := range chunk {
-			r := &chunk[i]
-			args = append(args, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
-				r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
-				r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team)
-		}
-		if len(chunk) < rowsPerInsert {
-			_, err = tx.ExecContext(ctx, s.d.insertSQL(len(chunk)), args...)
-		} else {
-			if full == nil {
-				if full, err = tx.PrepareContext(ctx, s.d.insertSQL(rowsPerInsert)); err != nil {
-					return fmt.Errorf("ledger: %s: preparing the insert: %w", s.d.name, err)
-				}
-				defer full.Close()
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit; it closes the statements too
+	var stmts [len(insertRows)]*sql.Stmt
+	args := make([]any, 0, min(len(recs), insertRows[0])*nColumns)
+	for i, n := range insertRows {
+		for len(recs) >= n {
+			if stmts[i] == nil {
+				stmts[i] = tx.StmtContext(ctx, s.inserts[i])
 			}
-			_, err = full.ExecContext(ctx, args...)
-		}
-		if err != nil {
-			return fmt.Errorf("ledger: %s: inserting %d records: %w", s.d.name, len(chunk), err)
+			args = args[:0]
+			for j := range recs[:n] {
+				r := &recs[j]
+				args = append(args, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
+					r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
+					r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team)
+			}
+			if _, err := stmts[i].ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("ledger: %s: inserting %d records: %w", s.d.name, n, err)
+			}
+			recs = recs[n:]
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -324,4 +348,14 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time) (int64, error) {
 }
 
 // Close implements Store.
-func (s *sqlStore) Close() error { return s.db.Close() }
+func (s *sqlStore) Close() error {
+	s.mu.Lock()
+	for i, st := range s.inserts {
+		if st != nil {
+			_ = st.Close()
+			s.inserts[i] = nil
+		}
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}
