@@ -38,6 +38,9 @@ type Config struct {
 	// Overload is the overload scenario (classes of work); its own
 	// processes.
 	Overload OverloadConfig
+	// Ledger is the ledger scenario (llmedge without and with the usage
+	// ledger); its own processes.
+	Ledger LedgerConfig
 
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
@@ -46,7 +49,7 @@ type Config struct {
 	Log     io.Writer // progress lines; nil for none
 }
 
-// DefaultConfig is what `make bench` runs: about 4 minutes on 2 cores, of
+// DefaultConfig is what `make bench` runs: about 4.5 minutes on 2 cores, of
 // which 2 for the routing scenario. The scale-out scenario is configured
 // but has no variants: it runs only when asked for (about 2 more minutes,
 // and it needs redis-server).
@@ -70,6 +73,7 @@ func DefaultConfig() Config {
 		Routing:         DefaultRoutingConfig(),
 		Scaleout:        scaleout,
 		Overload:        DefaultOverloadConfig(),
+		Ledger:          DefaultLedgerConfig(),
 	}
 }
 
@@ -77,6 +81,7 @@ func DefaultConfig() Config {
 func (c Config) Long(d time.Duration) Config {
 	c.Duration, c.StreamSteady, c.Routing.Duration, c.Scaleout.Duration = d, d, d, d
 	c.Overload.Duration = d
+	c.Ledger.Duration = d
 	c.Warmup = max(c.Warmup, 3*time.Second)
 	return c
 }
@@ -171,7 +176,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs workers")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
@@ -181,6 +186,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Overload.validate(); err != nil {
+		return err
+	}
+	if err := c.Ledger.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Rates {

@@ -41,6 +41,9 @@ func (r *Report) sections() []section {
 	if len(r.Overload) > 0 {
 		out = append(out, section{"Overload", overloadBeginMarker, overloadEndMarker, r.overloadMarkdown()})
 	}
+	if len(r.Ledger) > 0 {
+		out = append(out, section{"Usage ledger", ledgerBeginMarker, ledgerEndMarker, r.ledgerMarkdown()})
+	}
 	return out
 }
 

@@ -46,6 +46,12 @@ type Report struct {
 	OverloadConfig *overloadReportConfig `json:"overload_config,omitempty"`
 	Overload       []OverloadResult      `json:"overload,omitempty"`
 	Checks         []Check               `json:"checks"`
+
+	// The ledger scenario, when it ran, and the records its ledger held
+	// at the end.
+	LedgerConfig  *ledgerReportConfig `json:"ledger_config,omitempty"`
+	Ledger        []LedgerResult      `json:"ledger,omitempty"`
+	LedgerRecords int64               `json:"ledger_records,omitempty"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -126,6 +132,9 @@ func newReport(cfg Config) *Report {
 	if cfg.Overload.Enabled() {
 		r.OverloadConfig = cfg.Overload.report()
 	}
+	if cfg.Ledger.Enabled() {
+		r.LedgerConfig = cfg.Ledger.report(cfg.ReplyTokens)
+	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{
 			Policies: rc.Policies, Workloads: rc.Workloads, Replicas: rc.Replicas, Tenants: rc.Tenants,
@@ -151,6 +160,7 @@ func (r *Report) finish() {
 	r.Seconds = time.Since(r.Started).Seconds()
 	r.Machine.LoadAfter = loadAvg()
 	r.Checks = append(append(r.checks(), r.routingChecks()...), r.scaleoutChecks()...)
+	r.Checks = append(r.Checks, r.ledgerChecks()...)
 }
 
 // result finds the result of scenario on path.

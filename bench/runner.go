@@ -82,6 +82,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if cfg.Ledger.Enabled() {
+		if err := r.runLedger(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
 	r.report.finish()
 	return r.report, nil
 }

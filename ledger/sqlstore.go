@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -16,6 +17,11 @@ import (
 type sqlStore struct {
 	db *sql.DB
 	d  dialect
+
+	// inserts are the INSERTs of insertRows[i] records, prepared on the
+	// database once (at the first Write) and used by every transaction.
+	mu      sync.Mutex
+	inserts [len(insertRows)]*sql.Stmt
 }
 
 // dialect is what differs between the databases.
@@ -113,31 +119,89 @@ func (s *sqlStore) Version(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// Write implements Store: one transaction, one prepared insert.
+// insertRows are the sizes of the INSERTs a batch is written in, largest
+// first: 100 rows of nColumns values is well within the parameters a
+// statement may have in SQLite (32,766) and PostgreSQL (65,535). One
+// statement per record cost, for each record, a statement's round
+// through database/sql and the driver and SQLite's starting and ending
+// of one; a statement of the batch's exact size would have to be
+// compiled at each write. A batch of 237 goes in 2 of 100, 3 of 10 and
+// 7 of 1.
+var insertRows = [...]int{100, 10, 1}
+
+// nColumns is the number of columns.
+const nColumns = 16
+
+// insertSQL is the INSERT of n records, in the dialect's placeholders.
+func (d dialect) insertSQL(n int) string {
+	row := "(" + strings.Repeat("?, ", nColumns-1) + "?)"
+	var b strings.Builder
+	b.WriteString("INSERT INTO usage_records (" + columns + ") VALUES ")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	return d.bind(b.String())
+}
+
+// prepareInserts prepares the INSERTs once. It runs before a write's
+// transaction begins: SQLite's store has a single connection, which the
+// transaction holds.
+func (s *sqlStore) prepareInserts(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, n := range insertRows {
+		if s.inserts[i] != nil {
+			continue
+		}
+		st, err := s.db.PrepareContext(ctx, s.d.insertSQL(n))
+		if err != nil {
+			return fmt.Errorf("ledger: %s: preparing the insert of %d: %w", s.d.name, n, err)
+		}
+		s.inserts[i] = st
+	}
+	return nil
+}
+
+// Write implements Store: one transaction, the records in the prepared
+// INSERTs, largest first.
 func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
+	if err := s.prepareInserts(ctx); err != nil {
+		return err
+	}
+	total := len(recs)
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: %s: %w", s.d.name, err)
 	}
-	defer func() { _ = tx.Rollback() }() // a no-op after Commit
-	stmt, err := tx.PrepareContext(ctx, s.d.bind(`INSERT INTO usage_records (`+columns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`))
-	if err != nil {
-		return fmt.Errorf("ledger: %s: preparing the insert: %w", s.d.name, err)
-	}
-	defer stmt.Close()
-	for i := range recs {
-		r := &recs[i]
-		if _, err := stmt.ExecContext(ctx, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
-			r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
-			r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team); err != nil {
-			return fmt.Errorf("ledger: %s: inserting a record: %w", s.d.name, err)
+	defer func() { _ = tx.Rollback() }() // a no-op after Commit; it closes the statements too
+	var stmts [len(insertRows)]*sql.Stmt
+	args := make([]any, 0, min(len(recs), insertRows[0])*nColumns)
+	for i, n := range insertRows {
+		for len(recs) >= n {
+			if stmts[i] == nil {
+				stmts[i] = tx.StmtContext(ctx, s.inserts[i])
+			}
+			args = args[:0]
+			for j := range recs[:n] {
+				r := &recs[j]
+				args = append(args, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
+					r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
+					r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team)
+			}
+			if _, err := stmts[i].ExecContext(ctx, args...); err != nil {
+				return fmt.Errorf("ledger: %s: inserting %d records: %w", s.d.name, n, err)
+			}
+			recs = recs[n:]
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("ledger: %s: committing %d records: %w", s.d.name, len(recs), err)
+		return fmt.Errorf("ledger: %s: committing %d records: %w", s.d.name, total, err)
 	}
 	return nil
 }
@@ -284,4 +348,14 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time) (int64, error) {
 }
 
 // Close implements Store.
-func (s *sqlStore) Close() error { return s.db.Close() }
+func (s *sqlStore) Close() error {
+	s.mu.Lock()
+	for i, st := range s.inserts {
+		if st != nil {
+			_ = st.Close()
+			s.inserts[i] = nil
+		}
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}

@@ -4,10 +4,11 @@
 // markdown report and writes it as JSON; with -write it also updates
 // BENCHMARKS.md.
 //
-//	llmbench -bin bin                      # the default run, about 4 minutes
+//	llmbench -bin bin                      # the default run, about 4.5 minutes
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
 //	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
 //	llmbench -bin bin -scenarios overload  # only the overload scenario (classes of work), about 1 minute
+//	llmbench -bin bin -scenarios ledger    # only llmedge without and with the usage ledger, about 30 s
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -118,6 +119,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.DurationVar(&oc.Duration, "overload-duration", oc.Duration, "overload: measured part of each mode's run")
 	fs.IntVar(&oc.Reserve, "overload-reserve", oc.Reserve, "overload: slots of the classes model kept from sheddable work (queue reserve)")
 	fs.DurationVar(&oc.TTFTTarget, "overload-ttft-target", oc.TTFTTarget, "overload: time to first token within which an answer counts as goodput")
+	lc := &cfg.Ledger
+	fs.IntVar(&lc.Rounds, "ledger-rounds", lc.Rounds, "ledger: rounds, each running the gateway without and with the ledger")
+	fs.Float64Var(&lc.Rate, "ledger-rate", lc.Rate, "ledger: requests per second (open loop)")
+	fs.DurationVar(&lc.Warmup, "ledger-warmup", lc.Warmup, "ledger: unmeasured start of each run")
+	fs.DurationVar(&lc.Duration, "ledger-duration", lc.Duration, "ledger: measured part of each run")
 	fs.StringVar(&out.json, "json", "", "write the JSON report to this file")
 	fs.StringVar(&out.write, "write", "", "update the generated section of this markdown file (BENCHMARKS.md)")
 	if err := fs.Parse(args); err != nil {
@@ -161,11 +167,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "overload", "scaleout"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "overload", "ledger", "scaleout"}
 
 // defaultScenarios are the groups `make bench` runs: scaleout is left out
 // (two more minutes, and redis-server).
-var defaultScenarios = scenarioGroups[:6]
+var defaultScenarios = scenarioGroups[:7]
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -204,6 +210,9 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	}
 	if !on["overload"] {
 		cfg.Overload.Modes = nil
+	}
+	if !on["ledger"] {
+		cfg.Ledger.Rounds = 0
 	}
 	return nil
 }

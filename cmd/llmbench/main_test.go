@@ -52,7 +52,16 @@ func TestParseFlagsScenarios(t *testing.T) {
 	}{
 		{"default runs everything but scaleout", nil, func(c bench.Config) bool {
 			return len(c.Rates) == 3 && c.MaxWorkers > 0 && len(c.Streams) == 2 && c.Routing.Enabled() &&
-				slices.Equal(c.Routing.Policies, bench.RoutingPolicies) && !c.Scaleout.Enabled()
+				slices.Equal(c.Routing.Policies, bench.RoutingPolicies) && !c.Scaleout.Enabled() &&
+				c.Ledger.Enabled()
+		}, false},
+		{"ledger only, its settings", []string{"-scenarios", "ledger", "-ledger-rounds", "3", "-ledger-rate", "500", "-long", "15s"}, func(c bench.Config) bool {
+			l := c.Ledger
+			return len(c.Rates) == 0 && !c.Routing.Enabled() && !c.Overload.Enabled() && l.Rounds == 3 && l.Rate == 500 &&
+				l.Duration == 15*time.Second && l.Warmup == 3*time.Second
+		}, false},
+		{"no ledger", []string{"-scenarios", "rates"}, func(c bench.Config) bool {
+			return !c.Ledger.Enabled()
 		}, false},
 		{"scaleout only, its defaults", []string{"-scenarios", "scaleout"}, func(c bench.Config) bool {
 			s := c.Scaleout
