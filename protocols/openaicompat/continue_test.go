@@ -42,23 +42,7 @@ func TestContinueBody(t *testing.T) {
 			`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"x"}],"add_generation_prompt":false,"stream":true,"continue_final_message":true,"stream_options":{"include_usage":true}}`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []byte
-			if tt.req.Wire != nil {
-				got = appendPassBody(nil, &tt.req, true)
-			} else {
-				var err error
-				if got, err = appendChatRequest(nil, &tt.req, true); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if string(got) != tt.want {
-				t.Fatalf("got  %s\nwant %s", got, tt.want)
-			}
-			if !json.Valid(got) {
-				t.Fatal("invalid JSON")
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkStreamBody(t, &tt.req, tt.want) })
 	}
 }
 
@@ -80,5 +64,27 @@ func TestContinues(t *testing.T) {
 		if got := p.Continues(&tt.req); got != tt.want {
 			t.Errorf("%s: %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// checkStreamBody holds the streamed request body written for req (a
+// body carried through when req has one, else one the gateway writes) to
+// want, and to valid JSON.
+func checkStreamBody(t *testing.T, req *protocols.Request, want string) {
+	t.Helper()
+	var got []byte
+	if req.Wire != nil {
+		got = appendPassBody(nil, req, true)
+	} else {
+		var err error
+		if got, err = appendChatRequest(nil, req, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if string(got) != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if !json.Valid(got) {
+		t.Fatal("invalid JSON")
 	}
 }

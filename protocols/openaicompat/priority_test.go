@@ -1,7 +1,6 @@
 package openaicompat
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/llmedge/llmedge/api"
@@ -30,22 +29,6 @@ func TestPriorityBody(t *testing.T) {
 			`{"model":"u","priority":0,"messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got []byte
-			if tt.req.Wire != nil {
-				got = appendPassBody(nil, &tt.req, true)
-			} else {
-				var err error
-				if got, err = appendChatRequest(nil, &tt.req, true); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if string(got) != tt.want {
-				t.Fatalf("got  %s\nwant %s", got, tt.want)
-			}
-			if !json.Valid(got) {
-				t.Fatal("invalid JSON")
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { checkStreamBody(t, &tt.req, tt.want) })
 	}
 }
