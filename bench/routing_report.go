@@ -154,20 +154,31 @@ func (r *Report) routingChecks() []Check {
 	ratio(WorkloadUniform, "round_robin", maxP90VsRoundRobin)
 	ratio(WorkloadUniform, "p2c", maxP90VsP2C)
 	ratio(WorkloadSkewed, "round_robin", maxSkewedP90VsRoundRobin)
+	cs = append(cs, noErrors(groupRouting, "no errors (every policy, both workloads)", len(r.Routing), func(i int) (string, int, int) {
+		x := r.Routing[i]
+		return x.Workload + " " + x.Policy, x.Errors, x.Sent
+	}))
+	return cs
+}
+
+// noErrors is the check that n runs had no error: run i is named, and
+// counts its errors and the requests sent, by run(i); the runs that had
+// errors are named in the measurement.
+func noErrors(group, target string, n int, run func(i int) (name string, errs, sent int)) Check {
 	errs, sent := 0, 0
 	var where []string
-	for _, x := range r.Routing {
-		errs, sent = errs+x.Errors, sent+x.Sent
-		if x.Errors > 0 {
-			where = append(where, fmt.Sprintf("%s %s: %d", x.Workload, x.Policy, x.Errors))
+	for i := range n {
+		name, e, s := run(i)
+		errs, sent = errs+e, sent+s
+		if e > 0 {
+			where = append(where, fmt.Sprintf("%s: %d", name, e))
 		}
 	}
 	measured := fmt.Sprintf("%d errors in %d requests", errs, sent)
 	if len(where) > 0 {
 		measured += " (" + strings.Join(where, "; ") + ")"
 	}
-	cs = append(cs, Check{Group: groupRouting, Target: "no errors (every policy, both workloads)", Measured: measured, Met: errs == 0})
-	return cs
+	return Check{Group: group, Target: target, Measured: measured, Met: errs == 0}
 }
 
 // routingMarkdown renders the routing scenario's section.

@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"fmt"
-	"strings"
 )
 
 // ScaleoutResult is one variant run through one instance count. The
@@ -96,19 +95,10 @@ func (r *Report) scaleoutChecks() []Check {
 				Met:      rate >= minScaleRateRatio,
 			})
 	}
-	errs, sent := 0, 0
-	var where []string
-	for _, x := range r.Scaleout {
-		errs, sent = errs+x.Errors, sent+x.Sent
-		if x.Errors > 0 {
-			where = append(where, fmt.Sprintf("%s ×%d: %d", x.Variant, x.Instances, x.Errors))
-		}
-	}
-	measured := fmt.Sprintf("%d errors in %d requests", errs, sent)
-	if len(where) > 0 {
-		measured += " (" + strings.Join(where, "; ") + ")"
-	}
-	cs = append(cs, Check{Group: groupScaleout, Target: "no errors (every variant, every instance count)", Measured: measured, Met: errs == 0})
+	cs = append(cs, noErrors(groupScaleout, "no errors (every variant, every instance count)", len(r.Scaleout), func(i int) (string, int, int) {
+		x := r.Scaleout[i]
+		return fmt.Sprintf("%s ×%d", x.Variant, x.Instances), x.Errors, x.Sent
+	}))
 	return cs
 }
 
