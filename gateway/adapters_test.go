@@ -53,17 +53,7 @@ func loraGateway(t *testing.T, scripts map[string]script, urls ...string) (*Pipe
 	t.Helper()
 	fb := &fakeBackend{scripts: scripts}
 	mk := func(name string, a *Adapters, urls ...string) *Model {
-		p := pool.NewWithOptions(t.Name()+"/"+name, &routing.RoundRobin{}, pool.Options{})
-		t.Cleanup(p.Close)
-		var rs []*pool.Replica
-		for _, u := range urls {
-			r, err := pool.NewReplica(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs = append(rs, r)
-		}
-		p.Set(rs)
+		p := testPool(t, t.Name()+"/"+name, &routing.RoundRobin{}, pool.Options{}, urls...)
 		return &Model{Name: name, Pool: p, Protocol: "fake", Policy: "round_robin", APIKey: "k",
 			Protocols: map[string]protocols.Protocol{"fake": fb}, Adapters: a,
 			Timeouts: Timeouts{FirstToken: time.Second, Idle: time.Second, Total: 5 * time.Second}}

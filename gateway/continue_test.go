@@ -25,17 +25,7 @@ func (first) Select(_ *pool.Request, c []*pool.Replica) pool.Choice {
 // inOrder gives g's model a pool of urls tried in their order.
 func inOrder(t *testing.T, g *Gateway, urls []string) {
 	t.Helper()
-	p := pool.NewWithOptions(t.Name()+"/in-order", first{}, pool.Options{})
-	t.Cleanup(p.Close)
-	var rs []*pool.Replica
-	for _, u := range urls {
-		r, err := pool.NewReplica(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, r)
-	}
-	p.Set(rs)
+	p := testPool(t, t.Name()+"/in-order", first{}, pool.Options{}, urls...)
 	g.Models["qwen"].Pool = p
 }
 

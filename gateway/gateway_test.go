@@ -96,10 +96,10 @@ func newTestGateway(t *testing.T, scripts map[string]script, urls ...string) (*G
 // newTestGatewayOpts is newTestGateway with pool options. Each test's pool
 // has its own name, so breakers (shared by model and URL) do not leak
 // between tests.
-func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script, urls ...string) (*Gateway, *fakeBackend) {
+// testPool is a pool named name of replicas at urls, closed when t ends.
+func testPool(t *testing.T, name string, policy pool.Policy, o pool.Options, urls ...string) *pool.Pool {
 	t.Helper()
-	fb := &fakeBackend{scripts: scripts}
-	p := pool.NewWithOptions(t.Name(), &routing.RoundRobin{}, o)
+	p := pool.NewWithOptions(name, policy, o)
 	t.Cleanup(p.Close)
 	var rs []*pool.Replica
 	for _, u := range urls {
@@ -110,6 +110,13 @@ func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script,
 		rs = append(rs, r)
 	}
 	p.Set(rs)
+	return p
+}
+
+func newTestGatewayOpts(t *testing.T, o pool.Options, scripts map[string]script, urls ...string) (*Gateway, *fakeBackend) {
+	t.Helper()
+	fb := &fakeBackend{scripts: scripts}
+	p := testPool(t, t.Name(), &routing.RoundRobin{}, o, urls...)
 	g := &Gateway{
 		Models: map[string]*Model{"qwen": {
 			Name: "qwen", Pool: p, Protocol: "fake", StreamUpstream: true, Policy: "round_robin",

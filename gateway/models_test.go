@@ -23,17 +23,7 @@ func modelsGateway(t *testing.T, scripts map[string]script, qwenURLs ...string) 
 	t.Helper()
 	fb := &fakeBackend{scripts: scripts}
 	mk := func(name string, urls ...string) *Model {
-		p := pool.NewWithOptions(t.Name()+"/"+name, &routing.RoundRobin{}, pool.Options{})
-		t.Cleanup(p.Close)
-		var rs []*pool.Replica
-		for _, u := range urls {
-			r, err := pool.NewReplica(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rs = append(rs, r)
-		}
-		p.Set(rs)
+		p := testPool(t, t.Name()+"/"+name, &routing.RoundRobin{}, pool.Options{}, urls...)
 		return &Model{Name: name, Pool: p, Protocol: "fake", StreamUpstream: true, Policy: "round_robin",
 			Protocols: map[string]protocols.Protocol{"fake": fb},
 			Timeouts:  Timeouts{FirstToken: 300 * time.Millisecond, Idle: 300 * time.Millisecond, Total: 5 * time.Second}}
