@@ -23,11 +23,16 @@ type waitResult struct {
 
 func enqueue(t *testing.T, p *Pool, user string, exclude []*Replica, out chan<- waitResult) {
 	t.Helper()
+	enqueueRequest(t, p, &Request{User: user, Messages: []api.Message{{Role: "user", Content: "some prompt text"}}}, exclude, out)
+}
+
+// enqueueRequest starts a wait for req and returns once it is queued.
+func enqueueRequest(t *testing.T, p *Pool, req *Request, exclude []*Replica, out chan<- waitResult) {
+	t.Helper()
 	before := p.Waiting()
 	go func() {
-		l, err := p.AcquireWait(context.Background(), &Request{User: user,
-			Messages: []api.Message{{Role: "user", Content: "some prompt text"}}}, exclude)
-		out <- waitResult{user, l, err}
+		l, err := p.AcquireWait(context.Background(), req, exclude)
+		out <- waitResult{req.User, l, err}
 	}()
 	deadline := time.Now().Add(10 * time.Second)
 	for p.Waiting() != before+1 {

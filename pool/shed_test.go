@@ -12,19 +12,8 @@ import (
 // enqueueClass is enqueue for a request of class prio.
 func enqueueClass(t *testing.T, p *Pool, user string, prio api.Priority, out chan<- waitResult) {
 	t.Helper()
-	before := p.Waiting()
-	go func() {
-		l, err := p.AcquireWait(context.Background(), &Request{User: user, Priority: prio,
-			Messages: []api.Message{{Role: "user", Content: "some prompt text"}}}, nil)
-		out <- waitResult{user, l, err}
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Waiting() != before+1 {
-		if time.Now().After(deadline) {
-			t.Fatal("waiter never queued")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	enqueueRequest(t, p, &Request{User: user, Priority: prio,
+		Messages: []api.Message{{Role: "user", Content: "some prompt text"}}}, nil, out)
 }
 
 // A higher class goes first whatever the order; the fair order still
