@@ -43,55 +43,84 @@ const (
 // unread or partly read: BodyUnread reports it, and CloseUnread ends such
 // a request's connection rather than reading the rest.
 func ReadBody(r *http.Request, limit int64) ([]byte, *Error) {
+	body, _, e := readBody(r, limit, false)
+	return body, e
+}
+
+// ReadBodyLeased is ReadBody for a handler that passes the body on to
+// replicas: a large one (over 64 KiB) is read into a pooled buffer, and l
+// is its lease, held once for the caller. The caller releases it
+// (l.Release) when it is done with the body and everything it decoded
+// that points into it; each replica request holds it too, through its
+// body reader (l.Reader), until its transport closes it. l is nil when
+// the body is not pooled (small, of unknown length, or compressed); a
+// nil *Lease's methods do nothing.
+func ReadBodyLeased(r *http.Request, limit int64) (body []byte, l *Lease, e *Error) {
+	return readBody(r, limit, true)
+}
+
+func readBody(r *http.Request, limit int64, pooled bool) (body []byte, l *Lease, e *Error) {
 	gz, e := bodyEncoding(r)
 	if e != nil {
-		return nil, e
+		return nil, nil, e
 	}
-	raw, e := readRaw(r, limit)
+	raw, l, e := readRaw(r, limit, pooled)
 	if e != nil || !gz {
-		return raw, e
+		return raw, l, e
 	}
-	return gunzip(raw, limit)
+	body, e = gunzip(raw, limit)
+	l.Release() // the compressed bytes are read
+	return body, nil, e
 }
 
 // readRaw reads the body as it was sent.
-func readRaw(r *http.Request, limit int64) ([]byte, *Error) {
+// A large one is read into a pooled buffer when pooled is set.
+func readRaw(r *http.Request, limit int64, pooled bool) ([]byte, *Lease, *Error) {
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, nil, tooLarge(limit)
 	}
 	if n := r.ContentLength; n >= 0 && n <= trustedLength {
 		// The usual case: a known, small length, read into one exact buffer.
 		body := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, body); err != nil {
-			return nil, readError(err)
+			return nil, nil, readError(err)
 		}
-		return body, nil
+		return body, nil, nil
 	} else if n > 0 {
 		// A known, large length (within the limit): trusted once the
 		// client has sent its first trustedLength bytes, so that a header
 		// alone never makes the gateway allocate the whole limit; then one
-		// exact buffer, rather than a growing one's copies and garbage.
+		// exact buffer (pooled, see Lease), rather than a growing one's
+		// copies and garbage.
 		head := heads.Get().(*[]byte)
 		defer heads.Put(head)
 		if _, err := io.ReadFull(r.Body, *head); err != nil {
-			return nil, readError(err)
+			return nil, nil, readError(err)
 		}
-		body := make([]byte, n)
+		var body []byte
+		var l *Lease
+		if pooled {
+			body, l = leaseBody(n)
+		}
+		if body == nil {
+			body = make([]byte, n)
+		}
 		copy(body, *head)
 		if _, err := io.ReadFull(r.Body, body[len(*head):]); err != nil {
-			return nil, readError(err)
+			l.Release()
+			return nil, nil, readError(err)
 		}
-		return body, nil
+		return body, l, nil
 	}
 	// Unknown: let the buffer grow rather than trust the header.
 	buf := bytes.NewBuffer(make([]byte, 0, 512))
 	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
-		return nil, readError(err)
+		return nil, nil, readError(err)
 	}
 	if int64(buf.Len()) > limit {
-		return nil, tooLarge(limit)
+		return nil, nil, tooLarge(limit)
 	}
-	return buf.Bytes(), nil
+	return buf.Bytes(), nil, nil
 }
 
 // trustedLength is the Content-Length read into an exact buffer at once.

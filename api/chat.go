@@ -50,6 +50,9 @@ const (
 type Wire struct {
 	Format Format
 	Body   []byte
+	// Lease, when not nil, is Body's: a pooled buffer that a replica
+	// request's body reader must hold (Lease.Reader) while it reads it.
+	Lease *Lease
 	// Object is the whole body, and Members its top-level members with
 	// their spans, in order: what a protocol edits (the model's name) and
 	// what it must refuse when it cannot carry a member.

@@ -16,6 +16,13 @@ const (
 type Message struct {
 	Role    string `json:"role"`
 	Content string `json:"content"`
+	// Quoted, when not nil, is the content as the client's JSON spelled
+	// it, a string with its quotes, and Content is empty. A door that
+	// carries its body through leaves the text so: only a protocol that
+	// translates the request needs it decoded (Text), and decoding a
+	// 100 KB prompt is a second pass over it and a copy. Routing and the
+	// limits read Written and Size, which need no decoding.
+	Quoted []byte `json:"-"`
 }
 
 // Usage is the token accounting of one inference.

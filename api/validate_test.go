@@ -21,15 +21,15 @@ func TestParseValid(t *testing.T) {
 		want InferenceRequest
 	}{
 		{"defaults", `{"messages":[{"role":"user","content":"hi"}]}`,
-			InferenceRequest{Messages: []Message{{"user", "hi"}}, ModelType: "qwen", Temperature: 0.3}},
+			InferenceRequest{Messages: []Message{{Role: "user", Content: "hi"}}, ModelType: "qwen", Temperature: 0.3}},
 		{"all fields", `{"messages":[{"role":"system","content":"s"},{"role":"assistant","content":"a"}],"model_type":"gemma","temperature":2,"stream":true,"system_message":"be brief","extra":1}`,
-			InferenceRequest{Messages: []Message{{"system", "s"}, {"assistant", "a"}}, ModelType: "gemma", Temperature: 2, Stream: true, SystemMessage: ptr("be brief")}},
+			InferenceRequest{Messages: []Message{{Role: "system", Content: "s"}, {Role: "assistant", Content: "a"}}, ModelType: "gemma", Temperature: 2, Stream: true, SystemMessage: ptr("be brief")}},
 		{"zero temperature and null system", `{"messages":[{"role":"user","content":""}],"temperature":0,"system_message":null,"stream":false}`,
-			InferenceRequest{Messages: []Message{{"user", ""}}, ModelType: "qwen", Temperature: 0}},
+			InferenceRequest{Messages: []Message{{Role: "user", Content: ""}}, ModelType: "qwen", Temperature: 0}},
 		{"lax bool", `{"messages":[{"role":"user","content":"x"}],"stream":"yes"}`,
-			InferenceRequest{Messages: []Message{{"user", "x"}}, ModelType: "qwen", Temperature: 0.3, Stream: true}},
+			InferenceRequest{Messages: []Message{{Role: "user", Content: "x"}}, ModelType: "qwen", Temperature: 0.3, Stream: true}},
 		{"ten characters of multibyte", `{"messages":[{"role":"user","content":"ééééééééé€"}]}`,
-			InferenceRequest{Messages: []Message{{"user", "ééééééééé€"}}, ModelType: "qwen", Temperature: 0.3}},
+			InferenceRequest{Messages: []Message{{Role: "user", Content: "ééééééééé€"}}, ModelType: "qwen", Temperature: 0.3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

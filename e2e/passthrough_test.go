@@ -3,10 +3,12 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -251,6 +253,72 @@ func TestPassThroughBytes(t *testing.T) {
 				t.Errorf("Content-Type %q", ct)
 			}
 		})
+	}
+}
+
+// TestPassThroughLargeBodiesConcurrently: a body over 64 KiB is read into
+// a pooled buffer, which goes back to the pool once the request is
+// answered and every replica request has sent it. Many large bodies at
+// once, each different and of three buffer sizes, must each reach the
+// replica whole and unmixed.
+func TestPassThroughLargeBodiesConcurrently(t *testing.T) {
+	f := startPassFixture(t)
+	f.qwen.reset(t)
+	f.qwen.Configure(t, map[string]any{"prefill_per_token": "0s"}) // the bytes are the point, not the replica's time
+	const workers, each = 8, 4                                     // 32 requests: what the simulator keeps
+	want := map[string]bool{}
+	clients := make([][]string, workers)
+	for w := range workers {
+		for i := range each {
+			// 2 to 6 messages of 40 KB (within the content limit): 80 to
+			// 240 KB.
+			msgs := make([]string, 2+(w*each+i)%5)
+			for j := range msgs {
+				msgs[j] = fmt.Sprintf(`{"role":"user","content":"request %d of worker %d, message %d: %s"}`, i, w, j, strings.Repeat(longText, 2))
+			}
+			body := `{"model":"qwen","messages":[` + strings.Join(msgs, ",") + `],"seed":` + fmt.Sprint(w*each+i) + `}`
+			clients[w] = append(clients[w], body)
+			want[strings.Replace(body, `"qwen"`, `"sim-qwen"`, 1)] = true
+		}
+	}
+	errs := make(chan error, workers*each)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for _, body := range clients[w] {
+				req, _ := http.NewRequestWithContext(t.Context(), "POST", f.g.Base+"/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+f.tok)
+				resp, err := f.g.Client.Do(req)
+				if err != nil {
+					errs <- err
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					errs <- fmt.Errorf("%s: %s", resp.Status, b)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	got := f.qwen.requests(t)
+	if len(got) != workers*each {
+		t.Fatalf("the replica kept %d requests, want %d", len(got), workers*each)
+	}
+	for _, r := range got {
+		if !want[string(r.Body)] {
+			t.Fatalf("the replica got a body (%d bytes) that no client sent as such", len(r.Body))
+		}
+		delete(want, string(r.Body))
+	}
+	if len(want) != 0 {
+		t.Fatalf("%d bodies did not reach the replica", len(want))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -262,7 +263,7 @@ func TestAdapterGone(t *testing.T) {
 func TestAdapterKeyed(t *testing.T) {
 	msgs := []api.Message{{Role: api.RoleUser, Content: "x"}}
 	got := adapterKeyed(msgs, "sql")
-	if len(got) != 2 || got[0].Role != adapterRole || got[0].Content != "sql" || got[1] != msgs[0] {
+	if len(got) != 2 || got[0].Role != adapterRole || got[0].Content != "sql" || !reflect.DeepEqual(got[1], msgs[0]) {
 		t.Fatalf("%+v", got)
 	}
 }

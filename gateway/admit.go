@@ -97,7 +97,7 @@ func (m *Model) promptSize(chat *api.Chat) (bytes, messages int) {
 		bytes, messages = len(m.SystemMessage), 1
 	}
 	for i := range msgs {
-		bytes += len(msgs[i].Content)
+		bytes += msgs[i].Size()
 	}
 	return bytes, messages + len(msgs)
 }

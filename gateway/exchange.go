@@ -88,9 +88,10 @@ type Exchange struct {
 	// fallback model, under that model's own limits; nil admits all.
 	admits *Pipeline
 
-	body     []byte // the request body, once decoded
-	splice   splice // what a continuation needs of the stream (continue.go)
-	observed bool   // metrics recorded
+	body     []byte     // the request body, once decoded
+	lease    *api.Lease // body's, when it is pooled (see Through)
+	splice   splice     // what a continuation needs of the stream (continue.go)
+	observed bool       // metrics recorded
 	// tracer makes the request's spans; nil when it is not traced.
 	tracer trace.Tracer
 }

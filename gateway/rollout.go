@@ -65,7 +65,7 @@ func conversationKey(chat *api.Chat) (uint64, bool) {
 	for _, msg := range msgs {
 		_, _ = h.Write([]byte(msg.Role))
 		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(msg.Content))
+		_, _ = h.Write([]byte(msg.Written()))
 		_, _ = h.Write([]byte{0})
 		n++
 		if msg.Role == api.RoleUser {

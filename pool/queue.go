@@ -172,7 +172,7 @@ func (q *waitQueue) charge(tenant string, tokens float64) {
 func promptTokens(req *Request) float64 {
 	n := 0
 	for i := range req.Messages {
-		n += len(req.Messages[i].Content) + 16
+		n += req.Messages[i].Size() + 16
 	}
 	return float64(n) / 4
 }

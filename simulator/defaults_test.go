@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -383,7 +384,7 @@ func TestTruncateOllama(t *testing.T) {
 			continue
 		}
 		for i := range kept {
-			if kept[i] != tt.kept[i] {
+			if !reflect.DeepEqual(kept[i], tt.kept[i]) {
 				t.Errorf("%s: message %d is %+v, want %+v", tt.name, i, kept[i], tt.kept[i])
 			}
 		}

@@ -49,12 +49,17 @@ func (f *Door) decodeChat(r *http.Request) (api.Chat, []byte, *api.Error) {
 				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
 		}
 	}
-	body, aerr := api.ReadBody(r, f.limits.MaxBodyBytes)
+	body, lease, aerr := api.ReadBodyLeased(r, f.limits.MaxBodyBytes)
 	if aerr != nil {
 		return api.Chat{}, nil, aerr
 	}
 	chat, aerr := f.parse(body)
-	return chat, body, aerr
+	if aerr != nil {
+		lease.Release() // nothing refers to the body any more
+		return chat, nil, aerr
+	}
+	chat.Wire.Lease = lease
+	return chat, body, nil
 }
 
 // chats are reused between requests: reading a body then allocates only
@@ -266,9 +271,12 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 	if aerr != nil {
 		return api.Message{}, aerr
 	}
-	content, aerr := f.parseContent(c, m, i, r)
+	content, quoted, aerr := f.parseContent(c, m, i, r)
 	if aerr != nil {
 		return api.Message{}, aerr
+	}
+	if quoted != nil && (m.ToolCalls.Given() || m.FunctionCall.Given()) {
+		content, quoted = m.Content.Text(), nil // joined with the calls below
 	}
 	// A participant's name and an assistant's refusal text change nothing
 	// in what the replica is asked, but must be what OpenAI says they are.
@@ -293,7 +301,7 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 	if m.FunctionCall.Given() {
 		content += string(m.FunctionCall.Raw)
 	}
-	return api.Message{Role: r, Content: content}, nil
+	return api.Message{Role: r, Content: content, Quoted: quoted}, nil
 }
 
 // parseRole takes OpenAI's roles. "developer" (OpenAI's new name for
@@ -331,23 +339,25 @@ func parseRole(raw wire.Value, i int) (string, *api.Error) {
 		"'. Supported values are: 'system', 'developer', 'user', 'assistant', 'tool' and 'function'.")
 }
 
-// parseContent takes a string, or an array of content parts: text parts
-// joined with newlines (as vLLM joins them for a chat template), other
-// parts (images, audio, files) as written, for routing to see them. An
-// assistant's content may be null (a message of tool calls alone).
-func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role string) (string, *api.Error) {
-	var content string
+// parseContent takes a string, left as the client wrote it (quoted: see
+// api.Message), or an array of content parts: text parts joined with
+// newlines (as vLLM joins them for a chat template), other parts (images,
+// audio, files) as written, for routing to see them. An assistant's
+// content may be null (a message of tool calls alone).
+func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role string) (content string, quoted []byte, aerr *api.Error) {
 	textLen := -1 // the text's length in bytes, when content is more than text
 	switch m.Content.Kind() {
 	case wire.String:
-		content = m.Content.Text()
+		// An escape is longer than what it stands for: the string's
+		// inside bounds its text's length.
+		quoted, textLen = m.Content.Raw, len(m.Content.Raw)-2
 	case wire.Array:
 		textLen = 0
 		var b strings.Builder
 		for j, part := range c.PartsOf(m) {
 			text, isText, aerr := contentPart(part, i, j)
 			if aerr != nil {
-				return "", aerr
+				return "", nil, aerr
 			}
 			if j > 0 {
 				b.WriteByte('\n')
@@ -363,30 +373,30 @@ func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role strin
 		param := messageParam(i, "content")
 		if !m.Content.Given() {
 			if role == api.RoleAssistant && (m.ToolCalls.Given() || m.FunctionCall.Given() || m.Refusal.Given()) {
-				return "", nil
+				return "", nil, nil
 			}
-			return "", invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
+			return "", nil, invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
 		}
-		return "", typeError(param, "a string or an array of content parts", m.Content)
+		return "", nil, typeError(param, "a string or an array of content parts", m.Content)
 	}
 	if textLen < 0 {
 		textLen = len(content)
 	}
 	// The limit is on text: an image's bytes are bounded by the body's.
-	if max := f.limits.MaxContentChars; textLen > max && textChars(c, m, content) > max {
+	if max := f.limits.MaxContentChars; textLen > max && textChars(c, m) > max {
 		param := messageParam(i, "content")
-		return "", invalid(codeStringTooLong, param, fmt.Sprintf(
+		return "", nil, invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param, max, textChars(c, m, content)))
+			param, max, textChars(c, m)))
 	}
-	return content, nil
+	return content, quoted, nil
 }
 
 // textChars counts the characters of a message's text: its content
 // string, or its text parts and the newlines that join them.
-func textChars(c *wire.Chat, m *wire.ChatMessage, content string) int {
+func textChars(c *wire.Chat, m *wire.ChatMessage) int {
 	if m.Content.Kind() != wire.Array {
-		return utf8.RuneCountInString(content)
+		return utf8.RuneCountInString(m.Content.Text())
 	}
 	n := 0
 	for j, part := range c.PartsOf(m) {

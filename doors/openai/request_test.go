@@ -47,6 +47,8 @@ func TestParseAccepts(t *testing.T) {
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "hi"}}, Stream: true}},
 		{"keys spelled with escapes", `{"mod\u0065l":"qwen","messages":[{"r\u006fle":"user","content":"hi"}]}`,
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "hi"}}}},
+		{"content at the limit, written with escapes", `{"model":"qwen","messages":[{"role":"user","content":"` + strings.Repeat(`\u00e9`, 19) + `\\"}]}`,
+			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: strings.Repeat("é", 19) + `\`}}}},
 		{"content at the limit, in characters", `{"model":"qwen","messages":[{"role":"user","content":"ééééééééééééééééééé€"}]}`,
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "ééééééééééééééééééé€"}}}},
 	}
@@ -61,6 +63,9 @@ func TestParseAccepts(t *testing.T) {
 				t.Fatalf("the body is not kept to carry through: %+v", got.Wire)
 			}
 			got.Wire = nil
+			for i, m := range got.Messages {
+				got.Messages[i] = api.Message{Role: m.Role, Content: m.Text()} // compared as text
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Fatalf("got  %+v\nwant %+v", got, tt.want)
 			}
@@ -100,8 +105,39 @@ func TestParsePassesThrough(t *testing.T) {
 			if _, ok := chat.Wire.Member(tc.member); !ok {
 				t.Fatalf("no member %s among %+v", tc.member, chat.Wire.Members)
 			}
-			if chat.Model != "qwen" || chat.Messages[0].Content != tc.content {
-				t.Fatalf("model %q, first message %q, want %q", chat.Model, chat.Messages[0].Content, tc.content)
+			if chat.Model != "qwen" || chat.Messages[0].Text() != tc.content {
+				t.Fatalf("model %q, first message %q, want %q", chat.Model, chat.Messages[0].Text(), tc.content)
+			}
+		})
+	}
+}
+
+// A string content is left as the client wrote it, for routing to read
+// without a copy; a message that also carries calls is joined with them
+// as text.
+func TestParseKeepsContentQuoted(t *testing.T) {
+	f := testDoor()
+	for _, tc := range []struct {
+		name, body            string
+		quoted, text, written string
+	}{
+		{"plain", `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`, `"hi"`, "hi", "hi"},
+		{"escapes", `{"model":"qwen","messages":[{"role":"user","content":"caf\u00e9 \"q\"\n"}]}`,
+			`"caf\u00e9 \"q\"\n"`, "café \"q\"\n", `caf\u00e9 \"q\"\n`},
+		{"text and tool calls", `{"model":"qwen","messages":[{"role":"assistant","content":"a\tb","tool_calls":[{"id":"1"}]}]}`,
+			"", "a\tb" + `[{"id":"1"}]`, "a\tb" + `[{"id":"1"}]`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			chat, err := f.parse([]byte(tc.body))
+			if err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			m := chat.Messages[0]
+			if string(m.Quoted) != tc.quoted || m.Text() != tc.text || m.Written() != tc.written {
+				t.Fatalf("quoted %q, text %q, written %q; want %q, %q, %q", m.Quoted, m.Text(), m.Written(), tc.quoted, tc.text, tc.written)
+			}
+			if m.Size() < len(m.Text()) {
+				t.Fatalf("size %d is below the text's %d bytes", m.Size(), len(m.Text()))
 			}
 		})
 	}
@@ -136,6 +172,8 @@ func TestParseRefuses(t *testing.T) {
 		{"part without text", `{"model":"qwen","messages":[{"role":"user","content":[{"type":"text"}]}]}`, 400, codeMissing, "messages[0].content[0].text", ""},
 		{"part not an object", `{"model":"qwen","messages":[{"role":"user","content":["hi"]}]}`, 400, codeInvalidType, "messages[0].content[0]", ""},
 		{"content too long", `{"model":"qwen","messages":[{"role":"user","content":"` + long + `"}]}`, 400, codeStringTooLong, "messages[0].content", "maximum length 20"},
+		{"content too long, written with escapes", `{"model":"qwen","messages":[{"role":"user","content":"` + strings.Repeat(`\u00e9`, 21) + `"}]}`,
+			400, codeStringTooLong, "messages[0].content", "got a string with length 21"},
 		{"joined parts too long", `{"model":"qwen","messages":[{"role":"user","content":[{"type":"text","text":"0123456789"},{"type":"text","text":"0123456789"}]}]}`,
 			400, codeStringTooLong, "messages[0].content", ""},
 		{"temperature too high", `{"model":"qwen",` + hi + `,"temperature":2.5}`, 400, codeInvalidValue, "temperature", "between 0 and 2"},

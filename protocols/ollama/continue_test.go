@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 
 	"github.com/llmedge/llmedge/api"
@@ -33,7 +34,7 @@ func TestContinueOwnRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []api.Message{{Role: api.RoleUser, Content: "Say hello"}, {Role: api.RoleAssistant, Content: "Hel"}}
-	if len(got.Messages) != 2 || got.Messages[0] != want[0] || got.Messages[1] != want[1] {
+	if len(got.Messages) != 2 || !reflect.DeepEqual(got.Messages, want) {
 		t.Errorf("sent %+v", got.Messages)
 	}
 	if len(req.Messages) != 1 || cap(req.Messages) != 4 {

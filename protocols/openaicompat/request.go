@@ -53,11 +53,12 @@ func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*
 	}
 	if pieces != nil {
 		// The client's bytes in place: net.Buffers is consumed as it is
-		// read, so each reading (a retry on a new connection) gets its own.
+		// read, so each reading (a retry on a new connection) gets its own,
+		// which holds a pooled body until the transport closes it.
+		lease := req.Wire.Lease
 		hr.ContentLength = int64(size)
 		hr.GetBody = func() (io.ReadCloser, error) {
-			p := slices.Clone(pieces)
-			return io.NopCloser(&p), nil
+			return lease.Reader(slices.Clone(pieces)), nil
 		}
 		hr.Body, _ = hr.GetBody()
 	}
@@ -96,15 +97,11 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 		b = append(b, ',')
 	}
 	b = append(b, `"messages":[`...)
-	for i, m := range req.Messages {
+	for i := range req.Messages {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"role":`...)
-		b = jsonx.String(b, m.Role)
-		b = append(b, `,"content":`...)
-		b = jsonx.String(b, m.Content)
-		b = append(b, '}')
+		b = api.AppendMessage(b, &req.Messages[i])
 	}
 	if req.Continue != "" {
 		b = appendContinue(b, req.Continue, len(req.Messages) > 0)
@@ -163,7 +160,7 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 func messagesSize(msgs []api.Message) int {
 	n := 0
 	for _, m := range msgs {
-		n += len(m.Role) + len(m.Content) + 24
+		n += len(m.Role) + m.Size() + 24
 	}
 	return n
 }

@@ -97,7 +97,7 @@ func (h Hasher) Append(dst []uint64, msgs []api.Message) []uint64 {
 	w.d.ResetWithSeed(h.seed)
 	for i := range msgs {
 		if !w.field(msgs[i].Role) || !w.raw(endRole) ||
-			!w.field(msgs[i].Content) || !w.raw(endMessage) {
+			!w.field(msgs[i].Written()) || !w.raw(endMessage) {
 			break
 		}
 	}

@@ -1,0 +1,115 @@
+package api
+
+import (
+	"errors"
+	"io"
+	"math/bits"
+	"net"
+	"sync"
+	"sync/atomic"
+)
+
+// A body of a hundred kilobytes (a long prompt) read into a fresh buffer
+// costs its zeroing and then its share of a garbage collection, on every
+// request; stock Caddy streams the same body through one pooled buffer.
+// So a large body is read into a buffer from a pool, which goes back to
+// the pool once nothing can read it any more. That moment is not the
+// handler's return: net/http's transport may go on reading a request body
+// after RoundTrip has returned (the replica answered before it read it
+// all), until the transport closes it. A Lease counts the holders: the
+// request that read the body, and each replica request's body reader
+// (Lease.Reader) until the transport closes it.
+
+// A Lease is a pooled body's count of holders. A nil *Lease is a body
+// that is not pooled: its methods do nothing.
+type Lease struct {
+	refs  atomic.Int32
+	buf   *[]byte
+	class int
+}
+
+// Hold adds a holder.
+func (l *Lease) Hold() {
+	if l != nil {
+		l.refs.Add(1)
+	}
+}
+
+// Release drops a holder; the last one puts the buffer back. A holder
+// must not touch the body after its Release.
+func (l *Lease) Release() {
+	if l == nil {
+		return
+	}
+	// Below zero (a holder released twice: a bug) the buffer is never put
+	// back: garbage rather than a buffer two requests share.
+	if l.refs.Add(-1) == 0 {
+		bodyPools[l.class].Put(l.buf)
+	}
+}
+
+// Reader returns a request body that reads pieces (spans of the leased
+// body, and other bytes), holding the lease until it is closed. Read and
+// Close exclude each other: a transport that closes the body from one
+// goroutine while another reads it (a cancelled request) cannot have the
+// buffer go back to the pool under a Read; a Read after Close fails.
+func (l *Lease) Reader(pieces net.Buffers) io.ReadCloser {
+	l.Hold()
+	return &leasedReader{pieces: pieces, lease: l}
+}
+
+type leasedReader struct {
+	mu     sync.Mutex
+	pieces net.Buffers
+	lease  *Lease
+	closed bool
+}
+
+var errBodyClosed = errors.New("api: read of a closed request body")
+
+func (r *leasedReader) Read(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return 0, errBodyClosed
+	}
+	return r.pieces.Read(p)
+}
+
+func (r *leasedReader) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.closed {
+		r.closed, r.pieces = true, nil
+		r.lease.Release()
+	}
+	return nil
+}
+
+// Pooled buffers come in powers of two from twice trustedLength up to
+// maxPooled; a larger body (an operator's limit of many megabytes) is
+// allocated as before.
+const (
+	minPooledShift = 17 // 128 KiB: the first class above trustedLength
+	maxPooledShift = 24 // 16 MiB
+)
+
+var bodyPools [maxPooledShift - minPooledShift + 1]sync.Pool
+
+// leaseBody returns a buffer of n bytes from the pool, with its lease held
+// once (by the request), or nil when n is outside the pooled sizes.
+func leaseBody(n int64) (body []byte, l *Lease) {
+	if n <= trustedLength || n > 1<<maxPooledShift {
+		return nil, nil
+	}
+	shift := max(bits.Len64(uint64(n-1)), minPooledShift)
+	class := shift - minPooledShift
+	buf, _ := bodyPools[class].Get().(*[]byte)
+	if buf == nil {
+		b := make([]byte, 1<<shift)
+		buf = &b
+	}
+	l = &Lease{buf: buf, class: class}
+	l.refs.Store(1)
+	return (*buf)[:n], l
+}

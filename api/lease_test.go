@@ -1,0 +1,131 @@
+package api
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"net"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestReadBodyLeased(t *testing.T) {
+	large := strings.Repeat("0123456789", 10_000) // 100 kB: pooled
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte(large))
+	_ = zw.Close()
+	for _, tc := range []struct {
+		name     string
+		body     []byte
+		length   int64 // -1: unknown
+		encoding string
+		pooled   bool
+	}{
+		{"small", []byte(`{"a":1}`), 7, "", false},
+		{"large, known length", []byte(large), int64(len(large)), "", true},
+		{"large, unknown length", []byte(large), -1, "", false},
+		{"gzip", gz.Bytes(), int64(gz.Len()), "gzip", false},
+		{"just above the head", []byte(large[:trustedLength+1]), trustedLength + 1, "", true},
+		{"at the head", []byte(large[:trustedLength]), trustedLength, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/", bytes.NewReader(tc.body))
+			r.ContentLength = tc.length
+			if tc.encoding != "" {
+				r.Header.Set("Content-Encoding", tc.encoding)
+			}
+			body, l, e := ReadBodyLeased(r, 1<<20)
+			if e != nil {
+				t.Fatal(e)
+			}
+			want := tc.body
+			if tc.encoding != "" {
+				want = []byte(large)
+			}
+			if !bytes.Equal(body, want) {
+				t.Fatalf("read %d bytes, not the %d sent", len(body), len(want))
+			}
+			if (l != nil) != tc.pooled {
+				t.Fatalf("lease %v, want pooled %v", l, tc.pooled)
+			}
+			if l != nil && cap(body) != 1<<minPooledShift {
+				t.Fatalf("a %d-byte body in a buffer of %d", len(body), cap(body))
+			}
+			l.Release()
+		})
+	}
+}
+
+// A failed read gives its buffer back, and no lease.
+func TestReadBodyLeasedShortBody(t *testing.T) {
+	r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", trustedLength+10)))
+	r.ContentLength = trustedLength + 100 // more than will come
+	body, l, e := ReadBodyLeased(r, 1<<20)
+	if e == nil || l != nil || body != nil {
+		t.Fatalf("body %d bytes, lease %v, error %v", len(body), l, e)
+	}
+}
+
+// The buffer goes back only when the request and every reader have let
+// go, whatever the order.
+func TestLeaseHolders(t *testing.T) {
+	_, l := leaseBody(100_000)
+	r1 := l.Reader(net.Buffers{[]byte("ab")})
+	r2 := l.Reader(net.Buffers{[]byte("cd")})
+	if got := l.refs.Load(); got != 3 {
+		t.Fatalf("%d holders, want 3 (the request and two readers)", got)
+	}
+	l.Release() // the request is answered; the transports still read
+	if b, err := io.ReadAll(r1); err != nil || string(b) != "ab" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	_ = r1.Close()
+	_ = r1.Close() // a second Close releases nothing more
+	if got := l.refs.Load(); got != 1 {
+		t.Fatalf("%d holders, want 1", got)
+	}
+	_ = r2.Close()
+	if got := l.refs.Load(); got != 0 {
+		t.Fatalf("%d holders, want 0", got)
+	}
+	if n, err := r2.Read(make([]byte, 4)); n != 0 || err == nil {
+		t.Fatalf("a read after Close gave %d bytes, %v", n, err)
+	}
+}
+
+// A nil lease (a body that is not pooled) reads like the pieces alone.
+func TestNilLeaseReader(t *testing.T) {
+	var l *Lease
+	r := l.Reader(net.Buffers{[]byte("a"), []byte("bc")})
+	if b, err := io.ReadAll(r); err != nil || string(b) != "abc" {
+		t.Fatalf("read %q, %v", b, err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l.Hold()
+	l.Release()
+}
+
+// A transport may close a body from one goroutine while another reads it;
+// the race detector watches the buffer.
+func TestLeaseReadCloseRace(t *testing.T) {
+	for range 50 {
+		body, l := leaseBody(200_000)
+		r := l.Reader(net.Buffers{body[:100_000], body[100_000:]})
+		l.Release()
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = io.Copy(io.Discard, r) })
+		wg.Go(func() { _ = r.Close() })
+		wg.Wait()
+		// Another request takes the buffer and writes it.
+		again, l2 := leaseBody(200_000)
+		for i := range again {
+			again[i] = 'x'
+		}
+		l2.Release()
+	}
+}
