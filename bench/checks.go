@@ -67,21 +67,8 @@ func (r *Report) checks() []Check {
 			Met:      ratio <= maxCPURatio,
 		})
 	}
-	for _, x := range r.Results {
-		if x.Kind != "large" || x.Path != PathLLMEdge {
-			continue
-		}
-		l, c := &x, r.result(x.Scenario, PathCaddy)
-		if c == nil || c.CPUPer1k <= 0 || c.Latency == nil || l.Latency == nil {
-			continue
-		}
-		ratio := l.CPUPer1k / c.CPUPer1k
-		cs = append(cs, Check{
-			Target: fmt.Sprintf("CPU per request ≤ %.2f× stock Caddy (%s)", maxCPURatio, x.Scenario),
-			Measured: fmt.Sprintf("%.2f× (%.3f vs %.3f CPU s / 1k req; p50 %.3f vs %.3f ms; %.0f vs %.0f req/s)",
-				ratio, l.CPUPer1k, c.CPUPer1k, l.Latency.P50, c.Latency.P50, l.AchievedRate, c.AchievedRate),
-			Met: ratio <= maxCPURatio && l.Errors == 0,
-		})
+	if c, ok := r.largeCheck(); ok {
+		cs = append(cs, c)
 	}
 	if s := r.largestStreams(); s != "" {
 		l, base := r.result(s, PathLLMEdge), r.result(s, PathReplica)

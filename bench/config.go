@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 )
 
@@ -28,6 +29,11 @@ type Config struct {
 	// through to the replica rather than encoded again.
 	LargePrompt  int
 	LargeWorkers int
+	// LargeRounds runs the large-prompt scenario this many times, the
+	// paths in alternating order, for a ratio to stock Caddy that a drift
+	// of the machine (a neighbour, the clock) does not decide: the target
+	// takes the median of the rounds' ratios.
+	LargeRounds int
 
 	Paths []string // subset of replica, caddy, llmedge; empty means all
 
@@ -69,6 +75,7 @@ func DefaultConfig() Config {
 		StreamSteady:    5 * time.Second,
 		LargePrompt:     100_000,
 		LargeWorkers:    4,
+		LargeRounds:     3,
 		ProfileScenario: "rate-1000",
 		Routing:         DefaultRoutingConfig(),
 		Scaleout:        scaleout,
@@ -102,6 +109,7 @@ func TinyConfig(binDir string) Config {
 		StreamSteady:    time.Second,
 		LargePrompt:     10_000,
 		LargeWorkers:    1,
+		LargeRounds:     2,
 		ProfileScenario: "rate-50",
 		Routing:         tinyRoutingConfig(),
 		Overload:        tinyOverloadConfig(),
@@ -119,6 +127,7 @@ type scenario struct {
 	Rate    float64
 	Workers int
 	Streams int
+	Round   int // of the large-prompt scenario's rounds, from 1; 0 for the others
 }
 
 // scenarios lists c's scenarios in run order.
@@ -133,8 +142,8 @@ func (c Config) scenarios() []scenario {
 	for _, n := range c.Streams {
 		s = append(s, scenario{Name: fmt.Sprintf("streams-%d", n), Kind: "streams", Streams: n})
 	}
-	if c.LargePrompt > 0 {
-		s = append(s, scenario{Name: c.largeName(), Kind: "large", Workers: c.LargeWorkers})
+	for round := 1; c.LargePrompt > 0 && round <= c.LargeRounds; round++ {
+		s = append(s, scenario{Name: c.largeName(), Kind: "large", Workers: c.LargeWorkers, Round: round})
 	}
 	return s
 }
@@ -174,6 +183,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("large prompt %d bytes: must be within 0..%d", c.LargePrompt, maxLargePrompt)
 	case c.LargePrompt > 0 && c.LargeWorkers <= 0:
 		return fmt.Errorf("the large-prompt scenario needs workers")
+	case c.LargePrompt > 0 && c.LargeRounds <= 0:
+		return fmt.Errorf("the large-prompt scenario needs at least one round")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
 	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled():
@@ -207,4 +218,24 @@ func (c Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// paths is the order in which s runs the paths: an even round of the
+// large-prompt scenario runs them backwards, so that each path goes first
+// as often as last.
+func (s scenario) paths(all []string) []string {
+	if s.Round%2 == 1 || s.Round == 0 {
+		return all
+	}
+	rev := slices.Clone(all)
+	slices.Reverse(rev)
+	return rev
+}
+
+// label names s in progress lines: with its round, when it has rounds.
+func (s scenario) label() string {
+	if s.Round == 0 {
+		return s.Name
+	}
+	return fmt.Sprintf("%s#%d", s.Name, s.Round)
 }

@@ -90,7 +90,7 @@ func (r *Report) pathsMarkdown() string {
 			continue
 		}
 		fmt.Fprintf(&b, "| %s | %s | %.0f | %.3f | %.3f | %.3f | %.2f | %s | %.3f | %.2f | %.0f | %.2f |\n",
-			x.Scenario, x.Path, x.AchievedRate, x.Latency.P50, x.Latency.P90, x.Latency.P99, x.Latency.Max,
+			x.label(), x.Path, x.AchievedRate, x.Latency.P50, x.Latency.P90, x.Latency.P99, x.Latency.Max,
 			errorsCell(x), x.CPUPer1k, x.CPUCores, x.PeakRSSMB, x.OtherCPUCores)
 	}
 	b.WriteString("\n#### Streams\n\n")

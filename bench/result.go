@@ -6,7 +6,8 @@ import "time"
 type Result struct {
 	Scenario    string  `json:"scenario"`
 	Path        string  `json:"path"`
-	Kind        string  `json:"kind"` // rate, max or streams
+	Kind        string  `json:"kind"`            // rate, max, streams or large
+	Round       int     `json:"round,omitempty"` // of the large-prompt scenario's
 	TargetRate  float64 `json:"target_rate,omitempty"`
 	Workers     int     `json:"workers,omitempty"`
 	Streams     int     `json:"streams,omitempty"`

@@ -100,15 +100,15 @@ func (r *runner) runPaths(ctx context.Context, dir string) error {
 		if err := r.configureSim(ctx, s); err != nil {
 			return err
 		}
-		for _, p := range r.cfg.paths() {
+		for _, p := range s.paths(r.cfg.paths()) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 			res, err := r.runOne(ctx, s, r.targets[p])
 			if err != nil {
-				return fmt.Errorf("%s on %s: %w", s.Name, p, err)
+				return fmt.Errorf("%s on %s: %w", s.label(), p, err)
 			}
-			r.log("%-12s %-8s %s", s.Name, p, res.brief())
+			r.log("%-12s %-8s %s", s.label(), p, res.brief())
 			r.report.Results = append(r.report.Results, res)
 			time.Sleep(300 * time.Millisecond) // let closed connections settle
 		}
@@ -206,7 +206,7 @@ func (r *runner) configureSim(ctx context.Context, s scenario) error {
 
 // runOne runs scenario s against t and measures t's process.
 func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, error) {
-	res := Result{Scenario: s.Name, Path: t.Name, Kind: s.Kind, TargetRate: s.Rate, Workers: s.Workers, Streams: s.Streams}
+	res := Result{Scenario: s.Name, Path: t.Name, Kind: s.Kind, TargetRate: s.Rate, Workers: s.Workers, Streams: s.Streams, Round: s.Round}
 	idle := max(r.cfg.MaxInFlight, s.Workers, s.Streams)
 	c, err := t.client(idle)
 	if err != nil {
@@ -234,7 +234,7 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 			into[i], _ = ReadProc(pid)
 		}
 	}
-	profiling := r.cfg.CPUProfile != "" && t.Name == PathLLMEdge && s.Name == r.cfg.ProfileScenario
+	profiling := r.cfg.CPUProfile != "" && t.Name == PathLLMEdge && s.Name == r.cfg.ProfileScenario && s.Round <= 1
 	win := window{
 		begin: func() {
 			sample(&before, &busy0, &began)
