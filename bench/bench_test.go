@@ -36,7 +36,7 @@ func TestRunTiny(t *testing.T) {
 		t.Errorf("no CPU profile written: %v", err)
 	}
 	md := rep.Markdown()
-	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "| large-10k | llmedge |", "CPU per request ≤ 1.25× stock Caddy (large-10k)", "#### Targets", "Idle RSS of llmedge",
+	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "| large-10k #2 | llmedge |", "CPU per request ≤ 1.25× stock Caddy (large-10k)", "the median of 2 rounds", "#### Targets", "Idle RSS of llmedge",
 		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "#### Overload", "| classes | sheddable |", "| no errors (every policy, both workloads) | 0 errors"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)

@@ -29,6 +29,13 @@ type Config struct {
 	// through to the replica rather than encoded again.
 	LargePrompt  int
 	LargeWorkers int
+	// LargeRate, when positive, sends the large prompt at this many
+	// requests per second (open loop) instead of LargeWorkers' closed
+	// loop. A closed loop of 100 KB requests saturates a 2-core machine
+	// (the client, the simulator and the proxy share it), and each run's
+	// CPU per request then depends on how the cores happened to be
+	// shared; at a rate below saturation both proxies do the same work.
+	LargeRate float64
 	// LargeRounds runs the large-prompt scenario this many times, the
 	// paths in alternating order, for a ratio to stock Caddy that a drift
 	// of the machine (a neighbour, the clock) does not decide: the target
@@ -75,6 +82,7 @@ func DefaultConfig() Config {
 		StreamSteady:    5 * time.Second,
 		LargePrompt:     100_000,
 		LargeWorkers:    4,
+		LargeRate:       200,
 		LargeRounds:     3,
 		ProfileScenario: "rate-1000",
 		Routing:         DefaultRoutingConfig(),

@@ -77,8 +77,12 @@ func (r *Report) pathsMarkdown() string {
 	fmt.Fprintf(&b, "Streams: the replica sends a token every %g ms (%d tokens); streams open over %g s, then %g s measured with all open.",
 		c.StreamITLMs, c.StreamTokens, c.StreamRampS, c.StreamSteady)
 	if c.LargePrompt > 0 {
-		fmt.Fprintf(&b, "  \nLarge prompt: one user message of %d bytes, %d-token replies, closed loop of %d workers; llmedge through its OpenAI door (`/v1/chat/completions`, the body carried through), the others the same OpenAI body.",
-			c.LargePrompt, c.ReplyTokens, c.LargeWorkers)
+		load := fmt.Sprintf("closed loop of %d workers", c.LargeWorkers)
+		if c.LargeRate > 0 {
+			load = fmt.Sprintf("%g req/s, open loop", c.LargeRate)
+		}
+		fmt.Fprintf(&b, "  \nLarge prompt: one user message of %d bytes, %d-token replies, %s, %d round(s) (#n), the paths' order reversed in every other one; llmedge through its OpenAI door (`/v1/chat/completions`, the body carried through), the others the same OpenAI body. Its CPU target is the median of the rounds' ratios.",
+			c.LargePrompt, c.ReplyTokens, load, max(c.LargeRounds, 1))
 	}
 	b.WriteString("\n\n")
 

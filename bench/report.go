@@ -27,6 +27,8 @@ type Report struct {
 		StreamTokens int       `json:"stream_tokens"`
 		LargePrompt  int       `json:"large_prompt_bytes,omitempty"`
 		LargeWorkers int       `json:"large_workers,omitempty"`
+		LargeRate    float64   `json:"large_rate,omitempty"`
+		LargeRounds  int       `json:"large_rounds,omitempty"`
 	} `json:"config"`
 	Idle map[string]IdleMem `json:"idle"` // per proxy, after start and before any load
 	// PeakRSSCumulative is set when VmHWM could not be reset between runs:
@@ -127,7 +129,12 @@ func newReport(cfg Config) *Report {
 		c.StreamTokens = cfg.streamTokens()
 	}
 	if cfg.LargePrompt > 0 {
-		c.LargePrompt, c.LargeWorkers = cfg.LargePrompt, cfg.LargeWorkers
+		c.LargePrompt, c.LargeRounds = cfg.LargePrompt, cfg.LargeRounds
+		if cfg.LargeRate > 0 {
+			c.LargeRate = cfg.LargeRate
+		} else {
+			c.LargeWorkers = cfg.LargeWorkers
+		}
 	}
 	if cfg.Overload.Enabled() {
 		r.OverloadConfig = cfg.Overload.report()

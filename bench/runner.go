@@ -259,7 +259,12 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 	case "large":
 		lt := *t
 		lt.URL, lt.Body = t.LargeURL, t.LargeBody
-		lr := closedLoop(ctx, c, &lt, s.Workers, r.cfg.Warmup, r.cfg.Duration, win)
+		var lr loadResult
+		if r.cfg.LargeRate > 0 {
+			lr = openLoop(ctx, c, &lt, r.cfg.LargeRate, r.cfg.Warmup, r.cfg.Duration, r.cfg.MaxInFlight, win)
+		} else {
+			lr = closedLoop(ctx, c, &lt, s.Workers, r.cfg.Warmup, r.cfg.Duration, win)
+		}
 		res.fromLoad(lr)
 	case "streams":
 		spec := streamSpec{N: s.Streams, Ramp: r.cfg.StreamRamp, Steady: r.cfg.StreamSteady, ITL: r.cfg.StreamITL, Tokens: r.cfg.streamTokens()}
