@@ -78,7 +78,7 @@ $(BIN)/ollama: tools/ollama/go.mod tools/ollama/go.sum tools/ollama/include/mini
 		$(GO) build -trimpath -ldflags "-s -w -X github.com/ollama/ollama/version.Version=$(OLLAMA_VERSION)" \
 		-o ../../$(BIN)/ollama github.com/ollama/ollama
 
-bench: build ## replica alone vs stock Caddy vs llmedge, then routing, overload and the ledger, about 4.5 min; e.g. BENCHFLAGS="-write BENCHMARKS.md -long 30s"; scale-out over 1, 2, 4 instances on Redis: BENCHFLAGS="-scenarios scaleout"
+bench: build ## replica alone vs stock Caddy vs llmedge, then routing, overload and the ledger, about 5 min; e.g. BENCHFLAGS="-write BENCHMARKS.md -long 30s"; scale-out over 1, 2, 4 instances on Redis: BENCHFLAGS="-scenarios scaleout"
 	$(GO) build -o $(BIN)/llmbench ./cmd/llmbench
 	$(BIN)/llmbench -bin $(BIN) -json $(BIN)/bench.json $(BENCHFLAGS)
 

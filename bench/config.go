@@ -62,7 +62,7 @@ type Config struct {
 	Log     io.Writer // progress lines; nil for none
 }
 
-// DefaultConfig is what `make bench` runs: about 4.5 minutes on 2 cores, of
+// DefaultConfig is what `make bench` runs: about 5 minutes on 2 cores, of
 // which 2 for the routing scenario. The scale-out scenario is configured
 // but has no variants: it runs only when asked for (about 2 more minutes,
 // and it needs redis-server).
