@@ -5,6 +5,7 @@ import (
 	"io"
 	"math/bits"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 )
@@ -112,4 +113,27 @@ func leaseBody(n int64) (body []byte, l *Lease) {
 	l = &Lease{buf: buf, class: class}
 	l.refs.Store(1)
 	return (*buf)[:n], l
+}
+
+// DecodeLeased reads r's body into a pooled buffer when it is large
+// (ReadBodyLeased) and parses it: the chat parse returns, when it carries
+// the body through (chat.Wire), holds the lease until the exchange is
+// answered; a refused body's buffer goes back at once. It is the doors'
+// one way to read a body they pass on.
+func DecodeLeased(r *http.Request, limit int64, parse func(body []byte) (Chat, *Error)) (Chat, []byte, *Error) {
+	body, l, e := ReadBodyLeased(r, limit)
+	if e != nil {
+		return Chat{}, nil, e
+	}
+	chat, e := parse(body)
+	switch {
+	case e != nil:
+		l.Release() // nothing refers to the body any more
+		return chat, nil, e
+	case chat.Wire != nil:
+		chat.Wire.Lease = l
+	}
+	// A chat not carried through (no Wire) keeps the buffer to itself:
+	// the garbage collector takes it with the chat.
+	return chat, body, nil
 }

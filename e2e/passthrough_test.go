@@ -264,29 +264,38 @@ func TestPassThroughBytes(t *testing.T) {
 func TestPassThroughLargeBodiesConcurrently(t *testing.T) {
 	f := startPassFixture(t)
 	f.qwen.reset(t)
-	f.qwen.Configure(t, map[string]any{"prefill_per_token": "0s"}) // the bytes are the point, not the replica's time
-	const workers, each = 8, 4                                     // 32 requests: what the simulator keeps
-	want := map[string]bool{}
-	clients := make([][]string, workers)
+	// The bytes are the point, not the replica's time.
+	f.qwen.Configure(t, map[string]any{"prefill_per_token": "0s"})
+	const workers, each = 8, 4 // 32 requests: what the simulator keeps
+	type request struct{ path, body string }
+	want := map[request]bool{}
+	clients := make([][]request, workers)
 	for w := range workers {
 		for i := range each {
-			// 2 to 6 messages of 40 KB (within the content limit): 80 to
-			// 240 KB.
-			msgs := make([]string, 2+(w*each+i)%5)
-			for j := range msgs {
-				msgs[j] = fmt.Sprintf(`{"role":"user","content":"request %d of worker %d, message %d: %s"}`, i, w, j, strings.Repeat(longText, 2))
+			// Chats of 2 to 6 messages of 40 KB (within the content
+			// limit): 80 to 240 KB; every fourth request a completion of
+			// one 80 KB prompt, through the same reader.
+			req := request{path: "/v1/chat/completions"}
+			if (w*each+i)%4 == 3 {
+				req.path = "/v1/completions"
+				req.body = fmt.Sprintf(`{"model":"qwen","prompt":"request %d of worker %d: %s","max_tokens":5}`, i, w, strings.Repeat(longText, 4))
+			} else {
+				msgs := make([]string, 2+(w*each+i)%5)
+				for j := range msgs {
+					msgs[j] = fmt.Sprintf(`{"role":"user","content":"request %d of worker %d, message %d: %s"}`, i, w, j, strings.Repeat(longText, 2))
+				}
+				req.body = `{"model":"qwen","messages":[` + strings.Join(msgs, ",") + `],"seed":` + fmt.Sprint(w*each+i) + `}`
 			}
-			body := `{"model":"qwen","messages":[` + strings.Join(msgs, ",") + `],"seed":` + fmt.Sprint(w*each+i) + `}`
-			clients[w] = append(clients[w], body)
-			want[strings.Replace(body, `"qwen"`, `"sim-qwen"`, 1)] = true
+			clients[w] = append(clients[w], req)
+			want[request{req.path, strings.Replace(req.body, `"qwen"`, `"sim-qwen"`, 1)}] = true
 		}
 	}
 	errs := make(chan error, workers*each)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			for _, body := range clients[w] {
-				req, _ := http.NewRequestWithContext(t.Context(), "POST", f.g.Base+"/v1/chat/completions", strings.NewReader(body))
+			for _, c := range clients[w] {
+				req, _ := http.NewRequestWithContext(t.Context(), "POST", f.g.Base+c.path, strings.NewReader(c.body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("Authorization", "Bearer "+f.tok)
 				resp, err := f.g.Client.Do(req)
@@ -312,10 +321,11 @@ func TestPassThroughLargeBodiesConcurrently(t *testing.T) {
 		t.Fatalf("the replica kept %d requests, want %d", len(got), workers*each)
 	}
 	for _, r := range got {
-		if !want[string(r.Body)] {
-			t.Fatalf("the replica got a body (%d bytes) that no client sent as such", len(r.Body))
+		k := request{r.Path, string(r.Body)}
+		if !want[k] {
+			t.Fatalf("the replica got a body (%d bytes, %s) that no client sent as such", len(r.Body), r.Path)
 		}
-		delete(want, string(r.Body))
+		delete(want, k)
 	}
 	if len(want) != 0 {
 		t.Fatalf("%d bodies did not reach the replica", len(want))

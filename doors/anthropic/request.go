@@ -77,12 +77,7 @@ func (d *Door) decode(r *http.Request, e endpoint) (api.Chat, []byte, *api.Error
 		return api.Chat{}, nil, invalid("anthropic-version: '" + strings.Join(v, ", ") +
 			"' is not a version of the API; send one date, such as 2023-06-01, or leave the header out.")
 	}
-	body, aerr := api.ReadBody(r, d.limits.MaxBodyBytes)
-	if aerr != nil {
-		return api.Chat{}, nil, aerr
-	}
-	chat, aerr := d.parse(body, e)
-	return chat, body, aerr
+	return api.DecodeLeased(r, d.limits.MaxBodyBytes, func(body []byte) (api.Chat, *api.Error) { return d.parse(body, e) })
 }
 
 // isVersion reports an anthropic-version value: a date, YYYY-MM-DD. The

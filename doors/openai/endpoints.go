@@ -46,50 +46,54 @@ func (f *Door) decodeOther(r *http.Request, format api.Format, input string) (ap
 				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
 		}
 	}
-	body, aerr := api.ReadBody(r, f.limits.MaxBodyBytes)
-	if aerr != nil {
-		return api.Chat{}, nil, aerr
-	}
+	return api.DecodeLeased(r, f.limits.MaxBodyBytes, func(body []byte) (api.Chat, *api.Error) {
+		return f.parseOther(body, format, input)
+	})
+}
+
+// parseOther validates a completions or embeddings body.
+func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Chat, *api.Error) {
 	var o wire.Request
 	if err := wire.ReadRequest(body, &o); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Duplicate {
 			p := wire.PathString(we.Path)
-			return api.Chat{}, nil, invalid(codeDuplicate, p,
+			return api.Chat{}, invalid(codeDuplicate, p,
 				"Duplicate parameter: '"+p+"' is given more than once in the request body; give each parameter once.")
 		}
-		return api.Chat{}, nil, invalid(codeInvalidJSON, "", "We could not parse the JSON body of your request: it is not valid JSON.")
+		return api.Chat{}, invalid(codeInvalidJSON, "", "We could not parse the JSON body of your request: it is not valid JSON.")
 	}
 	if o.Body.Kind() != wire.Object {
-		return api.Chat{}, nil, invalid(codeInvalidType, "", "The request body must be a JSON object.")
+		return api.Chat{}, invalid(codeInvalidType, "", "The request body must be a JSON object.")
 	}
 	var chat api.Chat
+	var aerr *api.Error
 	mv := o.Member("model")
 	if !mv.Given() {
-		return chat, nil, invalid(codeMissing, "model", "You must provide a model parameter.")
+		return chat, invalid(codeMissing, "model", "You must provide a model parameter.")
 	}
 	if chat.Model, aerr = f.model(mv); aerr != nil {
-		return chat, nil, aerr
+		return chat, aerr
 	}
 	text, aerr := f.inputText(o.Member(input), input)
 	if aerr != nil {
-		return chat, nil, aerr
+		return chat, aerr
 	}
 	chat.Messages = []api.Message{{Role: api.RoleUser, Content: text}}
 	if v := o.Member("stream"); v.Given() {
 		b, ok := v.Bool()
 		if !ok {
-			return chat, nil, typeError("stream", "a boolean", v)
+			return chat, typeError("stream", "a boolean", v)
 		}
 		chat.Stream = b && format == api.FormatOpenAICompletions
 	}
 	if v := o.Member("stream_options"); v.Given() {
 		if !chat.Stream {
-			return chat, nil, invalid(codeInvalidValue, "stream_options",
+			return chat, invalid(codeInvalidValue, "stream_options",
 				"The 'stream_options' parameter is only allowed when 'stream' is enabled.")
 		}
 		if v.Kind() != wire.Object {
-			return chat, nil, typeError("stream_options", "an object", v)
+			return chat, typeError("stream_options", "an object", v)
 		}
 		_ = v.Members(func(m wire.Member) bool {
 			if m.Name == "include_usage" {
@@ -101,17 +105,17 @@ func (f *Door) decodeOther(r *http.Request, format api.Format, input string) (ap
 	if v := o.Member("max_tokens"); v.Given() {
 		n, aerr := integerIn(v, "max_tokens", 1, maxTokensLimit)
 		if aerr != nil {
-			return chat, nil, aerr
+			return chat, aerr
 		}
 		chat.Sampling.MaxTokens = int(n)
 	}
 	if v := o.Member("n"); v.Given() {
 		if _, aerr := integerIn(v, "n", 1, maxChoices); aerr != nil {
-			return chat, nil, aerr
+			return chat, aerr
 		}
 	}
 	chat.Wire = &api.Wire{Format: format, Body: body, Object: o.Body, Members: o.Members}
-	return chat, body, nil
+	return chat, nil
 }
 
 // inputText is a prompt's or an input's text, for routing and the limits:

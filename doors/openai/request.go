@@ -49,17 +49,7 @@ func (f *Door) decodeChat(r *http.Request) (api.Chat, []byte, *api.Error) {
 				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
 		}
 	}
-	body, lease, aerr := api.ReadBodyLeased(r, f.limits.MaxBodyBytes)
-	if aerr != nil {
-		return api.Chat{}, nil, aerr
-	}
-	chat, aerr := f.parse(body)
-	if aerr != nil {
-		lease.Release() // nothing refers to the body any more
-		return chat, nil, aerr
-	}
-	chat.Wire.Lease = lease
-	return chat, body, nil
+	return api.DecodeLeased(r, f.limits.MaxBodyBytes, f.parse)
 }
 
 // chats are reused between requests: reading a body then allocates only

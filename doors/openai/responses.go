@@ -62,12 +62,7 @@ func (rs Responses) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
 				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
 		}
 	}
-	body, aerr := api.ReadBody(r, rs.limits.MaxBodyBytes)
-	if aerr != nil {
-		return api.Chat{}, nil, aerr
-	}
-	chat, aerr := rs.parseResponses(body)
-	return chat, body, aerr
+	return api.DecodeLeased(r, rs.limits.MaxBodyBytes, rs.parseResponses)
 }
 
 // parseResponses validates a Responses request body.
