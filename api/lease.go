@@ -29,10 +29,18 @@ type Lease struct {
 	class int
 }
 
-// Hold adds a holder.
-func (l *Lease) Hold() {
-	if l != nil {
-		l.refs.Add(1)
+// hold adds a holder, and reports false, adding none, when the buffer
+// has gone back to the pool: a holder that came after the last one let
+// go (a bug) must not read what another request put there since.
+func (l *Lease) hold() bool {
+	for {
+		n := l.refs.Load()
+		if n <= 0 {
+			return false
+		}
+		if l.refs.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
 }
 
@@ -53,9 +61,12 @@ func (l *Lease) Release() {
 // body, and other bytes), holding the lease until it is closed. Read and
 // Close exclude each other: a transport that closes the body from one
 // goroutine while another reads it (a cancelled request) cannot have the
-// buffer go back to the pool under a Read; a Read after Close fails.
+// buffer go back to the pool under a Read; a Read after Close fails, and
+// so does every Read of a reader made after the buffer went back.
 func (l *Lease) Reader(pieces net.Buffers) io.ReadCloser {
-	l.Hold()
+	if l != nil && !l.hold() {
+		return &leasedReader{closed: true}
+	}
 	return &leasedReader{pieces: pieces, lease: l}
 }
 

@@ -94,6 +94,16 @@ func TestLeaseHolders(t *testing.T) {
 	if n, err := r2.Read(make([]byte, 4)); n != 0 || err == nil {
 		t.Fatalf("a read after Close gave %d bytes, %v", n, err)
 	}
+	// A reader made once the buffer went back (a bug) reads nothing of
+	// whatever request has it now, and holds nothing.
+	late := l.Reader(net.Buffers{[]byte("ef")})
+	if n, err := late.Read(make([]byte, 4)); n != 0 || err == nil {
+		t.Fatalf("a reader made after the last release read %d bytes, %v", n, err)
+	}
+	_ = late.Close()
+	if got := l.refs.Load(); got != 0 {
+		t.Fatalf("%d holders after a late reader, want 0", got)
+	}
 }
 
 // A nil lease (a body that is not pooled) reads like the pieces alone.
@@ -106,7 +116,6 @@ func TestNilLeaseReader(t *testing.T) {
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	l.Hold()
 	l.Release()
 }
 
