@@ -642,8 +642,10 @@ func TestRealEnginePrefixCache(t *testing.T) {
 				}
 				fresh, repeated = append(fresh, f.ttft), append(repeated, r.ttft)
 				prompt = r.ans.Usage.PromptTokens
-				m := cacheLine.FindStringSubmatch(e.Log()[logBefore:])
-				if m == nil {
+				// The runner's log reaches the server's, and the test's
+				// buffer, through pipes: the line may come after the answer.
+				var m []string
+				if !poll(10*time.Second, func() bool { m = cacheLine.FindStringSubmatch(e.Log()[logBefore:]); return m != nil }) {
 					t.Fatal("the engine logged no cache lookup for the repeated prompt")
 				}
 				p, _ := strconv.Atoi(m[1])
