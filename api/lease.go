@@ -126,9 +126,9 @@ func leaseBody(n int64) (body []byte, l *Lease) {
 	return (*buf)[:n], l
 }
 
-// DecodeLeased reads r's body into a pooled buffer when it is large
-// (ReadBodyLeased) and parses it: the chat parse returns, when it carries
-// the body through (chat.Wire), holds the lease until the exchange is
+// DecodeLeased reads r's body (ReadBodyLeased: a large one into a pooled
+// buffer) and parses it. When the parsed chat carries the body through
+// (chat.Wire), the lease goes with it (Wire.Lease) until the exchange is
 // answered; a refused body's buffer goes back at once. It is the doors'
 // one way to read a body they pass on.
 func DecodeLeased(r *http.Request, limit int64, parse func(body []byte) (Chat, *Error)) (Chat, []byte, *Error) {

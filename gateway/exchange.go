@@ -88,10 +88,9 @@ type Exchange struct {
 	// fallback model, under that model's own limits; nil admits all.
 	admits *Pipeline
 
-	body     []byte     // the request body, once decoded
-	lease    *api.Lease // body's, when it is pooled (see Through)
-	splice   splice     // what a continuation needs of the stream (continue.go)
-	observed bool       // metrics recorded
+	body     []byte // the request body, once decoded
+	splice   splice // what a continuation needs of the stream (continue.go)
+	observed bool   // metrics recorded
 	// tracer makes the request's spans; nil when it is not traced.
 	tracer trace.Tracer
 }
@@ -142,4 +141,12 @@ func requestID(given string) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// releaseBody gives a pooled body back (see Through): the decoded chat's
+// lease, when its body is carried through.
+func (ex *Exchange) releaseBody() {
+	if w := ex.Chat.Wire; w != nil {
+		w.Lease.Release()
+	}
 }

@@ -80,7 +80,7 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, door Door, la
 			// handler reads the body, and a pooled one can go back (the
 			// replica requests hold it for themselves). A body handed to
 			// later handlers is left to the garbage collector.
-			defer func() { ex.lease.Release() }()
+			defer ex.releaseBody()
 		}
 	}
 	for ex.Stage < last {
@@ -215,9 +215,6 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		api.LiftBodyDeadline(w) // the answer may take minutes: only the body had a deadline
 	}
 	ex.Chat, ex.body = chat, body
-	if chat.Wire != nil {
-		ex.lease = chat.Wire.Lease
-	}
 	if m, ok := p.Gateway.Aliases[chat.Model]; ok {
 		// An alias is its model in every later stage (scope, limits,
 		// routing); the answer gives the name the client used.
