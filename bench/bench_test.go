@@ -20,14 +20,8 @@ func TestRunTiny(t *testing.T) {
 		t.Skip("builds the binaries and runs processes: not with -short")
 	}
 	cfg := TinyConfig(buildBinaries(t))
-	cfg.Log = t.Output() // progress lines, shown with -v or on failure
 	cfg.CPUProfile = filepath.Join(t.TempDir(), "llmedge.pprof")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runTiny(t, cfg, 3*time.Minute)
 	checkReport(t, cfg, rep)
 	checkRouting(t, cfg.Routing, rep)
 	checkOverload(t, cfg.Overload, rep)
@@ -50,6 +44,20 @@ func TestRunTiny(t *testing.T) {
 	if b, err := os.ReadFile(file); err != nil || json.Unmarshal(b, &back) != nil || len(back.Results) != len(rep.Results) || len(back.Routing) != len(rep.Routing) {
 		t.Errorf("JSON report does not read back: %v", err)
 	}
+}
+
+// runTiny runs cfg within limit, its progress lines in the test's output
+// (shown with -v or on failure); a run that fails fails the test.
+func runTiny(t *testing.T, cfg Config, limit time.Duration) *Report {
+	t.Helper()
+	cfg.Log = t.Output()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
 
 // buildBinaries builds llmedge and llmsim into a folder of the test's.
@@ -85,13 +93,7 @@ func TestRunScaleoutTiny(t *testing.T) {
 		t.Fatal(err) // as the tests on Redis do: CI must not lose this one silently
 	}
 	cfg := scaleoutOnly(TinyConfig(buildBinaries(t)))
-	cfg.Log = t.Output()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runTiny(t, cfg, 2*time.Minute)
 	sc := cfg.Scaleout
 	if len(rep.Scaleout) != len(sc.Variants)*len(sc.Instances) || rep.ScaleoutSkipped != "" {
 		t.Fatalf("%d scale-out results (skipped: %q), want %d", len(rep.Scaleout), rep.ScaleoutSkipped, len(sc.Variants)*len(sc.Instances))

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -15,37 +14,20 @@ func (x Result) label() string {
 	return fmt.Sprintf("%s #%d", x.Scenario, x.Round)
 }
 
-// largeRound is one round of the large-prompt scenario: llmedge's and
-// stock Caddy's results.
-type largeRound struct{ llmedge, caddy *Result }
-
 // largeRounds pairs the large-prompt scenario's results by round, in
-// order; a round without both paths is left out.
-func (r *Report) largeRounds() (name string, rounds []largeRound) {
-	byRound := map[int]*largeRound{}
-	var order []int
-	for i := range r.Results {
-		x := &r.Results[i]
-		if x.Kind != "large" || (x.Path != PathLLMEdge && x.Path != PathCaddy) {
-			continue
-		}
-		name = x.Scenario
-		lr := byRound[x.Round]
-		if lr == nil {
-			lr = &largeRound{}
-			byRound[x.Round] = lr
-			order = append(order, x.Round)
-		}
-		if x.Path == PathLLMEdge {
-			lr.llmedge = x
-		} else {
-			lr.caddy = x
+// order: pair[0] stock Caddy's, pair[1] llmedge's; a round without both,
+// or without a figure to compare, is left out.
+func (r *Report) largeRounds() (name string, rounds [][2]*Result) {
+	var runs []Result
+	for _, x := range r.Results {
+		if x.Kind == "large" && (x.Path == PathLLMEdge || x.Path == PathCaddy) {
+			name = x.Scenario
+			runs = append(runs, x)
 		}
 	}
-	for _, n := range order {
-		lr := byRound[n]
-		if lr.llmedge != nil && lr.caddy != nil && lr.caddy.CPUPer1k > 0 && lr.llmedge.Latency != nil && lr.caddy.Latency != nil {
-			rounds = append(rounds, *lr)
+	for _, p := range roundPairs(runs, func(x *Result) int { return x.Round }, func(x *Result) bool { return x.Path == PathLLMEdge }) {
+		if p[0].CPUPer1k > 0 && p[0].Latency != nil && p[1].Latency != nil {
+			rounds = append(rounds, p)
 		}
 	}
 	return name, rounds
@@ -61,36 +43,25 @@ func (r *Report) largeCheck() (Check, bool) {
 		return Check{}, false
 	}
 	ratios := make([]float64, len(rounds))
+	var lcpu, ccpu []float64
 	errs := 0
 	var parts []string
-	for i, lr := range rounds {
-		ratios[i] = lr.llmedge.CPUPer1k / lr.caddy.CPUPer1k
-		errs += lr.llmedge.Errors
+	for i, p := range rounds {
+		c, l := p[0], p[1]
+		ratios[i] = l.CPUPer1k / c.CPUPer1k
+		lcpu, ccpu = append(lcpu, l.CPUPer1k), append(ccpu, c.CPUPer1k)
+		errs += l.Errors
 		parts = append(parts, fmt.Sprintf("%.2f", ratios[i]))
 	}
 	ratio := median(ratios)
 	target := fmt.Sprintf("CPU per request ≤ %.2f× stock Caddy (%s)", maxCPURatio, name)
 	if len(rounds) == 1 {
-		l, c := rounds[0].llmedge, rounds[0].caddy
+		c, l := rounds[0][0], rounds[0][1]
 		return Check{Target: target, Met: ratio <= maxCPURatio && errs == 0,
 			Measured: fmt.Sprintf("%.2f× (%.3f vs %.3f CPU s / 1k req; p50 %.3f vs %.3f ms; %.0f vs %.0f req/s)",
 				ratio, l.CPUPer1k, c.CPUPer1k, l.Latency.P50, c.Latency.P50, l.AchievedRate, c.AchievedRate)}, true
 	}
-	var lcpu, ccpu []float64
-	for _, lr := range rounds {
-		lcpu, ccpu = append(lcpu, lr.llmedge.CPUPer1k), append(ccpu, lr.caddy.CPUPer1k)
-	}
 	return Check{Target: target, Met: ratio <= maxCPURatio && errs == 0,
 		Measured: fmt.Sprintf("%.2f×, the median of %d rounds (%s×; medians %.3f vs %.3f CPU s / 1k req)",
 			ratio, len(rounds), strings.Join(parts, ", "), median(lcpu), median(ccpu))}, true
-}
-
-// median of xs (not empty); xs is sorted in place.
-func median(xs []float64) float64 {
-	slices.Sort(xs)
-	n := len(xs)
-	if n%2 == 1 {
-		return xs[n/2]
-	}
-	return (xs[n/2-1] + xs[n/2]) / 2
 }

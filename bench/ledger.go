@@ -122,25 +122,10 @@ func ledgerTotals(rs []LedgerResult) (off, on, ratio float64) {
 // ledgerRoundRatios are each round's ratio, with / without, for the
 // spread.
 func ledgerRoundRatios(rs []LedgerResult) []float64 {
-	per := map[int]*[2]float64{}
-	var rounds []int
-	for _, r := range rs {
-		p, ok := per[r.Round]
-		if !ok {
-			p = &[2]float64{}
-			per[r.Round] = p
-			rounds = append(rounds, r.Round)
-		}
-		if r.Ledger {
-			p[1] = r.CPUPer1k
-		} else {
-			p[0] = r.CPUPer1k
-		}
-	}
 	var out []float64
-	for _, n := range rounds {
-		if p := per[n]; p[0] > 0 && p[1] > 0 {
-			out = append(out, p[1]/p[0])
+	for _, p := range roundPairs(rs, func(r *LedgerResult) int { return r.Round }, func(r *LedgerResult) bool { return r.Ledger }) {
+		if p[0].CPUPer1k > 0 && p[1].CPUPer1k > 0 {
+			out = append(out, p[1].CPUPer1k/p[0].CPUPer1k)
 		}
 	}
 	return out

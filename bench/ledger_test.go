@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"math"
 	"slices"
 	"strings"
@@ -143,13 +142,7 @@ func TestRunLedgerTiny(t *testing.T) {
 		t.Skip("builds the binaries and runs processes: not with -short")
 	}
 	cfg := ledgerOnly(TinyConfig(buildBinaries(t)))
-	cfg.Log = t.Output()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runTiny(t, cfg, 2*time.Minute)
 	if len(rep.Ledger) != 4 {
 		t.Fatalf("%d ledger results, want 4", len(rep.Ledger))
 	}
