@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/tenancy"
 )
 

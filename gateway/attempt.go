@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 var (

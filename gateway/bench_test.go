@@ -11,10 +11,10 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
-	"github.com/llmedge/llmedge/protocols/openaicompat"
-	"github.com/llmedge/llmedge/protocols/protocoltest"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/backends/protocols/openaicompat"
+	"github.com/llmedge/llmedge/backends/protocols/protocoltest"
 	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/routing/prefix"
 )

@@ -4,7 +4,7 @@ import (
 	"strconv"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // Mid-stream continuation: when the replica serving a stream fails after

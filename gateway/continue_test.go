@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // first picks the first candidate: replicas are tried in their order.

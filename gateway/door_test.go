@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // testPath is where the package's tests send chats.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // fail answers with the error that ended the request: an HTTP error while

@@ -18,7 +18,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/tenancy"
 )
 

@@ -11,8 +11,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // NoFallbackHeader is the request header with which a client refuses its

@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 )
 
 // ModelStatus is one model's entry in the /readyz answer.

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/tenancy"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 )
 
 // classify sets the request's class of work: its credential's

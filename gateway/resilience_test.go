@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // checkBalanced fails unless every Allow of every replica's breaker got

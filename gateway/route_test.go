@@ -3,7 +3,7 @@ package gateway
 import (
 	"testing"
 
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 )
 
 func TestRouteValue(t *testing.T) {

@@ -12,10 +12,10 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/metrics"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/status"
 )
 

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 )
 
 func TestAffinityKeys(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 )
 
 // P2C samples two replicas by weight and takes the one with less load per

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 )
 
 func replicas(t testing.TB, urls ...string) []*pool.Replica {

@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/routing/prefix"
 )
 

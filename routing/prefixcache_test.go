@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/internal/redistest"
-	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing/prefix"
 	"github.com/llmedge/llmedge/routing/share"
 )

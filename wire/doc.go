@@ -8,7 +8,7 @@
 //     OpenAI door);
 //   - ReadAnswer and AnswerReader, a replica's chat.completion or
 //     chat.completion.chunk, or the error payload sent in its place
-//     (protocols/openaicompat).
+//     (backends/protocols/openaicompat).
 //
 // A reader reads the members the gateway needs and records the rest. The
 // request readers return each member's value as the client wrote it

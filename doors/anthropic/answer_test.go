@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/wire"
 )
 

@@ -24,9 +24,9 @@ import (
 	"strconv"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
-	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/wire"
 )
 
@@ -36,7 +36,7 @@ type Mode uint8
 const (
 	// ModeAuto carries requests through to /v1/messages, and translates
 	// them into chat completions for a replica that answers 404 there
-	// (it is remembered: see package protocols/openaicompat) or whose
+	// (it is remembered: see package backends/protocols/openaicompat) or whose
 	// protocol does not speak Anthropic's API (ollama's /api/chat, native).
 	ModeAuto Mode = iota
 	// ModePassthrough carries requests through, and never translates them:

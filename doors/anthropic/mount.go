@@ -4,8 +4,8 @@ import (
 	"net/http"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/protocols"
 )
 
 // Anthropic's paths, as its SDKs call them relative to a base URL that is

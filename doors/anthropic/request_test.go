@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // testDoor serves qwen (auto), gemma (translate) and llama (passthrough),

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/llmedge/llmedge/api"
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // TestTranslate holds every mapping of a Messages request to chat

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/protocols"
 )
 
 // The hand-written answer is what encoding/json makes of an

@@ -14,12 +14,12 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/backends/protocols/openaicompat"
+	"github.com/llmedge/llmedge/backends/protocols/protocoltest"
 	"github.com/llmedge/llmedge/doors/native"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
-	"github.com/llmedge/llmedge/protocols/openaicompat"
-	"github.com/llmedge/llmedge/protocols/protocoltest"
 	"github.com/llmedge/llmedge/routing"
 )
 

@@ -8,7 +8,7 @@
 // It is a gateway.Door: authentication, the model scope, limits, routing,
 // retries, timeouts, metrics and timings are the shared pipeline's, and
 // this package only reads requests and writes answers in OpenAI's shapes.
-// (Package protocols/openaicompat is the other side: the replicas' OpenAI API.)
+// (Package backends/protocols/openaicompat is the other side: the replicas' OpenAI API.)
 package openai
 
 import (
@@ -18,9 +18,9 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
-	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/wire"
 )
 

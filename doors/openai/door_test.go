@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/protocols"
 )
 
 // chunk is OpenAI's chat.completion.chunk and chat.completion, decoded

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/wire"
 )
 

@@ -4,9 +4,9 @@ import (
 	"bytes"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
-	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/wire"
 )
 

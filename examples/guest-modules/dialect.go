@@ -3,8 +3,8 @@ package guests
 import (
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmedge/llmedge/backends/scrape"
 	"github.com/llmedge/llmedge/modules/llmdialect"
-	"github.com/llmedge/llmedge/scrape"
 )
 
 func init() { caddy.RegisterModule(Aphrodite{}) }

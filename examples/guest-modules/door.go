@@ -11,10 +11,10 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/modules/llmdoor"
-	"github.com/llmedge/llmedge/protocols"
 )
 
 func init() { caddy.RegisterModule(Plain{}) }

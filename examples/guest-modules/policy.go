@@ -7,8 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
-	"github.com/llmedge/llmedge/pool"
 )
 
 func init() {

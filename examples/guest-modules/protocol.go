@@ -7,9 +7,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/backends/protocols/openaicompat"
 	"github.com/llmedge/llmedge/modules/llmprotocol"
-	"github.com/llmedge/llmedge/protocols"
-	"github.com/llmedge/llmedge/protocols/openaicompat"
 )
 
 func init() { caddy.RegisterModule(LMStudio{}) }

@@ -10,9 +10,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/llmedge/llmedge/fleet"
+	"github.com/llmedge/llmedge/backends/fleet"
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/gateway"
-	"github.com/llmedge/llmedge/pool"
 )
 
 // AdaptersConfig configures a model's LoRA adapters (docs/models.md#lora-adapters).

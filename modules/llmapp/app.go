@@ -23,7 +23,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/fleet"
+	"github.com/llmedge/llmedge/backends/fleet"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/portlock"
 	"github.com/llmedge/llmedge/metrics"

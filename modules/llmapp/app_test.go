@@ -11,13 +11,13 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"go.uber.org/zap"
 
-	"github.com/llmedge/llmedge/fleet"
+	"github.com/llmedge/llmedge/backends/fleet"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/scrape"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmdialect"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmprotocol"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/scrape"
 )
 
 // parseModel parses a `model` block as the Caddyfile adapter does, and

@@ -9,16 +9,16 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/llmedge/llmedge/backends/fleet"
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/backends/scrape"
 	"github.com/llmedge/llmedge/discovery"
-	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmdialect"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmsource"
-	"github.com/llmedge/llmedge/pool"
-	"github.com/llmedge/llmedge/protocols"
 	"github.com/llmedge/llmedge/routing/share"
-	"github.com/llmedge/llmedge/scrape"
 )
 
 // Defaults of the guest modules a model block may name.

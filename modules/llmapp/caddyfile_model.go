@@ -11,11 +11,11 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/limits"
 	"github.com/llmedge/llmedge/modules/llmdialect"
 	"github.com/llmedge/llmedge/modules/llmpolicy"
 	"github.com/llmedge/llmedge/modules/llmsource"
-	"github.com/llmedge/llmedge/pool"
 )
 
 // This file parses a `model <name> { ... }` block of the llmedge global

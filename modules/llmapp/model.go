@@ -9,9 +9,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/limits"
-	"github.com/llmedge/llmedge/pool"
 )
 
 // ModelConfig configures one model type.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
-	"github.com/llmedge/llmedge/pool"
+	"github.com/llmedge/llmedge/backends/pool"
 )
 
 func TestOverloadCaddyfile(t *testing.T) {

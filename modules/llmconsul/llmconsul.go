@@ -23,8 +23,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/llmedge/llmedge/backends/fleet"
 	"github.com/llmedge/llmedge/discovery"
-	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/modules/llmsource"
 )

@@ -16,7 +16,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/llmedge/llmedge/scrape"
+	"github.com/llmedge/llmedge/backends/scrape"
 )
 
 // Namespace of the dialect modules.

@@ -9,8 +9,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/keep"
-	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/routing/share"
 )

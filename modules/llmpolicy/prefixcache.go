@@ -8,8 +8,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/keep"
-	"github.com/llmedge/llmedge/pool"
 	"github.com/llmedge/llmedge/routing"
 	"github.com/llmedge/llmedge/routing/prefix"
 	"github.com/llmedge/llmedge/routing/share"

@@ -13,10 +13,10 @@ package llmprotocol
 import (
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/llmedge/llmedge/protocols"
-	"github.com/llmedge/llmedge/protocols/nativeapi"
-	"github.com/llmedge/llmedge/protocols/ollama"
-	"github.com/llmedge/llmedge/protocols/openaicompat"
+	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/backends/protocols/nativeapi"
+	"github.com/llmedge/llmedge/backends/protocols/ollama"
+	"github.com/llmedge/llmedge/backends/protocols/openaicompat"
 )
 
 // Namespace of the protocol modules.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/llmedge/llmedge/protocols"
+	"github.com/llmedge/llmedge/backends/protocols"
 )
 
 // Every protocol is registered, speaks protocols.Protocol and names its

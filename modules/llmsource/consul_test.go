@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmedge/llmedge/backends/fleet"
 	"github.com/llmedge/llmedge/discovery"
-	"github.com/llmedge/llmedge/fleet"
 	"github.com/llmedge/llmedge/internal/consultest"
 	"github.com/llmedge/llmedge/keep"
 )

@@ -1,0 +1,142 @@
+package health
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/routing"
+)
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func replica(t *testing.T, url string) *pool.Replica {
+	r, err := pool.NewReplica(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A loading replica (503, or refusing connections) is marked unhealthy and
+// skipped by the pool; it is used again once its health path answers 200.
+func TestProberMarksLoadingReplicas(t *testing.T) {
+	var loading atomic.Bool
+	loading.Store(true)
+	var paths atomic.Value
+	llama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths.Store(r.URL.Path)
+		if loading.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(503)
+			_, _ = w.Write([]byte(`{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	}))
+	defer llama.Close()
+	refused := httptest.NewServer(http.NotFoundHandler())
+	refusedURL := refused.URL
+	refused.Close()
+
+	a, b := replica(t, llama.URL), replica(t, refusedURL)
+	p := pool.New("m", &routing.RoundRobin{})
+	p.Set([]*pool.Replica{a, b})
+	pr := &Prober{Targets: []Target{{Pool: p, Path: func(*pool.Replica) string { return "/health" }, Interval: 20 * time.Millisecond, Timeout: time.Second}}}
+	pr.Start()
+	defer pr.Stop()
+
+	waitFor(t, "both unhealthy", func() bool { return !a.Healthy() && !b.Healthy() })
+	if _, err := p.Acquire(nil, nil); err != pool.ErrNoReplicas {
+		t.Fatalf("Acquire with every replica loading: %v, want ErrNoReplicas", err)
+	}
+	if got := paths.Load(); got != "/health" {
+		t.Errorf("probed path %v, want /health", got)
+	}
+	loading.Store(false)
+	waitFor(t, "llama.cpp healthy", a.Healthy)
+	if l, err := p.Acquire(nil, nil); err != nil || l.Replica != a {
+		t.Fatalf("Acquire = %v, %v; want the ready replica", l.Replica, err)
+	} else {
+		l.Release(pool.Success)
+	}
+	if b.Healthy() {
+		t.Error("a replica refusing connections became healthy")
+	}
+}
+
+// Stop returns only once probing has ended: no goroutine survives it, and
+// replica states no longer change.
+func TestProberStopLeavesNothingBehind(t *testing.T) {
+	var ok atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !ok.Load() {
+			w.WriteHeader(503)
+		}
+	}))
+	defer srv.Close()
+	before := runtime.NumGoroutine()
+	r := replica(t, srv.URL)
+	p := pool.New("m", &routing.RoundRobin{})
+	p.Set([]*pool.Replica{r})
+	for range 3 { // as across config reloads
+		pr := &Prober{Client: srv.Client(), Targets: []Target{{Pool: p, Interval: 5 * time.Millisecond}}}
+		pr.Start()
+		waitFor(t, "unhealthy", func() bool { return !r.Healthy() })
+		pr.Stop()
+	}
+	ok.Store(true)
+	time.Sleep(50 * time.Millisecond)
+	if r.Healthy() {
+		t.Error("a stopped prober still changed the replica")
+	}
+	srv.Client().CloseIdleConnections()
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+1 })
+}
+
+// What a probe answer means: 2xx and "no such endpoint" are usable; 5xx,
+// other 4xx, timeouts and refused connections are not.
+func TestProbeOutcomes(t *testing.T) {
+	slow := make(chan struct{})
+	defer close(slow)
+	for _, tc := range []struct {
+		name string
+		h    http.HandlerFunc
+		want bool
+	}{
+		{"200", func(w http.ResponseWriter, r *http.Request) {}, true},
+		{"204", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) }, true},
+		{"404 no health endpoint", http.NotFound, true},
+		{"405", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(405) }, true},
+		{"503 loading", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) }, false},
+		{"500", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }, false},
+		{"401", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(401) }, false},
+		{"timeout", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-slow:
+			case <-r.Context().Done():
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(tc.h)
+			defer srv.Close()
+			if got := (&Prober{}).probe(t.Context(), srv.URL+"/health", 200*time.Millisecond); got != tc.want {
+				t.Errorf("probe = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

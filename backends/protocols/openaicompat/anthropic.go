@@ -1,0 +1,335 @@
+package openaicompat
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/backends/protocols/sse"
+	"github.com/llmedge/llmedge/wire"
+)
+
+// Anthropic's Messages API, as the engines that serve it beside OpenAI's
+// (vLLM, Ollama, llama.cpp's server) take it: POST /v1/messages and
+// /v1/messages/count_tokens, the client's body carried through with the
+// gateway's edits (the model's name, its default system prompt as the
+// "system" member, its reply cap on max_tokens). The answer is Anthropic's
+// message, or its stream of named events (message_start,
+// content_block_start, content_block_delta, content_block_stop,
+// message_delta, message_stop, ping, error), passed to the door as the
+// replica wrote them (protocols.Delta: Data, Event) with what the gateway
+// reads of them: the text of text_delta events, the usage (input_tokens
+// from message_start, output_tokens from message_delta), the stop_reason.
+//
+// A replica that does not serve /v1/messages answers 404: when the door
+// gives a translation (api.Wire.Translate, its "auto" mode), the request
+// is sent again at once, translated, to /v1/chat/completions, and the
+// replica's address is remembered for unservedFor, during which its
+// requests go translated from the start. A 404 that names the model (the
+// engine serves the path but not that model name) is not taken for a
+// missing path.
+
+// anthropicFormat reports Anthropic's formats.
+func anthropicFormat(f api.Format) bool {
+	return f == api.FormatAnthropicMessages || f == api.FormatAnthropicCountTokens
+}
+
+// Speaks implements protocols.Speaker: the formats of the engines'
+// endpoints (paths).
+func (*Protocol) Speaks(f api.Format) bool {
+	_, ok := paths[f]
+	return ok
+}
+
+// unservedFor is how long a replica found not to serve /v1/messages gets
+// its Anthropic requests translated before the path is tried again (an
+// engine upgraded in place then serves it).
+const unservedFor = 10 * time.Minute
+
+// unserved maps the base URL of a replica found not to serve
+// /v1/messages to when that was found. It is shared by every Protocol of
+// the process: it is a fact about the replica, not about a configuration.
+var unserved sync.Map
+
+func isUnserved(baseURL string, now time.Time) bool {
+	v, ok := unserved.Load(baseURL)
+	if !ok {
+		return false
+	}
+	if now.Sub(v.(time.Time)) < unservedFor {
+		return true
+	}
+	unserved.CompareAndDelete(baseURL, v)
+	return false
+}
+
+// chatAnthropic runs a request in one of Anthropic's formats: to the path
+// of the format, or translated when the replica is known not to serve it.
+func (b *Protocol) chatAnthropic(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
+	w := req.Wire
+	if w.Translate != nil && isUnserved(req.BaseURL, time.Now()) {
+		return b.translated(ctx, client, req, onDelta)
+	}
+	res, err := b.send(ctx, client, req, onDelta)
+	var be *protocols.Error
+	if err == nil || !errors.As(err, &be) || be.Status != http.StatusNotFound || namesModel(be.Message) {
+		return res, err
+	}
+	// The path is not served: nothing was passed on yet.
+	if w.Format == api.FormatAnthropicCountTokens {
+		return nil, &protocols.Error{Kind: protocols.KindUnsupported, Status: be.Status, Param: string(w.Format),
+			Message: "the replica does not serve /v1/messages/count_tokens (" + be.Message + ")"}
+	}
+	if w.Translate == nil {
+		be.Message = "the replica does not serve /v1/messages (" + be.Message + "); set the model's anthropic option to auto or translate"
+		return nil, be
+	}
+	unserved.Store(req.BaseURL, time.Now())
+	return b.translated(ctx, client, req, onDelta)
+}
+
+// translated runs req with the door's translation of its body.
+func (b *Protocol) translated(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
+	tw, err := req.Wire.Translate()
+	if err != nil {
+		return nil, err
+	}
+	r := *req
+	r.Wire = tw
+	return b.send(ctx, client, &r, onDelta)
+}
+
+// namesModel reports a 404 about the model rather than the path: vLLM's
+// "The model `x` does not exist.", Ollama's "model 'x' not found".
+func namesModel(msg string) bool { return strings.Contains(strings.ToLower(msg), "model") }
+
+// anthropicUsage is Anthropic's usage object (of a message, a
+// message_start's message or a message_delta). The input is the sum of
+// its three parts: new, written to the cache, read from it.
+type anthropicUsage struct {
+	InputTokens              *int `json:"input_tokens"`
+	OutputTokens             *int `json:"output_tokens"`
+	CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
+}
+
+// add folds u into the gateway's usage: counts u gives replace the ones
+// before (Anthropic's counts are totals so far, never increments).
+func (u *anthropicUsage) add(out *api.Usage, known *bool) {
+	if u == nil {
+		return
+	}
+	if u.InputTokens != nil || u.CacheCreationInputTokens != nil || u.CacheReadInputTokens != nil {
+		out.PromptTokens = deref(u.InputTokens) + deref(u.CacheCreationInputTokens) + deref(u.CacheReadInputTokens)
+		*known = true
+	}
+	if u.CacheReadInputTokens != nil {
+		out.CachedTokens, out.CachedKnown = *u.CacheReadInputTokens, true
+	}
+	if u.OutputTokens != nil {
+		out.CompletionTokens = *u.OutputTokens
+		*known = true
+	}
+	out.TotalTokens = out.PromptTokens + out.CompletionTokens
+}
+
+func deref(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// anthropicMessage is what the gateway reads of a message.
+type anthropicMessage struct {
+	Type    string `json:"type"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"content"`
+	StopReason  *string         `json:"stop_reason"`
+	Usage       *anthropicUsage `json:"usage"`
+	InputTokens *int            `json:"input_tokens"` // count_tokens' answer
+}
+
+// readAnthropic reads a non-streamed answer in one of Anthropic's formats:
+// a message, or count_tokens' {"input_tokens": n}. Raw is the answer, the
+// model's name at Model; Content the text of its text blocks.
+func readAnthropic(data []byte, f api.Format, res *protocols.Result) error {
+	var w wire.Answer
+	if err := wire.ReadAnswer(data, &w); err != nil {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed JSON in the response", Err: err}
+	}
+	if w.IsError() {
+		return &protocols.Error{Kind: protocols.KindServer, Message: protocols.PayloadMessage(data, "replica reported an error")}
+	}
+	var m anthropicMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed answer", Err: err}
+	}
+	res.Raw, res.Format, res.Model = data, f, w.Model
+	if f == api.FormatAnthropicCountTokens {
+		if m.InputTokens == nil {
+			return &protocols.Error{Kind: protocols.KindProtocol, Message: "count_tokens answer without input_tokens"}
+		}
+		// Nothing was generated: the count costs no tokens.
+		res.UsageKnown = true
+		return nil
+	}
+	if m.Type != "message" {
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "answer is not a message (type " + strconv.Quote(m.Type) + ")"}
+	}
+	var text strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			text.WriteString(c.Text)
+		}
+	}
+	res.Content = text.String()
+	if m.StopReason != nil {
+		res.FinishReason = *m.StopReason
+	}
+	m.Usage.add(&res.Usage, &res.UsageKnown)
+	return nil
+}
+
+// anthropicEvent is what the gateway reads of a stream's event.
+type anthropicEvent struct {
+	Type    string `json:"type"`
+	Message *struct {
+		Usage *anthropicUsage `json:"usage"`
+	} `json:"message"`
+	Delta *struct {
+		Type       string  `json:"type"`
+		Text       string  `json:"text"`
+		StopReason *string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anthropicUsage `json:"usage"`
+	Error *struct {
+		Type string `json:"type"`
+	} `json:"error"`
+}
+
+// parseAnthropicStream reads Anthropic's stream of named events and passes
+// each on (protocols.Delta: Data, Event, Format f) with what the gateway
+// reads of it. content_block_delta events carry output (Token), the text
+// of text_delta ones is the answer's text; a message_delta with its
+// stop_reason ends the output (Token, FinishReason); message_stop ends the
+// stream. An error event fails it: KindOverloaded for overloaded_error
+// (another replica may be tried while nothing was relayed), else
+// KindServer, with the replica's message. A stream cut after its
+// stop_reason is complete; before, KindProtocol.
+func parseAnthropicStream(ctx context.Context, r io.Reader, maxLine int, f api.Format, onDelta protocols.DeltaFunc) (*streamOutcome, error) {
+	out := &streamOutcome{Collector: protocols.Collector{OnDelta: onDelta}}
+	events := sse.NewReader(r, maxLine)
+	fail := func(kind protocols.Kind, msg string, err error) error { return out.Fail(kind, msg, err) }
+	for {
+		if ctx.Err() != nil {
+			return nil, protocols.Canceled(ctx)
+		}
+		ev, err := events.Next()
+		if err != nil {
+			switch {
+			case ctx.Err() != nil:
+				return nil, protocols.Canceled(ctx)
+			case errors.Is(err, sse.ErrLineTooLong):
+				return nil, fail(protocols.KindProtocol, "stream line longer than "+strconv.Itoa(maxLine)+" bytes", nil)
+			case out.finishReason != "":
+				out.done = time.Now() // complete: its stop_reason came
+				return out, nil
+			case errors.Is(err, io.EOF):
+				return nil, fail(protocols.KindProtocol, "stream ended before message_stop", nil)
+			}
+			return nil, protocols.BodyError(ctx, err, "stream broken before message_stop", out.Deltas > 0)
+		}
+		data := bytes.TrimSpace(ev.Data)
+		if len(data) == 0 {
+			continue
+		}
+		if bytes.IndexByte(data, '\n') >= 0 {
+			// Relayed as one data line: a JSON value spread over lines
+			// is compacted.
+			var c bytes.Buffer
+			if json.Compact(&c, data) == nil {
+				data = c.Bytes()
+			}
+		}
+		var e anthropicEvent
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fail(protocols.KindProtocol, "malformed JSON in a stream event", err)
+		}
+		name := ev.Name
+		if name == "" || name == "message" {
+			name = e.Type // an unnamed event names itself
+		}
+		if name == "error" || e.Type == "error" {
+			kind := protocols.KindServer
+			if e.Error != nil && e.Error.Type == "overloaded_error" {
+				kind = protocols.KindOverloaded
+			}
+			return nil, fail(kind, protocols.PayloadMessage(data, "replica reported an error in the stream"), nil)
+		}
+		d := &out.delta
+		*d = protocols.Delta{Data: data, Format: f, Event: name}
+		switch name {
+		case "message_start":
+			if e.Message != nil {
+				e.Message.Usage.add(&out.usage, &out.usageKnown)
+			}
+			d.Model = messageModel(data)
+		case "content_block_delta":
+			d.Token = true
+			if e.Delta != nil && e.Delta.Type == "text_delta" {
+				d.Text = e.Delta.Text
+			}
+		case "message_delta":
+			if e.Delta != nil && e.Delta.StopReason != nil {
+				out.finishReason = *e.Delta.StopReason
+				d.Token = true
+			}
+			e.Usage.add(&out.usage, &out.usageKnown)
+		case "message_stop":
+			d.Token = true
+		}
+		if err := out.Event(ctx, d); err != nil {
+			return nil, err
+		}
+		if name == "message_stop" {
+			if out.finishReason == "" {
+				out.finishReason = "end_turn"
+			}
+			out.sawDone = true
+			out.done = time.Now()
+			return out, nil
+		}
+	}
+}
+
+// messageModel is the span of message.model in a message_start event.
+func messageModel(data []byte) wire.Value {
+	var model wire.Value
+	whole := wire.Value{Raw: data, End: len(data)}
+	_ = whole.Members(func(m wire.Member) bool {
+		if m.Name != "message" {
+			return true
+		}
+		_ = m.Value.Members(func(mm wire.Member) bool {
+			if mm.Name == "model" && mm.Value.Kind() == wire.String {
+				model = mm.Value
+				return false
+			}
+			return true
+		})
+		return false
+	})
+	return model
+}
