@@ -23,8 +23,8 @@ var besides = map[string]bool{"cmd": true, "simulator": true, "bench": true, "in
 
 // nested are the top-level folders whose packages are boxes of their own
 // (drawn as id["folder/package"]): the replica side, whose pools sit low
-// and whose fleet sits high.
-var nested = map[string]bool{"backends": true}
+// and whose fleet sits high, and the tenant boundary's features.
+var nested = map[string]bool{"backends": true, "boundary": true}
 
 // TestArchitectureDrawing holds docs/architecture.md's drawing of the
 // packages to the import graph: every package of the product is in
