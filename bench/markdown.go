@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -22,27 +23,28 @@ const (
 	overloadEndMarker   = "<!-- bench:overload:end -->"
 )
 
-// section is one generated part of the markdown file, with the heading it
-// gets when the sections are printed one after the other.
-type section struct{ title, begin, end, text string }
+// section is one generated part of the report: its heading when the
+// sections are printed one after the other, and the page of
+// docs/benchmarks it is written into (between its markers).
+type section struct{ title, page, begin, end, text string }
 
 // sections renders the parts of the report that ran.
 func (r *Report) sections() []section {
 	var out []section
 	if len(r.Results) > 0 {
-		out = append(out, section{"", beginMarker, endMarker, r.pathsMarkdown()})
+		out = append(out, section{"", "hot-path.md", beginMarker, endMarker, r.pathsMarkdown()})
 	}
 	if len(r.Routing) > 0 {
-		out = append(out, section{"Routing", routingBeginMarker, routingEndMarker, r.routingMarkdown()})
+		out = append(out, section{"Routing", "routing.md", routingBeginMarker, routingEndMarker, r.routingMarkdown()})
 	}
 	if len(r.Scaleout) > 0 || r.ScaleoutSkipped != "" {
-		out = append(out, section{"Scale-out", scaleoutBegin, scaleoutEnd, r.scaleoutMarkdown()})
+		out = append(out, section{"Scale-out", "scale-out.md", scaleoutBegin, scaleoutEnd, r.scaleoutMarkdown()})
 	}
 	if len(r.Overload) > 0 {
-		out = append(out, section{"Overload", overloadBeginMarker, overloadEndMarker, r.overloadMarkdown()})
+		out = append(out, section{"Overload", "overload.md", overloadBeginMarker, overloadEndMarker, r.overloadMarkdown()})
 	}
 	if len(r.Ledger) > 0 {
-		out = append(out, section{"Usage ledger", ledgerBeginMarker, ledgerEndMarker, r.ledgerMarkdown()})
+		out = append(out, section{"Usage ledger", "ledger.md", ledgerBeginMarker, ledgerEndMarker, r.ledgerMarkdown()})
 	}
 	return out
 }
@@ -148,19 +150,28 @@ func errorsCell(x Result) string {
 	return fmt.Sprint(x.Errors)
 }
 
-// UpdateFile puts each section of the report that ran between its markers
-// in the markdown file, keeping what is outside them and the sections that
-// did not run; a missing file or missing markers get the section appended.
+// UpdateFile writes each section of the report that ran into its page of
+// docs/benchmarks (beside file), between its markers, keeping what is
+// outside them and the sections that did not run; then it writes file's
+// summary anew from every page: the latest figures against every target
+// (summary.go). A missing page or missing markers get the section
+// appended.
 func (r *Report) UpdateFile(file string) error {
-	old, err := os.ReadFile(file)
-	if err != nil && !os.IsNotExist(err) {
+	dir := PagesDir(file)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	doc := string(old)
 	for _, s := range r.sections() {
-		doc = spliceGenerated(doc, s.begin, s.end, s.text)
+		page := filepath.Join(dir, s.page)
+		old, err := os.ReadFile(page)
+		if err != nil && !os.IsNotExist(err) {
+			return err
+		}
+		if err := os.WriteFile(page, []byte(spliceGenerated(string(old), s.begin, s.end, s.text)), 0o644); err != nil {
+			return err
+		}
 	}
-	return os.WriteFile(file, []byte(doc), 0o644)
+	return WriteSummary(file)
 }
 
 // spliceGenerated replaces the section of doc between the markers begin

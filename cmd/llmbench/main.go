@@ -127,7 +127,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.DurationVar(&lc.Warmup, "ledger-warmup", lc.Warmup, "ledger: unmeasured start of each run")
 	fs.DurationVar(&lc.Duration, "ledger-duration", lc.Duration, "ledger: measured part of each run")
 	fs.StringVar(&out.json, "json", "", "write the JSON report to this file")
-	fs.StringVar(&out.write, "write", "", "update the generated section of this markdown file (BENCHMARKS.md)")
+	fs.StringVar(&out.write, "write", "", "update the generated sections of the scenario pages under docs/benchmarks beside this file, and its summary of every target (BENCHMARKS.md)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, out, err
 	}
