@@ -149,7 +149,7 @@ func TestReadme(t *testing.T) {
 	var env []string
 	for _, kv := range os.Environ() {
 		switch strings.SplitN(kv, "=", 2)[0] {
-		case "TOKEN", "CA", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "CDPATH":
+		case "BASE", "TOKEN", "CA", "NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "CDPATH":
 			continue
 		}
 		env = append(env, kv)
