@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends/adapters"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/routing"
@@ -53,14 +54,14 @@ func newLoRAReplica(t *testing.T, delay time.Duration) *loraReplica {
 func loraGateway(t *testing.T, scripts map[string]script, urls ...string) (*Pipeline, *fakeBackend, *Model) {
 	t.Helper()
 	fb := &fakeBackend{scripts: scripts}
-	mk := func(name string, a *Adapters, urls ...string) *Model {
+	mk := func(name string, a *adapters.Set, urls ...string) *Model {
 		p := testPool(t, t.Name()+"/"+name, &routing.RoundRobin{}, pool.Options{}, urls...)
 		return &Model{Name: name, Pool: p, Protocol: "fake", Policy: "round_robin", APIKey: "k",
 			Protocols: map[string]protocols.Protocol{"fake": fb}, Adapters: a,
 			Timeouts: Timeouts{FirstToken: time.Second, Idle: time.Second, Total: 5 * time.Second}}
 	}
-	qwen := mk("qwen", &Adapters{Names: []string{"sql", "poem"}, Dynamic: true, Path: "/loras/{adapter}", Cap: 2, Known: pool.NewAdapters()}, urls...)
-	gemma := mk("gemma", &Adapters{Names: []string{"tuned"}, Known: pool.NewAdapters()}, "http://gemma:1")
+	qwen := mk("qwen", &adapters.Set{Names: []string{"sql", "poem"}, Dynamic: true, Path: "/loras/{adapter}", Cap: 2, Known: adapters.NewTable()}, urls...)
+	gemma := mk("gemma", &adapters.Set{Names: []string{"tuned"}, Known: adapters.NewTable()}, "http://gemma:1")
 	g := &Gateway{Models: map[string]*Model{"qwen": qwen, "gemma": gemma}, PingInterval: -1}
 	return &Pipeline{Auth: scopedAuth{}, Realm: "llmedge", Gateway: g}, fb, qwen
 }
