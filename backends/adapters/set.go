@@ -204,6 +204,9 @@ var ErrUnavailable = fmt.Errorf("%w: no replica has the adapter or can load it",
 // its end even when the requests waiting for it leave, bounded by the
 // load timeout alone, so that it is not repeated.
 func (s *Set) load(ctx context.Context, h *Host, tenant, adapter string, candidates []*pool.Replica) (*pool.Replica, error) {
+	if _, err := LoRAPath(s.Path, adapter); err != nil {
+		return nil, err // CheckName let it through: never sent, never counted
+	}
 	configured := s.Configured(adapter)
 	if !configured {
 		ok, retry := s.Known.admitTenant(tenant, adapter, s.tenantLoads(), s.tenantWindow(), time.Now())
@@ -234,7 +237,7 @@ func (s *Set) load(ctx context.Context, h *Host, tenant, adapter string, candida
 func (s *Set) loadOnOne(h *Host, adapter string, configured bool, candidates []*pool.Replica) (*pool.Replica, error) {
 	path, err := LoRAPath(s.Path, adapter)
 	if err != nil {
-		return nil, err // CheckName let it through: never sent
+		return nil, err
 	}
 	var lastErr error
 	for tried := 0; tried < 2 && len(candidates) > 0; tried++ {
