@@ -247,5 +247,3 @@ func (g *Gateway) CoversName(p *auth.Principal, name string) bool {
 	model, adapter, ok := g.ResolveAdapter(name)
 	return ok && p != nil && coversAdapter(p, model, adapter)
 }
-
-

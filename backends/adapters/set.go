@@ -115,7 +115,9 @@ func (s *Set) Label(adapter string) string {
 // Begin counts a request using adapter on r until the returned end is
 // called: an adapter in use is never unloaded to make room, and its
 // idle time starts again when its last request ends.
-func (s *Set) Begin(r *pool.Replica, adapter string) (end func()) { return s.Known.begin(r.URL, adapter) }
+func (s *Set) Begin(r *pool.Replica, adapter string) (end func()) {
+	return s.Known.begin(r.URL, adapter)
+}
 
 // Host is what a Set needs of the gateway to reach a model's engines.
 type Host struct {
