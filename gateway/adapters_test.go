@@ -268,3 +268,52 @@ func TestAdapterKeyed(t *testing.T) {
 		t.Fatalf("%+v", got)
 	}
 }
+
+// TestAdapterBadNames: a name that is not an identifier (a path, a
+// hidden file, a control character) or falls outside the model's
+// adapter_pattern is a 400 naming the model and the adapter, and no
+// replica is asked to load anything.
+func TestAdapterBadNames(t *testing.T) {
+	r1 := newLoRAReplica(t, 0)
+	p, _, qwen := loraGateway(t, map[string]script{r1.URL: {deltas: []string{"hi"}}}, r1.URL)
+	re, err := adapters.CompilePattern("[a-z]+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen.Adapters.Pattern = re
+	for _, name := range []string{"qwen:../../../etc/passwd", "qwen:/etc/shadow", "qwen:.env", "qwen:a\\u0000b",
+		"qwen:a..b", "gemma:/etc/shadow", "qwen:team1"} {
+		w := postLoRA(p, "model:qwen model:gemma", name, "hello")
+		model, _, _ := strings.Cut(name, ":")
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "model '"+model+"'") ||
+			!strings.Contains(w.Body.String(), "Adapter") {
+			t.Errorf("%s: %d %s", name, w.Code, w.Body)
+		}
+	}
+	if n := r1.loads.Load(); n != 0 {
+		t.Errorf("%d loads asked for", n)
+	}
+}
+
+// TestAdapterRefusals: every replica full of adapters in use is a 503
+// that names the cause, with Retry-After; a tenant past its loads, a 429.
+func TestAdapterRefusals(t *testing.T) {
+	r1 := newLoRAReplica(t, 0)
+	p, _, qwen := loraGateway(t, map[string]script{r1.URL: {deltas: []string{"hi"}}}, r1.URL)
+	qwen.Adapters.Idle = time.Hour
+	qwen.Adapters.TenantLoads = 1
+	qwen.Adapters.Known.MarkLoaded(r1.URL, "x1")
+	qwen.Adapters.Known.MarkLoaded(r1.URL, "x2")
+	w := postLoRA(p, "model:qwen", "qwen:x3", "hello")
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "adapter slots full") ||
+		w.Header().Get("Retry-After") == "" || strings.Contains(w.Body.String(), "healthy") {
+		t.Errorf("slots full: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	w = postLoRA(p, "model:qwen", "qwen:x4", "hello") // the same tenant's second new name
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "LoRA adapter loads") || w.Header().Get("Retry-After") == "" {
+		t.Errorf("tenant bound: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if n := r1.loads.Load(); n != 0 {
+		t.Errorf("%d loads asked for", n)
+	}
+}
