@@ -132,20 +132,24 @@ func TestAdapterBoundary(t *testing.T) {
 				t.Fatalf("%s: %d %s", name, status, body)
 			}
 		}
+		var refused []string
 		for i := range 5 {
 			status, body, h := chat(mallory, fmt.Sprintf("qwen:inv-more-%d", i))
 			if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || !strings.Contains(body, "LoRA adapter loads") {
-				t.Fatalf("mallory's name %d: %d %s", i, status, body)
+				refused = append(refused, fmt.Sprintf("%d %s", status, body))
 			}
 		}
 		if got := simLoRA(t, s1).LoadedLoRAs; !slices.Equal(got, []string{"inv-1", "inv-2"}) {
-			t.Fatalf("s1 holds %v", got)
+			t.Errorf("s1 holds %v", got)
 		}
 		// Her requests are over (the engine's metrics say so too): alice's
 		// configured adapter takes the slot of one of hers.
 		waitFor(t, 10*time.Second, func() bool { return !adaptersRunning(t, g, "qwen") })
 		if status, body, _ := chat(alice, "qwen:sql"); status != 200 {
 			t.Fatalf("alice's sql: %d %s", status, body)
+		}
+		if len(refused) > 0 {
+			t.Errorf("mallory's names past her two loads, not refused with 429: %q", refused)
 		}
 		st := simLoRA(t, s1)
 		if !slices.Contains(st.LoadedLoRAs, "sql") || len(st.LoadedLoRAs) != 2 || st.LoRARequests["sql"] != 1 {
@@ -191,12 +195,12 @@ func TestAdapterBoundary(t *testing.T) {
 	t.Run("metrics stay bounded whatever names clients invent", func(t *testing.T) {
 		before := len(g.scrape(t))
 		for i := range 300 {
-			status, body, _ := chat(mallory, fmt.Sprintf("qwen:made-up-%d", i))
-			if status != http.StatusTooManyRequests {
-				t.Fatalf("%d: %d %s", i, status, body)
+			if status, body, _ := chat(mallory, fmt.Sprintf("qwen:made-up-%d", i)); status == 200 {
+				t.Fatalf("%d: %d %s", i, status, body) // mallory is past her loads
 			}
 		}
 		text := g.scrape(t)
+		t.Logf("/metrics: %d bytes before 300 invented names, %d after", before, len(text))
 		if strings.Contains(text, "made-up-") {
 			t.Error("an invented name is a metric label")
 		}
