@@ -209,6 +209,9 @@ func (s *Set) load(ctx context.Context, h *Host, tenant, adapter string, candida
 	if _, err := LoRAPath(s.Path, adapter); err != nil {
 		return nil, err // CheckName let it through: never sent, never counted
 	}
+	if len(candidates) == 0 {
+		return nil, ErrUnavailable // nothing is loaded: the tenant is not charged
+	}
 	configured := s.Configured(adapter)
 	if !configured {
 		ok, retry := s.Known.admitTenant(tenant, adapter, s.tenantLoads(), s.tenantWindow(), time.Now())
@@ -243,11 +246,15 @@ func (s *Set) loadOnOne(h *Host, adapter string, configured bool, candidates []*
 	}
 	var lastErr error
 	for tried := 0; tried < 2 && len(candidates) > 0; tried++ {
-		r, err := s.room(h, configured, candidates)
+		r, err := s.room(h, adapter, configured, candidates)
 		if err != nil {
 			return nil, err
 		}
 		err = s.post(h, r, pathLoad, loadBody{Name: adapter, Path: path})
+		if err == nil {
+			s.Known.MarkLoaded(r.URL, adapter) // before the slot is let go: it stays counted
+		}
+		s.Known.unclaim(r.URL, adapter)
 		if h.Observer != nil {
 			label := adapter
 			if err != nil && !configured {
@@ -256,7 +263,6 @@ func (s *Set) loadOnOne(h *Host, adapter string, configured bool, candidates []*
 			h.Observer.AdapterLoad(h.Model, label, err == nil)
 		}
 		if err == nil {
-			s.Known.MarkLoaded(r.URL, adapter)
 			h.logger().Info("LoRA adapter loaded", zap.String("model_type", h.Model),
 				zap.String("adapter", adapter), zap.String("replica", r.URL))
 			return r, nil
@@ -272,14 +278,14 @@ func (s *Set) loadOnOne(h *Host, adapter string, configured bool, candidates []*
 	return nil, ErrUnavailable
 }
 
-// room finds a replica with a free slot for an adapter, unloading the
+// room finds and claims a replica's free slot for adapter, unloading the
 // longest idle adapter of a full one when every one is full. An adapter
 // idle for Idle may go for any load; a configured adapter's load may also
 // unload any adapter not configured that no request uses now, so that
 // names a tenant invents never keep the configured ones out.
-func (s *Set) room(h *Host, configured bool, candidates []*pool.Replica) (*pool.Replica, error) {
+func (s *Set) room(h *Host, adapter string, configured bool, candidates []*pool.Replica) (*pool.Replica, error) {
 	limit := s.EffectiveCap()
-	if r := s.Known.LoadTarget(candidates, limit); r != nil {
+	if r := s.Known.claim(candidates, limit, adapter); r != nil {
 		return r, nil
 	}
 	if len(candidates) == 0 {
@@ -310,7 +316,10 @@ func (s *Set) room(h *Host, configured bool, candidates []*pool.Replica) (*pool.
 		if h.Observer != nil && !s.Configured(victim) && !s.Known.Held(victim) {
 			h.Observer.AdapterUnloaded(h.Model, victim)
 		}
-		return r, nil
+		if r := s.Known.claim([]*pool.Replica{r}, limit, adapter); r != nil {
+			return r, nil
+		}
+		// Another load took the slot first: look again.
 	}
 	return nil, &SlotsFullError{Cap: limit, RetryAfter: time.Second}
 }

@@ -38,6 +38,8 @@ type entry struct {
 	// held (or when it was first seen held); inflight how many use it now.
 	used     map[string]time.Time
 	inflight map[string]int
+	// loading are the loads under way here: they hold a slot.
+	loading map[string]bool
 }
 
 // tenantLoad is one adapter a tenant's request caused to be loaded.
@@ -55,7 +57,7 @@ func (a *Table) entry(url string) *entry {
 	e := a.byURL[url]
 	if e == nil {
 		e = &entry{listed: map[string]bool{}, mine: map[string]time.Time{},
-			used: map[string]time.Time{}, inflight: map[string]int{}}
+			used: map[string]time.Time{}, inflight: map[string]int{}, loading: map[string]bool{}}
 		a.byURL[url] = e
 	}
 	return e
@@ -170,6 +172,11 @@ func (e *entry) count() int {
 			n++
 		}
 	}
+	for name := range e.loading {
+		if !e.loaded(name) {
+			n++
+		}
+	}
 	return n
 }
 
@@ -212,6 +219,32 @@ func (a *Table) Held(name string) bool {
 func (a *Table) LoadTarget(candidates []*pool.Replica, limit int) *pool.Replica {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
+	return a.loadTarget(candidates, limit)
+}
+
+// claim is LoadTarget that also holds the slot it found for name until
+// unclaim: two loads at once never both take a replica's last slot.
+func (a *Table) claim(candidates []*pool.Replica, limit int, name string) *pool.Replica {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.loadTarget(candidates, limit)
+	if r != nil {
+		a.entry(r.URL).loading[name] = true
+	}
+	return r
+}
+
+// unclaim lets go of the slot claim held for name on url.
+func (a *Table) unclaim(url, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e := a.byURL[url]; e != nil {
+		delete(e.loading, name)
+	}
+}
+
+// loadTarget is LoadTarget; call with a.mu held.
+func (a *Table) loadTarget(candidates []*pool.Replica, limit int) *pool.Replica {
 	var best *pool.Replica
 	bestCount, bestLoad := 0, 0.0
 	for _, r := range candidates {

@@ -184,3 +184,26 @@ func TestTableTenants(t *testing.T) {
 		}
 	}
 }
+
+// TestTableClaim: a load under way holds its slot, so a second load at
+// the same time goes elsewhere, and the slot is free again once let go.
+func TestTableClaim(t *testing.T) {
+	rs := replicas(t, "http://a:1", "http://b:1")
+	a := NewTable()
+	now := time.Now()
+	a.SetListed("http://a:1", []string{"x"}, now)
+	a.SetListed("http://b:1", []string{"y", "z"}, now)
+	if r := a.claim(rs, 2, "n1"); r == nil || r.URL != "http://a:1" {
+		t.Fatalf("first claim: %v", r)
+	}
+	if r := a.claim(rs, 2, "n2"); r != nil {
+		t.Fatalf("second claim took %s, a full replica", r.URL)
+	}
+	if _, loaded := a.Holders(rs, "n1"); len(loaded) != 0 {
+		t.Error("an adapter being loaded takes requests")
+	}
+	a.unclaim("http://a:1", "n1")
+	if r := a.claim(rs, 2, "n2"); r == nil || r.URL != "http://a:1" {
+		t.Fatalf("after unclaim: %v", r)
+	}
+}
