@@ -99,7 +99,9 @@ func (e *entry) dropUnheld() {
 
 // SetRunning records the adapters of url's running and waiting requests,
 // as its metrics told them, until until; maxLoRA is the engine's cap per
-// batch (0: unknown).
+// batch (0: unknown). Those adapters are in use now, however their
+// requests came (another gateway instance, another client): their idle
+// time starts again.
 func (a *Table) SetRunning(url string, running, waiting []string, maxLoRA int, until time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -107,6 +109,14 @@ func (a *Table) SetRunning(url string, running, waiting []string, maxLoRA int, u
 	e.running, e.waiting, e.runUntil = slices.Clone(running), slices.Clone(waiting), until
 	if maxLoRA > 0 {
 		e.maxLoRA = maxLoRA
+	}
+	now := time.Now()
+	for _, names := range [][]string{running, waiting} {
+		for _, n := range names {
+			if e.loaded(n) {
+				e.used[n] = now
+			}
+		}
 	}
 }
 

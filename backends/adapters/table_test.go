@@ -207,3 +207,20 @@ func TestTableClaim(t *testing.T) {
 		t.Fatalf("after unclaim: %v", r)
 	}
 }
+
+// TestTableRunningIsUse: an adapter the engine's metrics say runs is in
+// use now, whoever sent its requests: its idle time starts again.
+func TestTableRunningIsUse(t *testing.T) {
+	rs := replicas(t, "http://a:1")
+	a := NewTable()
+	a.SetListed("http://a:1", []string{"theirs", "idle"}, time.Now().Add(-time.Hour))
+	a.SetRunning("http://a:1", []string{"theirs"}, nil, 0, time.Now().Add(-time.Second)) // already stale
+	byIdle := func(_ string, d time.Duration) bool { return d >= time.Minute }
+	if _, victim, _ := a.victim(rs, 2, time.Minute, byIdle); victim != "idle" {
+		t.Fatalf("victim %q, want idle", victim)
+	}
+	a.Forget("http://a:1", "idle")
+	if r, victim, _ := a.victim(rs, 1, time.Minute, byIdle); r != nil {
+		t.Fatalf("%q, used a moment ago, may go", victim)
+	}
+}
