@@ -152,7 +152,8 @@ func (f *Fleet) build(s *Spec, o Options) (*model, error) {
 		if s.Load != nil {
 			every = s.Load.Interval
 		}
-		m.lister = adapters.NewLister(m.Name, func() []*pool.Replica { return m.Pool.Replicas() }, m.ReplicaKey, s.Model.Adapters.Known, o.Client, every, f.logger)
+		replicas := func() []*pool.Replica { return m.Pool.Replicas() }
+		m.lister = adapters.NewLister(m.Name, replicas, m.ReplicaKey, s.Model.Adapters.Known, o.Client, every, f.logger)
 	}
 	return m, nil
 }
