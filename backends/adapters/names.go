@@ -35,7 +35,7 @@ func CheckName(name string) error {
 	}
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; !identByte(c) {
-			return fmt.Errorf("%w: %q is not allowed (letters, digits, '.', '_', '-')", ErrBadName, rune(c))
+			return fmt.Errorf("%w: %q is not allowed (letters, digits, '.', '_', '-')", ErrBadName, name[i:i+1])
 		}
 	}
 	return nil

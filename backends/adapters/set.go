@@ -206,8 +206,13 @@ var ErrUnavailable = fmt.Errorf("%w: no replica has the adapter or can load it",
 // its end even when the requests waiting for it leave, bounded by the
 // load timeout alone, so that it is not repeated.
 func (s *Set) load(ctx context.Context, h *Host, tenant, adapter string, candidates []*pool.Replica) (*pool.Replica, error) {
+	// Check ran when the request was read; a load checks again, whoever
+	// calls it: a name that is not an identifier is never sent.
+	if err := CheckName(adapter); err != nil {
+		return nil, err
+	}
 	if _, err := LoRAPath(s.Path, adapter); err != nil {
-		return nil, err // CheckName let it through: never sent, never counted
+		return nil, err
 	}
 	if len(candidates) == 0 {
 		return nil, ErrUnavailable // nothing is loaded: the tenant is not charged
