@@ -1,93 +1,48 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
-	"time"
-	"unicode"
-
-	"go.uber.org/zap"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends/adapters"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
 )
 
-// LoRA adapters. A model whose replicas (vLLM with --enable-lora) serve
-// adapters on top of its weights takes requests for "<model>:<adapter>",
-// or for the adapter's own name as vLLM names it: such a request goes to
-// a replica that has the adapter loaded, one whose requests use it right
-// now first, and is sent to it with the adapter's name as its model. When
-// no replica has it, the gateway loads it on one (vLLM's
-// /v1/load_lora_adapter), once however many requests wait for it.
-
-// Adapters configures a model's LoRA adapters.
-type Adapters struct {
-	// Names are the adapters requests may name. With Dynamic, any name
-	// is accepted and Names only add bare names (without "<model>:").
-	Names   []string
-	Dynamic bool
-	// Path makes the lora_path of an adapter the gateway loads: "{adapter}"
-	// in it is replaced by the adapter's name. "" sends the name itself.
-	Path string
-	// Cap is the most adapters the gateway lets one replica hold before it
-	// looks elsewhere to load one (the engine's --max-cpu-loras); 0 means
-	// DefaultAdapterCap.
-	Cap int
-	// LoadTimeout bounds one load; 0 means DefaultAdapterLoadTimeout.
-	LoadTimeout time.Duration
-	// Known is what the gateway knows of each replica's adapters, fed by
-	// the fleet from the engines' model lists and metrics.
-	Known *pool.Adapters
-	// loads makes concurrent first requests for an adapter share one
-	// load.
-	loads singleflight.Group
-}
-
-// Defaults of Adapters.
-const (
-	DefaultAdapterCap         = 4
-	DefaultAdapterLoadTimeout = 2 * time.Minute
-	// MaxAdapterName bounds an adapter's name.
-	MaxAdapterName = 256
-)
-
-// ValidAdapterName reports whether name may name an adapter: printable,
-// no spaces, at most MaxAdapterName bytes.
-func ValidAdapterName(name string) bool {
-	if name == "" || len(name) > MaxAdapterName {
-		return false
-	}
-	for _, r := range name {
-		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
-
-// allows reports whether requests may name adapter.
-func (a *Adapters) allows(adapter string) bool {
-	return ValidAdapterName(adapter) && (a.Dynamic || slices.Contains(a.Names, adapter))
-}
+// LoRA adapters: the feature lives in backends/adapters; these are the
+// pipeline's calls into a model's adapters.Set. A request names
+// "<model>:<adapter>", or the adapter's own name as vLLM names it: the
+// name is checked when the body is read (decode), the replicas that may
+// take it are chosen before each attempt (Place, which loads it on one
+// when none has it), and its use is counted while an attempt runs
+// (Begin).
 
 // ResolveAdapter tells which model and adapter name names, when it names
-// an adapter: "<model>:<adapter>" for a model with adapters that allows
-// it, or the bare name of an adapter a model lists (or, with adapters
-// dynamic, one a replica of the model has loaded). Models are looked at
-// in name order, so a bare name two models share goes to the first.
+// an adapter the model serves: "<model>:<adapter>", or the bare name of
+// an adapter a model lists (or, with adapters dynamic, one a replica of
+// the model has loaded). Models are looked at in name order, so a bare
+// name two models share goes to the first.
 func (g *Gateway) ResolveAdapter(name string) (model, adapter string, ok bool) {
-	if _, isModel := g.Models[name]; isModel {
+	model, adapter, err := g.resolveAdapter(name)
+	if err != nil || model == "" {
 		return "", "", false
+	}
+	return model, adapter, true
+}
+
+// resolveAdapter is ResolveAdapter with the refusal of a name that asks
+// a model with adapters for one it cannot take (not an identifier, or
+// outside its adapter_pattern): then model and adapter are the parts of
+// name, and err wraps adapters.ErrBadName.
+func (g *Gateway) resolveAdapter(name string) (model, adapter string, err error) {
+	if _, isModel := g.Models[name]; isModel {
+		return "", "", nil
 	}
 	names := make([]string, 0, len(g.Models))
 	for n, m := range g.Models {
@@ -97,29 +52,103 @@ func (g *Gateway) ResolveAdapter(name string) (model, adapter string, ok bool) {
 	}
 	slices.Sort(names)
 	for _, n := range names {
-		if ad, found := strings.CutPrefix(name, n+":"); found && g.Models[n].Adapters.allows(ad) {
-			return n, ad, true
+		ad, found := strings.CutPrefix(name, n+":")
+		if !found {
+			continue
+		}
+		switch err := g.Models[n].Adapters.Check(ad); {
+		case err == nil:
+			return n, ad, nil
+		case errors.Is(err, adapters.ErrBadName):
+			return n, ad, err
 		}
 	}
 	for _, n := range names {
 		a := g.Models[n].Adapters
-		if slices.Contains(a.Names, name) {
-			return n, name, true
+		if a.Configured(name) {
+			return n, name, nil
 		}
-		if a.Dynamic && ValidAdapterName(name) {
+		if a.Dynamic && a.Check(name) == nil {
 			if _, loaded := a.Known.Holders(g.Models[n].Pool.Replicas(), name); len(loaded) > 0 {
-				return n, name, true
+				return n, name, nil
 			}
 		}
 	}
-	return "", "", false
+	return "", "", nil
 }
 
 // AcceptsName reports whether name is a model name the gateway resolves
-// beyond its models and aliases (an adapter), for the doors.
+// beyond its models and aliases (an adapter), for the doors; a bad
+// adapter name of a model with adapters passes, for the pipeline to
+// refuse naming the problem.
 func (g *Gateway) AcceptsName(name string) bool {
-	_, _, ok := g.ResolveAdapter(name)
-	return ok
+	model, _, _ := g.resolveAdapter(name)
+	return model != ""
+}
+
+// noAdapter ends the use of no adapter.
+func noAdapter() {}
+
+// badAdapter is the 400 of a request whose adapter name model refuses.
+func badAdapter(model, adapter string, err error) *api.Error {
+	if len(adapter) > 64 {
+		adapter = adapter[:64] + "…"
+	}
+	e := api.NewError(http.StatusBadRequest, fmt.Sprintf("Adapter %q of model '%s' is refused: %v", adapter, model, err))
+	e.Code, e.Param = "invalid_adapter_name", "model"
+	return e
+}
+
+// adapterError is what the client sees of a refusal by the adapters'
+// bounds, nil for any other error.
+func adapterError(model string, err error) *api.Error {
+	var full *adapters.SlotsFullError
+	var tenant *adapters.TenantLimitError
+	switch {
+	case errors.As(err, &full):
+		return api.NewError(http.StatusServiceUnavailable, fmt.Sprintf(
+			"LoRA adapter slots full: every replica of model '%s' holds %d adapters that are in use or were used lately; retry later",
+			model, full.Cap)).WithHeader("Retry-After", retryAfter(full.RetryAfter))
+	case errors.As(err, &tenant):
+		e := api.NewError(http.StatusTooManyRequests, fmt.Sprintf(
+			"Too many LoRA adapter loads: a credential may have at most %d adapters of model '%s' loaded per %s; retry later",
+			tenant.Loads, model, tenant.Window)).WithHeader("Retry-After", retryAfter(tenant.RetryAfter))
+		e.Code = "rate_limit_exceeded"
+		return e
+	case errors.Is(err, adapters.ErrBadName):
+		return api.NewError(http.StatusBadRequest, "The adapter of model '"+model+"' was refused: "+err.Error())
+	}
+	return nil
+}
+
+// placeAdapter tells the replicas of m that may not take the request for
+// its adapter (adapters.Set.Place).
+func (g *Gateway) placeAdapter(ctx context.Context, m *Model, ex *Exchange, tried []*pool.Replica) ([]*pool.Replica, error) {
+	client := m.Client
+	if client == nil {
+		client = g.Client
+	}
+	h := &adapters.Host{Model: m.Name, Client: client, Key: m.apiKey, Logger: g.logger()}
+	if g.Metrics != nil {
+		h.Observer = g.Metrics
+	}
+	tenant := ""
+	if ex.Principal != nil {
+		tenant = ex.Principal.Subject
+	}
+	return m.Adapters.Place(ctx, h, tenant, ex.Adapter, m.Pool.Replicas(), tried)
+}
+
+// adapterLabel is the request's adapter as the metrics name it: bounded
+// to the configured and loaded ones.
+func (g *Gateway) adapterLabel(ex *Exchange) string {
+	if ex.Adapter == "" {
+		return ""
+	}
+	if m := g.Models[ex.Chat.Model]; m != nil && m.Adapters != nil {
+		return m.Adapters.Label(ex.Adapter)
+	}
+	return adapters.Other
 }
 
 // AdapterScope is the scope that covers only adapter of model; the
@@ -142,152 +171,12 @@ func (g *Gateway) adapterScopeModel(scope string) bool {
 	return ok && name == model+":"+adapter
 }
 
-// ErrAdapterUnavailable: no replica has the adapter and none could load
-// it (every one at its cap, or the loads failed). It is an
-// pool.ErrNoReplicas, answered 503.
-var ErrAdapterUnavailable = fmt.Errorf("%w: no replica has the adapter or can load it", pool.ErrNoReplicas)
-
-// adapterExclude extends tried with the replicas of m that should not
-// take a request for adapter: those without it, and, when some replica
-// whose requests use it right now can take it, those that merely have it
-// loaded. When no replica has it, it is loaded on one first.
-func (g *Gateway) adapterExclude(ctx context.Context, m *Model, adapter string, tried []*pool.Replica) ([]*pool.Replica, error) {
-	a := m.Adapters
-	all := m.Pool.Replicas()
-	usable := pool.Usable(all, tried)
-	running, loaded := a.Known.Holders(usable, adapter)
-	var keep []*pool.Replica
-	for _, r := range running {
-		if !r.Full() {
-			keep = running
-			break
-		}
-	}
-	if keep == nil {
-		keep = loaded
-	}
-	if len(keep) == 0 {
-		r, err := g.loadAdapter(ctx, m, adapter, usable)
-		if err != nil {
-			return nil, err
-		}
-		keep = []*pool.Replica{r}
-	}
-	out := slices.Clone(tried)
-	for _, r := range all {
-		if !slices.Contains(keep, r) && !slices.Contains(out, r) {
-			out = append(out, r)
-		}
-	}
-	return out, nil
-}
-
-// loadAdapter loads adapter on one of candidates and returns it. Every
-// request that finds the adapter nowhere at the same time shares the one
-// load: the first picks the replica, the others wait for it. The load
-// runs to its end even when the requests waiting for it leave, bounded by
-// the load timeout alone, so that it is not repeated.
-func (g *Gateway) loadAdapter(ctx context.Context, m *Model, adapter string, candidates []*pool.Replica) (*pool.Replica, error) {
-	a := m.Adapters
-	ch := a.loads.DoChan(adapter, func() (any, error) {
-		// Another request's load may have finished meanwhile.
-		if _, loaded := a.Known.Holders(pool.Usable(m.Pool.Replicas(), nil), adapter); len(loaded) > 0 {
-			return loaded[0], nil
-		}
-		limit := a.EffectiveCap()
-		var lastErr error
-		tried := 0
-		// At most two replicas are asked: a load that fails on both says
-		// more about the adapter than about the replicas.
-		for r := a.Known.LoadTarget(candidates, limit); r != nil && tried < 2; r = a.Known.LoadTarget(candidates, limit) {
-			tried++
-			err := g.postLoad(m, r, adapter)
-			g.countAdapterLoad(m, adapter, err)
-			if err == nil {
-				a.Known.MarkLoaded(r.URL, adapter)
-				g.logger().Info("LoRA adapter loaded", zap.String("model_type", m.Name),
-					zap.String("adapter", adapter), zap.String("replica", r.URL))
-				return r, nil
-			}
-			g.logger().Warn("LoRA adapter load failed", zap.String("model_type", m.Name),
-				zap.String("adapter", adapter), zap.String("replica", r.URL), zap.Error(err))
-			lastErr = err
-			candidates = slices.DeleteFunc(slices.Clone(candidates), func(x *pool.Replica) bool { return x == r })
-		}
-		if lastErr != nil {
-			return nil, fmt.Errorf("%w: %w", ErrAdapterUnavailable, lastErr)
-		}
-		return nil, ErrAdapterUnavailable
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, res.Err
-		}
-		return res.Val.(*pool.Replica), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// postLoad asks r to load adapter (vLLM's runtime LoRA update). An
-// adapter already loaded there (vLLM's 400 saying so) is loaded.
-func (g *Gateway) postLoad(m *Model, r *pool.Replica, adapter string) error {
-	a := m.Adapters
-	timeout := a.LoadTimeout
-	if timeout <= 0 {
-		timeout = DefaultAdapterLoadTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	path := adapter
-	if a.Path != "" {
-		path = strings.ReplaceAll(a.Path, "{adapter}", adapter)
-	}
-	body, _ := json.Marshal(map[string]string{"lora_name": adapter, "lora_path": path})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL+"/v1/load_lora_adapter", bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("load adapter: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key := m.apiKey(r); key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	client := m.Client
-	if client == nil {
-		client = g.Client
-	}
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("load adapter: %w", err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		return nil
-	case resp.StatusCode == http.StatusBadRequest && bytes.Contains(msg, []byte("already been loaded")):
-		return nil
-	}
-	return fmt.Errorf("load adapter: replica answered %d: %s", resp.StatusCode, strings.TrimSpace(string(msg)))
-}
-
 // adapterGone reports whether err is the replica saying the model asked
 // for does not exist there: the adapter left it (the engine restarted, or
 // someone unloaded it).
 func adapterGone(err error) bool {
 	var be *protocols.Error
 	return errors.As(err, &be) && be.Status == http.StatusNotFound
-}
-
-// countAdapterLoad records a load in the metrics.
-func (g *Gateway) countAdapterLoad(m *Model, adapter string, err error) {
-	if g.Metrics != nil {
-		g.Metrics.AdapterLoad(m.Name, adapter, err == nil)
-	}
 }
 
 // adapterRole leads the messages the routing policy sees of an adapter's
@@ -310,14 +199,6 @@ func (ex *Exchange) alias() string {
 		return ""
 	}
 	return ex.Chat.Asked
-}
-
-// EffectiveCap is the most adapters the gateway has one replica hold.
-func (a *Adapters) EffectiveCap() int {
-	if a.Cap <= 0 {
-		return DefaultAdapterCap
-	}
-	return a.Cap
 }
 
 // ReplicaKey is the API key the gateway sends r (its own, or the
@@ -345,7 +226,7 @@ func (g *Gateway) AdapterNames(p *auth.Principal) []string {
 		if m.Adapters.Dynamic {
 			for _, r := range m.Pool.Replicas() {
 				for _, ad := range m.Adapters.Known.View(r.URL).Loaded {
-					if !slices.Contains(names, ad) && ValidAdapterName(ad) {
+					if !slices.Contains(names, ad) && m.Adapters.Check(ad) == nil {
 						names = append(names, ad)
 					}
 				}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/backends/adapters"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/routing"
@@ -53,14 +54,14 @@ func newLoRAReplica(t *testing.T, delay time.Duration) *loraReplica {
 func loraGateway(t *testing.T, scripts map[string]script, urls ...string) (*Pipeline, *fakeBackend, *Model) {
 	t.Helper()
 	fb := &fakeBackend{scripts: scripts}
-	mk := func(name string, a *Adapters, urls ...string) *Model {
+	mk := func(name string, a *adapters.Set, urls ...string) *Model {
 		p := testPool(t, t.Name()+"/"+name, &routing.RoundRobin{}, pool.Options{}, urls...)
 		return &Model{Name: name, Pool: p, Protocol: "fake", Policy: "round_robin", APIKey: "k",
 			Protocols: map[string]protocols.Protocol{"fake": fb}, Adapters: a,
 			Timeouts: Timeouts{FirstToken: time.Second, Idle: time.Second, Total: 5 * time.Second}}
 	}
-	qwen := mk("qwen", &Adapters{Names: []string{"sql", "poem"}, Dynamic: true, Path: "/loras/{adapter}", Cap: 2, Known: pool.NewAdapters()}, urls...)
-	gemma := mk("gemma", &Adapters{Names: []string{"tuned"}, Known: pool.NewAdapters()}, "http://gemma:1")
+	qwen := mk("qwen", &adapters.Set{Names: []string{"sql", "poem"}, Dynamic: true, Path: "/loras/{adapter}", Cap: 2, Known: adapters.NewTable()}, urls...)
+	gemma := mk("gemma", &adapters.Set{Names: []string{"tuned"}, Known: adapters.NewTable()}, "http://gemma:1")
 	g := &Gateway{Models: map[string]*Model{"qwen": qwen, "gemma": gemma}, PingInterval: -1}
 	return &Pipeline{Auth: scopedAuth{}, Realm: "llmedge", Gateway: g}, fb, qwen
 }
@@ -265,5 +266,54 @@ func TestAdapterKeyed(t *testing.T) {
 	got := adapterKeyed(msgs, "sql")
 	if len(got) != 2 || got[0].Role != adapterRole || got[0].Content != "sql" || !reflect.DeepEqual(got[1], msgs[0]) {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// TestAdapterBadNames: a name that is not an identifier (a path, a
+// hidden file, a control character) or falls outside the model's
+// adapter_pattern is a 400 naming the model and the adapter, and no
+// replica is asked to load anything.
+func TestAdapterBadNames(t *testing.T) {
+	r1 := newLoRAReplica(t, 0)
+	p, _, qwen := loraGateway(t, map[string]script{r1.URL: {deltas: []string{"hi"}}}, r1.URL)
+	re, err := adapters.CompilePattern("[a-z]+")
+	if err != nil {
+		t.Fatal(err)
+	}
+	qwen.Adapters.Pattern = re
+	for _, name := range []string{"qwen:../../../etc/passwd", "qwen:/etc/shadow", "qwen:.env", "qwen:a\\u0000b",
+		"qwen:a..b", "gemma:/etc/shadow", "qwen:team1"} {
+		w := postLoRA(p, "model:qwen model:gemma", name, "hello")
+		model, _, _ := strings.Cut(name, ":")
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "model '"+model+"'") ||
+			!strings.Contains(w.Body.String(), "Adapter") {
+			t.Errorf("%s: %d %s", name, w.Code, w.Body)
+		}
+	}
+	if n := r1.loads.Load(); n != 0 {
+		t.Errorf("%d loads asked for", n)
+	}
+}
+
+// TestAdapterRefusals: every replica full of adapters in use is a 503
+// that names the cause, with Retry-After; a tenant past its loads, a 429.
+func TestAdapterRefusals(t *testing.T) {
+	r1 := newLoRAReplica(t, 0)
+	p, _, qwen := loraGateway(t, map[string]script{r1.URL: {deltas: []string{"hi"}}}, r1.URL)
+	qwen.Adapters.Idle = time.Hour
+	qwen.Adapters.TenantLoads = 1
+	qwen.Adapters.Known.MarkLoaded(r1.URL, "x1")
+	qwen.Adapters.Known.MarkLoaded(r1.URL, "x2")
+	w := postLoRA(p, "model:qwen", "qwen:x3", "hello")
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "adapter slots full") ||
+		w.Header().Get("Retry-After") == "" || strings.Contains(w.Body.String(), "healthy") {
+		t.Errorf("slots full: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	w = postLoRA(p, "model:qwen", "qwen:x4", "hello") // the same tenant's second new name
+	if w.Code != http.StatusTooManyRequests || !strings.Contains(w.Body.String(), "LoRA adapter loads") || w.Header().Get("Retry-After") == "" {
+		t.Errorf("tenant bound: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	if n := r1.loads.Load(); n != 0 {
+		t.Errorf("%d loads asked for", n)
 	}
 }

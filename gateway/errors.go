@@ -22,6 +22,9 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exch
 	}
 	e := overloadError(m.Name, m.Pool, err)
 	if e == nil {
+		e = adapterError(m.Name, err)
+	}
+	if e == nil {
 		e = publicError(m.Name, open, err)
 	}
 	ex.Status = e.Status

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/adapters"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/discovery"
@@ -72,8 +73,8 @@ type Model struct {
 	// refuses the member when it schedules first come, first served.
 	EnginePriority []int
 	// Adapters, when set, are the LoRA adapters requests may ask the
-	// model's replicas for (adapters.go).
-	Adapters *Adapters
+	// model's replicas for (backends/adapters).
+	Adapters *adapters.Set
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

@@ -219,7 +219,10 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		// An alias is its model in every later stage (scope, limits,
 		// routing); the answer gives the name the client used.
 		ex.Chat.Asked, ex.Chat.Model = chat.Model, m
-	} else if m, adapter, ok := p.Gateway.ResolveAdapter(chat.Model); ok {
+	} else if m, adapter, err := p.Gateway.resolveAdapter(chat.Model); err != nil {
+		p.reject(w, ex, badAdapter(m, adapter, err), "")
+		return false
+	} else if m != "" {
 		// An adapter is its model for the limits and the routing (to the
 		// replicas that have it); its name is what the replica is asked
 		// for, and what the answer gives.

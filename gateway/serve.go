@@ -185,7 +185,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		if adapter != "" {
 			// Only the replicas that have the adapter (loading it on one
 			// when none has).
-			exclude, err = g.adapterExclude(ctx, m, adapter, tried)
+			exclude, err = g.placeAdapter(ctx, m, ex, tried)
 		}
 		var lease pool.Lease
 		if err == nil {
@@ -212,6 +212,10 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			// llmedge): the stream ends with the failure it had.
 			lease.Release(pool.Excluded)
 			break
+		}
+		endAdapter := noAdapter
+		if adapter != "" {
+			endAdapter = m.Adapters.Begin(rep, adapter) // not unloaded under the attempt
 		}
 		if sp.continuing {
 			ex.Continued = sp.after
@@ -262,6 +266,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			lease.Tokens(prompt, out) // the replica's latency, in proportion
 		}
 		lease.Release(outcome(err, clientGone)) // exactly once per Acquire, streams included
+		endAdapter()
 		if err == nil {
 			if sp.continuing && res.UsageKnown {
 				res.Usage = ContinuedUsage(res.Usage, sp.before)
@@ -441,7 +446,7 @@ func (g *Gateway) observe(ex *Exchange) {
 		Continuations: len(ex.Continued), Failed: ex.Status != http.StatusOK || ex.StreamError,
 		PromptTokens: ex.Usage.PromptTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		Reason: ex.Choice.Reason, Predicted: predicted(ex), CachedTokens: ex.Usage.CachedTokens, CachedKnown: ex.Usage.CachedKnown,
-		Alias: ex.alias(), Fallback: ex.Fallback, Rollout: ex.Rollout, Adapter: ex.Adapter,
+		Alias: ex.alias(), Fallback: ex.Fallback, Rollout: ex.Rollout, Adapter: g.adapterLabel(ex),
 		Class: ex.Priority.String(), Routed: ex.routed(), Shed: ex.shed(), Queue: ex.Queue,
 	})
 }

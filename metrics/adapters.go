@@ -19,7 +19,9 @@ type ReplicaAdapters struct {
 var adaptersDesc = prometheus.NewDesc("llmedge_replica_adapters", "LoRA adapters a replica holds, by state: loaded (listed by its engine, or loaded by the gateway) and running (used by its requests now).", []string{"model_type", "replica", "state"}, nil)
 
 // AdapterLoad counts a load of adapter the gateway asked a replica of
-// model for. A nil *Metrics records nothing.
+// model for; adapter is a label the caller bounded (the adapters
+// configured or held, one word for the rest). A nil *Metrics records
+// nothing.
 func (m *Metrics) AdapterLoad(model, adapter string, ok bool) {
 	if m == nil {
 		return
@@ -40,4 +42,16 @@ func collectAdapters(src Source, ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(adaptersDesc, prometheus.GaugeValue, float64(r.Loaded), r.Model, r.Replica, "loaded")
 		ch <- prometheus.MustNewConstMetric(adaptersDesc, prometheus.GaugeValue, float64(r.Running), r.Model, r.Replica, "running")
 	}
+}
+
+// AdapterUnloaded drops adapter's series of model: it is no longer held
+// by a replica and not configured, so that the names that come and go
+// do not pile up series.
+func (m *Metrics) AdapterUnloaded(model, adapter string) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"model_type": model, "adapter": adapter}
+	m.adapterReqs.DeletePartialMatch(l)
+	m.adapterLoads.DeletePartialMatch(l)
 }

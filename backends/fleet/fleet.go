@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/llmedge/llmedge/backends/adapters"
 	"github.com/llmedge/llmedge/backends/health"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/scrape"
@@ -82,7 +83,7 @@ type Fleet struct {
 type model struct {
 	*gateway.Model
 	scraper *scraper
-	lister  *adapterLister // nil for a model without adapters
+	lister  *adapters.Lister // nil for a model without adapters
 	close   []func()
 }
 
@@ -151,7 +152,8 @@ func (f *Fleet) build(s *Spec, o Options) (*model, error) {
 		if s.Load != nil {
 			every = s.Load.Interval
 		}
-		m.lister = newAdapterLister(m, o.Client, every, f.logger)
+		replicas := func() []*pool.Replica { return m.Pool.Replicas() }
+		m.lister = adapters.NewLister(m.Name, replicas, m.ReplicaKey, s.Model.Adapters.Known, o.Client, every, f.logger)
 	}
 	return m, nil
 }

@@ -12,7 +12,7 @@ import (
 // TestAdaptersOption: the adapter lines of a model block reach the
 // gateway's model.
 func TestAdaptersOption(t *testing.T) {
-	mc := parseModel(t, "model m {\n\tstatic http://a:1\n\tadapters sql poem\n\tadapters dynamic\n\tadapter_path /loras/{adapter}\n\tadapter_cap 3\n\tadapter_load_timeout 30s\n}")
+	mc := parseModel(t, "model m {\n\tstatic http://a:1\n\tadapters sql poem\n\tadapters dynamic\n\tadapter_path /loras/{adapter}\n\tadapter_cap 3\n\tadapter_load_timeout 30s\n\tadapter_pattern [a-z]+\n\tadapter_idle 1m\n\tadapter_loads_per_tenant 3 per 1h\n}")
 	if err := mc.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -22,7 +22,8 @@ func TestAdaptersOption(t *testing.T) {
 	}
 	a := m.Adapters
 	if a == nil || !slices.Equal(a.Names, []string{"sql", "poem"}) || !a.Dynamic || a.Path != "/loras/{adapter}" ||
-		a.Cap != 3 || a.LoadTimeout != 30*time.Second || a.Known == nil {
+		a.Cap != 3 || a.LoadTimeout != 30*time.Second || a.Known == nil || a.Idle != time.Minute ||
+		a.TenantLoads != 3 || a.TenantWindow != time.Hour || a.Pattern == nil || a.Pattern.MatchString("x1") || !a.Pattern.MatchString("xy") {
 		t.Fatalf("%+v", a)
 	}
 	if m, _, _ := build(t, parseModel(t, "model n {\n\tstatic http://a:1\n}")); m.Adapters != nil {
@@ -37,6 +38,11 @@ func TestAdaptersOptionErrors(t *testing.T) {
 		{"adapter_cap x", "adapter_cap"},
 		{"adapter_load_timeout soon", "adapter_load_timeout"},
 		{"adapter_path", "argument"},
+		{"adapter_idle 0s", "adapter_idle"},
+		{"adapter_loads_per_tenant", "adapter_loads_per_tenant"},
+		{"adapter_loads_per_tenant 0", "adapter_loads_per_tenant"},
+		{"adapter_loads_per_tenant 3 every 1m", "adapter_loads_per_tenant"},
+		{"adapter_loads_per_tenant 3 per never", "adapter_loads_per_tenant"},
 	} {
 		mc := new(ModelConfig)
 		d := caddyfile.NewTestDispenser("model m {\n\t" + tc.block + "\n}")
@@ -50,7 +56,11 @@ func TestAdaptersOptionErrors(t *testing.T) {
 		want string
 	}{
 		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Path: "/x"}}, "need an adapters line"},
-		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Names: []string{"a b"}}}, "not a valid adapter name"},
+		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Names: []string{"a b"}}}, "invalid adapter name"},
+		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Names: []string{"../x"}}}, "invalid adapter name"},
+		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Names: []string{"Sql"}, Pattern: "[a-z]+"}}, "does not match adapter_pattern"},
+		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Dynamic: true, Pattern: "("}}, "adapter_pattern"},
+		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Dynamic: true, Path: "/loras/x"}}, "{adapter} exactly once"},
 		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Names: []string{"a", "a"}}}, `"a" is named twice`},
 		{ModelConfig{Name: "m", Adapters: &AdaptersConfig{Dynamic: true}, Rollout: []RolloutShare{{"x", 1}}}, "a model with a rollout has no adapters"},
 	} {
@@ -83,8 +93,10 @@ func TestAdapterNaming(t *testing.T) {
 			}
 		})
 	}
-	a := &App{Models: []*ModelConfig{withAdapters("qwen", nil, "sql"), {Name: "llama:3", Adapters: &AdaptersConfig{Dynamic: true}}, {Name: "gemma"}}}
-	for name, want := range map[string]bool{"qwen:sql": true, "qwen:poem": false, "llama:3:any": true, "gemma:x": false, "qwen": false} {
+	a := &App{Models: []*ModelConfig{withAdapters("qwen", nil, "sql"), {Name: "llama:3", Adapters: &AdaptersConfig{Dynamic: true}},
+		{Name: "mistral", Adapters: &AdaptersConfig{Dynamic: true, Pattern: "team-[a-z]+"}}, {Name: "gemma"}}}
+	for name, want := range map[string]bool{"qwen:sql": true, "qwen:poem": false, "llama:3:any": true, "gemma:x": false, "qwen": false,
+		"llama:3:../x": false, "mistral:team-a": true, "mistral:other": false} {
 		if got := a.adapterScope(name); got != want {
 			t.Errorf("adapterScope(%q) = %v, want %v", name, got, want)
 		}

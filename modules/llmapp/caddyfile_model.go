@@ -155,7 +155,7 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				m.Rollout = append(m.Rollout, RolloutShare{Model: args[i], Weight: w})
 			}
-		case "adapters", "adapter_path", "adapter_cap", "adapter_load_timeout":
+		case "adapters", "adapter_path", "adapter_pattern", "adapter_cap", "adapter_idle", "adapter_loads_per_tenant", "adapter_load_timeout":
 			if m.Adapters == nil {
 				m.Adapters = new(AdaptersConfig)
 			}

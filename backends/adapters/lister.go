@@ -1,4 +1,4 @@
-package fleet
+package adapters
 
 import (
 	"context"
@@ -14,13 +14,16 @@ import (
 	"github.com/llmedge/llmedge/backends/pool"
 )
 
-// adapterLister reads, off the request path, the LoRA adapters each
-// replica of a model with adapters has loaded: vLLM lists each as a model
-// of its own in GET /v1/models, with the base model as its parent. (Which
-// of them the running requests use comes with the load metrics, see
-// scraper.report.)
-type adapterLister struct {
-	model    *model
+// Lister reads, off the request path, the LoRA adapters each replica of
+// a model with adapters has loaded, into its Table: vLLM lists each as a
+// model of its own in GET /v1/models, with the base model as its parent.
+// (Which of them the running requests use comes with the load metrics,
+// which the fleet reads and hands to Table.SetRunning.)
+type Lister struct {
+	model    string
+	replicas func() []*pool.Replica
+	key      func(*pool.Replica) string
+	table    *Table
 	client   *http.Client
 	interval time.Duration
 	logger   *zap.Logger
@@ -30,25 +33,31 @@ type adapterLister struct {
 	done   chan struct{}
 }
 
-// DefaultAdapterListInterval spaces the reads of a replica's model list
+// DefaultListInterval spaces the reads of a replica's model list
 // when the model's load metrics do not say otherwise.
-const DefaultAdapterListInterval = time.Second
+const DefaultListInterval = time.Second
 
 // maxModelList bounds the model list read from a replica.
 const maxModelList = 1 << 20
 
-func newAdapterLister(m *model, client *http.Client, interval time.Duration, logger *zap.Logger) *adapterLister {
+// NewLister reads the lists of model's replicas (replicas, each sent
+// its key) into table every interval (0: DefaultListInterval).
+func NewLister(model string, replicas func() []*pool.Replica, key func(*pool.Replica) string, table *Table,
+	client *http.Client, interval time.Duration, logger *zap.Logger) *Lister {
 	if interval <= 0 {
-		interval = DefaultAdapterListInterval
+		interval = DefaultListInterval
 	}
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &adapterLister{model: m, client: client, interval: interval, logger: logger}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	return &Lister{model: model, replicas: replicas, key: key, table: table, client: client, interval: interval, logger: logger}
 }
 
 // Start reads the lists now and then every interval, until Stop.
-func (l *adapterLister) Start() {
+func (l *Lister) Start() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.cancel != nil {
@@ -72,7 +81,7 @@ func (l *adapterLister) Start() {
 }
 
 // Stop ends the reads and waits for them.
-func (l *adapterLister) Stop() {
+func (l *Lister) Stop() {
 	l.mu.Lock()
 	cancel, done := l.cancel, l.done
 	l.cancel = nil
@@ -84,9 +93,9 @@ func (l *adapterLister) Stop() {
 }
 
 // listAll reads every replica's list, at the same time.
-func (l *adapterLister) listAll(ctx context.Context) {
-	replicas := l.model.Pool.Replicas()
-	known := l.model.Adapters.Known
+func (l *Lister) listAll(ctx context.Context) {
+	replicas := l.replicas()
+	known := l.table
 	urls := make([]string, len(replicas))
 	var wg sync.WaitGroup
 	for i, r := range replicas {
@@ -98,7 +107,7 @@ func (l *adapterLister) listAll(ctx context.Context) {
 			names, err := l.list(ctx, r)
 			if err != nil {
 				if ctx.Err() == nil {
-					l.logger.Debug("replica model list unreadable", zap.String("model_type", l.model.Name),
+					l.logger.Debug("replica model list unreadable", zap.String("model_type", l.model),
 						zap.String("replica", r.URL), zap.Error(err))
 				}
 				return // what was known stays: a replica down is the health probes' business
@@ -119,14 +128,14 @@ type modelList struct {
 }
 
 // list reads r's adapters: the models of its list that have a parent.
-func (l *adapterLister) list(ctx context.Context, r *pool.Replica) ([]string, error) {
+func (l *Lister) list(ctx context.Context, r *pool.Replica) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.interval)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.URL+"/v1/models", nil)
 	if err != nil {
 		return nil, fmt.Errorf("model list: %w", err)
 	}
-	if key := l.model.ReplicaKey(r); key != "" {
+	if key := l.key(r); key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
 	resp, err := l.client.Do(req)
