@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/internal/jsonx"
 	"github.com/llmedge/llmedge/wire"
 )
 
@@ -118,7 +119,7 @@ func (p *Policy) Edits(dst []Edit, ms []wire.Member, own Own) []Edit {
 	}
 	switch {
 	case own.CacheSalt != "":
-		dst = append(dst, Edit{Name: "cache_salt", Value: strconv.AppendQuote(nil, own.CacheSalt)})
+		dst = append(dst, Edit{Name: "cache_salt", Value: jsonx.String(nil, own.CacheSalt)})
 	case has(ms, "cache_salt") && !p.Allows("cache_salt"):
 		dst = append(dst, Edit{Name: "cache_salt"})
 	}
