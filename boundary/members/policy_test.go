@@ -2,6 +2,7 @@ package members
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -130,5 +131,23 @@ func TestControlsDocumented(t *testing.T) {
 			t.Errorf("%s twice", c.Name)
 		}
 		seen[c.Name] = true
+	}
+}
+
+// docs/tenant-boundary.md lists every control member, with its rule.
+func TestControlsInTheDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/tenant-boundary.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, c := range Controls {
+		rule := "refuses it (400)"
+		if c.Rule == Owned {
+			rule = "sets its own, or removes it"
+		}
+		if !strings.Contains(doc, "| `"+c.Name+"` | "+c.Engines+" | "+rule+" |") {
+			t.Errorf("docs/tenant-boundary.md does not list %s as %q", c.Name, rule)
+		}
 	}
 }
