@@ -41,7 +41,9 @@ func passes(req *protocols.Request) bool {
 // streams what the client did not ask to, and, on a stream,
 // stream_options.include_usage, which the gateway needs for its token
 // accounting (the door drops the usage event when the client did not ask
-// for it); a Responses request without "store" gets "store": false.
+// for it); a Responses request without "store" gets "store": false; and
+// the engine-control members the gateway owns (Request.Members: priority,
+// cache_salt) set or removed.
 func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 	return wire.Apply(b, req.Wire.Body, passEdits(req, stream))
 }
