@@ -87,8 +87,8 @@ func saltOf(t *testing.T, body []byte) string {
 
 // TestCachePartitionedByTenant: two gateways on one Redis (sharing their
 // routing) in front of four vLLM replicas. Tenant A (alice) sends a
-// confidential prompt; tenant B (demo) guessing it word for word, on
-// either gateway, is told nothing is cached (before partitions: 1.00),
+// confidential prompt; tenants B and C guessing it word for word, on
+// either gateway, are told nothing is cached (before partitions: 1.00),
 // while A's next turn, on the other gateway, goes back to the replica that
 // holds its history, predicted cached. Every replica request carries the
 // gateway's cache_salt for its tenant (the same on both gateways, another
@@ -100,11 +100,11 @@ func TestCachePartitionedByTenant(t *testing.T) {
 		sims = append(sims, startSim(t, "-tokens", "4", "-prompt-tokens-details"))
 	}
 	data := t.TempDir() // one storage: the tokens and the cache secret are the same on both
-	cfg := GatewayConfig{Data: data, Options: redisOption(srv),
+	cfg := GatewayConfig{Data: data, Options: redisOption(srv, "\t\tuser carol "+demoHash),
 		Models: map[string]string{"qwen": staticModel(sims...) + "\n\t\t\tprotocol vllm"}}
 	a := startGateway(t, cfg)
 	b := startGateway(t, cfg)
-	alice, demo := a.Token(t, "alice", "demo", ""), a.Token(t, "demo", "demo", "")
+	alice, demo, carol := a.Token(t, "alice", "demo", ""), a.Token(t, "demo", "demo", ""), a.Token(t, "carol", "demo", "")
 
 	secret := "You are the clinic's assistant. Patient record 4411: Jane Roe, born 1961, diagnosis: " +
 		strings.Repeat("early-onset condition under review, treatment plan confidential. ", 8)
@@ -132,15 +132,21 @@ func TestCachePartitionedByTenant(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() bool { return applied(t, b) >= 1 }) // b has learned A's decision
 
-	// B guesses A's prompt exactly, on both gateways.
-	for i, g := range []*Gateway{a, b} {
-		cached, _, saltB := ask(g, demo, turn1)
+	// Tenants B (demo) and C (carol) guess A's prompt exactly, one on each
+	// gateway (a tenant's second guess would find its own first one).
+	salts := map[string]bool{saltA: true}
+	for i, tc := range []struct {
+		g   *Gateway
+		tok string
+	}{{a, demo}, {b, carol}} {
+		cached, _, salt := ask(tc.g, tc.tok, turn1)
 		if cached != 0 {
-			t.Errorf("gateway %d: tenant B guessing tenant A's prompt is told cached=%.2f, want 0.00", i, cached)
+			t.Errorf("gateway %d: another tenant guessing tenant A's prompt is told cached=%.2f, want 0.00", i, cached)
 		}
-		if saltB == "" || saltB == saltA {
-			t.Errorf("gateway %d: tenant B's salt %q, tenant A's %q", i, saltB, saltA)
+		if salt == "" || salts[salt] {
+			t.Errorf("gateway %d: another tenant's salt %q is not its own", i, salt)
 		}
+		salts[salt] = true
 	}
 
 	// A's next turn, on the other gateway: home, predicted cached, salted alike.
