@@ -93,6 +93,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		} else {
 			ex.Rollout = serving.Name
 		}
+		if serving != m && refused(w, ex, serving) {
+			return // the share's own policy refuses what the body carries
+		}
 	}
 	to := serving.Timeouts.withDefaults()
 	ctx, cancel := context.WithTimeout(r.Context(), to.Total)
