@@ -15,6 +15,11 @@ import (
 // serveWire runs the routing stage for a body carried through in format,
 // from the principal subject.
 func serveWire(t *testing.T, g *Gateway, format api.Format, body, subject string) *httptest.ResponseRecorder {
+	return serveWireTo(t, g, "qwen", format, body, subject)
+}
+
+// serveWireTo is serveWire to model.
+func serveWireTo(t *testing.T, g *Gateway, model string, format api.Format, body, subject string) *httptest.ResponseRecorder {
 	t.Helper()
 	var o wire.Request
 	if err := wire.ReadRequest([]byte(body), &o); err != nil {
@@ -24,6 +29,7 @@ func serveWire(t *testing.T, g *Gateway, format api.Format, body, subject string
 	r := httptest.NewRequest("POST", "/v1/responses", nil)
 	ex := newExchange(w, r, testDoor{})
 	ex.Stage, ex.Chat = StageAuthorized, request(false).Chat()
+	ex.Chat.Model = model
 	ex.Chat.Wire = &api.Wire{Format: format, Body: []byte(body), Object: o.Body, Members: o.Members}
 	ex.Principal = &auth.Principal{Subject: subject}
 	ex.Priority = api.PrioritySheddable
@@ -125,5 +131,21 @@ func TestIndexKeyPerPrincipal(t *testing.T) {
 	m.CacheSharing = partition.Model
 	if key("alice", "") != 0 || key("bob", "") != 0 {
 		t.Error("model-wide sharing keyed")
+	}
+}
+
+// A rollout's share refuses what its own policy refuses, whatever the
+// rollout model allows.
+func TestEngineMembersRolloutShare(t *testing.T) {
+	g, fb := newTestGateway(t, map[string]script{"http://a": {deltas: []string{"a"}}}, "http://a")
+	allow, _ := members.NewPolicy([]string{"kv_transfer_params"})
+	g.Models["roll"] = &Model{Name: "roll", Rollout: []Share{{"qwen", 1}}, Members: allow}
+	w := serveWireTo(t, g, "roll", api.FormatOpenAIChat, `{"model":"roll","messages":[],"kv_transfer_params":{}}`, "alice")
+	if w.Code != 400 || len(fb.calls) != 0 || !strings.Contains(w.Body.String(), "kv_transfer_params") {
+		t.Fatalf("%d %s after %d calls", w.Code, w.Body, len(fb.calls))
+	}
+	g.Models["qwen"].Members = allow
+	if w := serveWireTo(t, g, "roll", api.FormatOpenAIChat, `{"model":"roll","messages":[],"kv_transfer_params":{}}`, "alice"); w.Code != 200 {
+		t.Fatalf("allowed by both: %d %s", w.Code, w.Body)
 	}
 }
