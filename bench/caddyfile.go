@@ -17,6 +17,9 @@ type proxyConfig struct {
 	Replicas  []string
 	Models    []routingModel
 	AccessLog string // JSON access log file; empty for none
+	// Tenants are the routing scenario's users besides bench, one per
+	// simulated tenant (with the bench user's password).
+	Tenants []string
 
 	// The scale-out scenario's instances: Redis's URL, and whether they
 	// share their routing decisions over it.
@@ -91,6 +94,9 @@ var caddyfileRouting = template.Must(template.New("routing").Parse(`{
 ` + globalOptions + `	llmedge {
 		token_ttl 24h
 		user bench {{.Hash}}
+{{- range .Tenants}}
+		user {{.}} {{$.Hash}}
+{{- end}}
 {{- if .Redis}}
 		redis {{.Redis}}
 		share_routing {{if .Share}}on{{else}}off{{end}}

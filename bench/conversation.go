@@ -99,7 +99,7 @@ func runWorkload(ctx context.Context, eps []endpoint, pick func() int, model str
 			// The request ID names the turn, so that the gateway's access
 			// log (-routing-access-log) can be read against the workload.
 			id := fmt.Sprintf("t%d-c%d-n%d", tr.Tenant, tr.Conv, tr.N)
-			answer, ttft, err := chatTurn(ctx, ep.c, ep.t, model, id, msgs, replyTokens)
+			answer, ttft, err := chatTurn(ctx, ep.c, ep.t, model, id, tr.Tenant, msgs, replyTokens)
 			if err != nil {
 				// Keep the conversation going with a stand-in answer; the
 				// error is counted below.
@@ -141,9 +141,10 @@ type chatRequest struct {
 	Stream    bool          `json:"stream"`
 }
 
-// chatTurn sends one streamed turn and reads it to the end: the time to
-// its first content event, and the answer from the final done event.
-func chatTurn(ctx context.Context, c *http.Client, t *Target, model, id string, msgs []api.Message, replyTokens int) (string, time.Duration, error) {
+// chatTurn sends one streamed turn of tenant and reads it to the end: the
+// time to its first content event, and the answer from the final done
+// event.
+func chatTurn(ctx context.Context, c *http.Client, t *Target, model, id string, tenant int, msgs []api.Message, replyTokens int) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
 	defer cancel()
 	body, err := json.Marshal(chatRequest{Messages: msgs, ModelType: model, Stream: true})
@@ -155,6 +156,9 @@ func chatTurn(ctx context.Context, c *http.Client, t *Target, model, id string, 
 		return "", 0, err
 	}
 	req.Header.Set("X-Request-ID", id)
+	if n := len(t.TenantAuth); n > 0 {
+		req.Header.Set("Authorization", t.TenantAuth[tenant%n])
+	}
 	sent := time.Now()
 	resp, err := c.Do(req)
 	if err != nil {

@@ -1,6 +1,11 @@
 package bench
 
 import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,5 +48,31 @@ func TestReadAnswer(t *testing.T) {
 				t.Errorf("no time to first token: %v", ttft)
 			}
 		})
+	}
+}
+
+// A turn goes with its tenant's credential (each simulated tenant its own
+// principal), or the target's when it has none per tenant.
+func TestChatTurnTenantAuth(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		_, _ = io.WriteString(w, "data: {\"content\":\"a\"}\n\nevent: done\ndata: {\"content\":\"a\"}\n\n")
+	}))
+	defer srv.Close()
+	tg := &Target{URL: srv.URL, Header: http.Header{"Authorization": {"Bearer shared"}}}
+	for _, tenant := range []int{1, 0} {
+		if _, _, err := chatTurn(context.Background(), srv.Client(), tg, "m", "id", tenant, nil, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg.TenantAuth = []string{"Bearer t0", "Bearer t1"}
+	for _, tenant := range []int{1, 0, 3} {
+		if _, _, err := chatTurn(context.Background(), srv.Client(), tg, "m", "id", tenant, nil, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []string{"Bearer shared", "Bearer shared", "Bearer t1", "Bearer t0", "Bearer t1"}; !slices.Equal(got, want) {
+		t.Errorf("credentials %v, want %v", got, want)
 	}
 }

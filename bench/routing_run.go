@@ -77,6 +77,9 @@ func (r *runner) setUpRouting(ctx context.Context, dir string, rig *routingRig) 
 		return err
 	}
 	pc := proxyConfig{Hash: hash, Replicas: rig.simURLs}
+	for i := range rc.Tenants {
+		pc.Tenants = append(pc.Tenants, fmt.Sprintf("tenant%d", i)) // each its own principal: its own cache partition
+	}
 	if rc.AccessLog != "" {
 		if pc.AccessLog, err = filepath.Abs(rc.AccessLog); err != nil {
 			return err
@@ -104,6 +107,13 @@ func (r *runner) setUpRouting(ctx context.Context, dir string, rig *routingRig) 
 	}
 	rig.target = rig.gw.target("llmedge-routing", "/tasks/assistant_inference")
 	rig.target.Header = http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + token}}
+	for _, u := range pc.Tenants {
+		tok, err := rig.gw.token(ctx, u, password)
+		if err != nil {
+			return err
+		}
+		rig.target.TenantAuth = append(rig.target.TenantAuth, "Bearer "+tok)
+	}
 	return nil
 }
 

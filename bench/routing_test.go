@@ -93,10 +93,17 @@ func TestCaddyfileRouting(t *testing.T) {
 			"lb_policy prefix_cache {\n\t\t\t\tload_factor 2\n\t\t\t}",
 		}, []string{"log {"}},
 		{"with log", "/tmp/a.log", []string{"output file /tmp/a.log"}, nil},
+		// Each simulated tenant its own principal, so its own cache
+		// partition, as real tenants are.
+		{"tenants", "", []string{"user bench H\n\t\tuser tenant0 H\n\t\tuser tenant1 H\n"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pc.AccessLog = tt.log
+			pc.Tenants = nil
+			if tt.name == "tenants" {
+				pc.Tenants = []string{"tenant0", "tenant1"}
+			}
 			b, err := pc.render(caddyfileRouting)
 			if err != nil {
 				t.Fatal(err)

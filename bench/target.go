@@ -30,9 +30,13 @@ type Target struct {
 	LargeURL  string
 	LargeBody []byte
 	Header    http.Header
-	RootCA    string // PEM file of the root to trust; empty for plain HTTP
-	DialAddr  string // host:port every connection goes to
-	PID       int    // the process measured for this path
+	// TenantAuth, when set, is each simulated tenant's Authorization
+	// (the routing scenario's): every tenant its own principal, so its
+	// own cache partition, as real tenants are.
+	TenantAuth []string
+	RootCA     string // PEM file of the root to trust; empty for plain HTTP
+	DialAddr   string // host:port every connection goes to
+	PID        int    // the process measured for this path
 }
 
 // request builds a POST of body to t.

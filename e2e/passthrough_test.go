@@ -173,8 +173,10 @@ func TestPassThroughBytes(t *testing.T) {
 		{name: "image and audio parts", client: `{"model":"qwen","messages":[{"role":"user","content":[{"type":"text","text":"What is in this picture, and this sound?"},` +
 			`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==","detail":"low"}},` +
 			`{"type":"input_audio","input_audio":{"data":"UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=","format":"wav"}}]}]}`},
+		// (Engine-control members, cache_salt and vllm_xargs among them,
+		// are the gateway's: boundary_test.go.)
 		{name: "reasoning_effort and vendor members", client: `{"model":"qwen","messages":[` + user +
-			`],"reasoning_effort":"low","chat_template_kwargs":{"enable_thinking":false},"cache_salt":"s\u00e4lt","vllm_xargs":{"k":[1,2.0,"3"]},"metadata":{"team":"a"},"store":false,"user":"u-1","safety_identifier":"s-1","prompt_cache_key":"p-1","top_k":5,"min_p":0.05,"repetition_penalty":1.1}`},
+			`],"reasoning_effort":"low","chat_template_kwargs":{"enable_thinking":false},"metadata":{"team":"a"},"store":false,"user":"u-1","safety_identifier":"s-1","prompt_cache_key":"p-1","top_k":5,"min_p":0.05,"repetition_penalty":1.1}`},
 		{name: "escapes and unicode", client: `{"model":"q\u0077en","messages":[{"role":"user","content":"caf\u00e9 \ud83d\ude00 \/ \u2028 日本語 \"quoted\" \\ tab\t"}],"stop":["\n\n"]}`,
 			want: `{"model":"sim-qwen","messages":[{"role":"user","content":"caf\u00e9 \ud83d\ude00 \/ \u2028 日本語 \"quoted\" \\ tab\t"}],"stop":["\n\n"]}`},
 		{name: "developer message", client: `{"model":"qwen","messages":[{"role":"developer","content":"Be terse."},` + user + `]}`},

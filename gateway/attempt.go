@@ -41,6 +41,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		}
 		call.Wire = tw
 	}
+	g.engineMembers(m, backend, ex, &call)
 	client := m.Client
 	if client == nil {
 		client = g.Client

@@ -8,6 +8,8 @@ import (
 	"github.com/llmedge/llmedge/backends/adapters"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/boundary/members"
+	"github.com/llmedge/llmedge/boundary/partition"
 	"github.com/llmedge/llmedge/discovery"
 )
 
@@ -75,6 +77,14 @@ type Model struct {
 	// Adapters, when set, are the LoRA adapters requests may ask the
 	// model's replicas for (backends/adapters).
 	Adapters *adapters.Set
+	// Members is the policy of the engine-control members clients may
+	// send (boundary/members); nil is the default, all the gateway's.
+	Members *members.Policy
+	// CacheSharing says who shares a cache partition (boundary/partition):
+	// by default each principal has its own.
+	CacheSharing partition.Sharing
+	// CacheSalt says which replicas get the partition's salt.
+	CacheSalt CacheSalt
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

@@ -14,6 +14,7 @@ import (
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/boundary/partition"
 	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/metrics"
 	"github.com/llmedge/llmedge/status"
@@ -56,6 +57,10 @@ type Gateway struct {
 	// it asks for them (Llmedge-No-Fallback: 0); by default every request
 	// may, unless it refuses (Llmedge-No-Fallback: 1).
 	FallbackOff bool
+	// CacheKeys, when set, derive each request's cache partition's keys
+	// (boundary/partition): its key in the prefix index, its engine
+	// salt. Nil leaves the index one partition per model, and salts none.
+	CacheKeys *partition.Keys
 }
 
 // DefaultPingInterval is the keep-alive period of a stream waiting for its
@@ -75,6 +80,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			WithHeader("Retry-After", "5"))
 		return
 	}
+	if refused(w, ex, m) {
+		return
+	}
 	serving := m
 	if len(m.Rollout) > 0 {
 		// A rollout: the share that serves this conversation stands in for
@@ -84,6 +92,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 			serving = m
 		} else {
 			ex.Rollout = serving.Name
+		}
+		if serving != m && refused(w, ex, serving) {
+			return // the share's own policy refuses what the body carries
 		}
 	}
 	to := serving.Timeouts.withDefaults()
@@ -109,8 +120,8 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 		primaryRoute := w.Header().Get(routeHeader) // written by this goroutine alone
 		for _, name := range m.Fallbacks {
 			fm := g.fallbackModel(r, ex, name)
-			if fm == nil {
-				continue
+			if fm == nil || refusedMember(fm, ex) != "" {
+				continue // nor one whose policy refuses what the body carries
 			}
 			ex.Fallback, ans.Model = fm.Name, fm.Name
 			ferr := g.tryModel(ctx, w, r, ex, fm, sse, ans, fm.Timeouts.withDefaults())
@@ -152,7 +163,8 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 	if len(m.EnginePriority) == len(api.Priorities) {
 		call.Priority = &m.EnginePriority[ex.Priority.Index()]
 	}
-	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority}
+	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority,
+		Partition: g.indexKey(m, ex)}
 	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
 		preq.Messages = nil // an embedding reuses no cached prefix: no affinity to it
 	}

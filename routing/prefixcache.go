@@ -40,7 +40,10 @@ const (
 // outstanding requests plus what the engine reports beyond them.
 //
 // Each decision is recorded in the Index, so a conversation's next turn
-// finds its history where it went.
+// finds its history where it went. Prompts are hashed within the
+// request's cache partition (pool.Request.Partition): a prompt matches only
+// its own partition's, so neither the choice nor its Cached share tells a
+// tenant anything of another's prompts.
 type PrefixCache struct {
 	Index *prefix.Index
 	// LoadFactor bounds a replica's load relative to the mean; 0 means
@@ -78,7 +81,7 @@ var scratches = sync.Pool{New: func() any { return new(scratch) }}
 func (p *PrefixCache) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 	s := scratches.Get().(*scratch)
 	defer scratches.Put(s)
-	s.hashes = p.Index.Hash(s.hashes[:0], req.Messages)
+	s.hashes = p.Index.HashIn(s.hashes[:0], req.Partition, req.Messages)
 	s.names, s.loads = s.names[:0], s.loads[:0]
 	var sum float64
 	for _, r := range c {
@@ -146,7 +149,7 @@ func (p *PrefixCache) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 func (p *PrefixCache) Record(req *pool.Request, r *pool.Replica) float64 {
 	s := scratches.Get().(*scratch)
 	defer scratches.Put(s)
-	s.hashes = p.Index.Hash(s.hashes[:0], req.Messages)
+	s.hashes = p.Index.HashIn(s.hashes[:0], req.Partition, req.Messages)
 	hit, _ := p.Index.Insert(r.URL, s.hashes)
 	if p.Share != nil {
 		p.Share.Publish(r.URL, s.hashes)

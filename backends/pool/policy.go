@@ -33,6 +33,10 @@ type Request struct {
 	Messages []api.Message
 	// User is the authenticated principal ("" when none).
 	User string
+	// Partition is the key of the request's cache partition
+	// (boundary/partition): a prefix policy matches the prompt only
+	// against prompts of the same partition. 0 is the model-wide one.
+	Partition uint64
 	// Share is the user's weight in the fair wait queue: while tenants
 	// wait, one of share 2 is served about twice the tokens of one of
 	// share 1. 0 means 1.

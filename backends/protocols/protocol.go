@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/boundary/members"
 	"github.com/llmedge/llmedge/wire"
 )
 
@@ -59,6 +60,11 @@ type Request struct {
 	// started to schedule by it; a protocol that has no such member
 	// ignores it.
 	Priority *int
+	// Members are the gateway's edits of the top-level members of a body
+	// carried through, whatever its format (boundary/members: the engine
+	// control members it owns set or removed); a protocol that builds its
+	// own body ignores them.
+	Members []members.Edit
 }
 
 // Result is a finished chat completion.
@@ -213,6 +219,9 @@ type Engine struct {
 	// (/metrics), which tells its own load: "vllm", "sglang", "tgi",
 	// "llamacpp"; "auto" to recognize any of them; "" when it has none.
 	Metrics string
+	// CacheSalt: the engine partitions its prefix cache by a request's
+	// "cache_salt" (vLLM), which the gateway then sets per tenant.
+	CacheSalt bool
 }
 
 // Speaker is implemented by a protocol that takes requests in wire

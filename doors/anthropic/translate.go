@@ -29,6 +29,7 @@ import (
 //	tool_choice.disable_parallel_tool_use: true     parallel_tool_calls: false
 //	thinking {type: disabled}, service_tier,
 //	  cache_control, container: null               nothing (they ask for nothing)
+//	priority, cache_salt                            nothing (the gateway sets its own)
 //
 // Messages: a string content stays a string; text blocks become text
 // parts (one alone, a string); an image block (a base64 source, or a url
@@ -142,6 +143,9 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 		case "service_tier", "cache_control", "container":
 			// Hints about Anthropic's own service: they ask nothing of a
 			// model.
+		case "priority", "cache_salt":
+			// The gateway's own (boundary/members): it sets its values on
+			// the translation, never the client's.
 		default:
 			return nil, &untranslatable{param: m.Name, what: "'" + m.Name + "'"}
 		}

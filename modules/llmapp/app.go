@@ -80,6 +80,11 @@ type App struct {
 	SigningAlg     string `json:"signing_alg,omitempty"`
 	HMACSecret     string `json:"hmac_secret,omitempty"`
 	HMACSecretFile string `json:"hmac_secret_file,omitempty"`
+	// CacheSecret or CacheSecretFile is the secret the cache partitions'
+	// keys and engine salts derive from, the same on every instance; by
+	// default one made once and kept in Caddy's storage.
+	CacheSecret     string `json:"cache_secret,omitempty"`
+	CacheSecretFile string `json:"cache_secret_file,omitempty"`
 	// KeyRotation makes a new signing key when the active one is older;
 	// 0 never rotates on a schedule (`llmedge rotate-keys` still does).
 	KeyRotation caddy.Duration `json:"key_rotation,omitempty"`
@@ -227,6 +232,10 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	keys, err := a.cacheKeys(ctx, repl)
+	if err != nil {
+		return err
+	}
 	a.client = newReplicaClient(time.Duration(a.DialTimeout))
 	if a.fleet, err = a.buildFleet(ctx, repl); err != nil {
 		return err
@@ -263,6 +272,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Aliases:      names.aliases,
 			FallbackOff:  a.FallbackDefault == "off",
 			PriorityOf:   priorityOf(a.creds.Users(), a.tierPriorities()),
+			CacheKeys:    keys,
 		},
 	}
 	if a.ledger != nil {

@@ -119,6 +119,9 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	}
 	m.EnginePriority = slices.Clone(mc.EnginePriority)
 	m.Adapters = mc.Adapters.build()
+	if err := mc.applyBoundary(m); err != nil {
+		return fleet.Spec{}, err
+	}
 	qlen, qtimeout := mc.Queue.options()
 	s := fleet.Spec{
 		Model:  m,

@@ -52,6 +52,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		signing_alg       EdDSA|ES256|HS256
 //		hmac_secret       <secret>
 //		hmac_secret_file  <path>
+//		cache_secret      <secret>           # cache partitions' keys and salts; default: kept in storage
+//		cache_secret_file <path>
 //		key_rotation      <duration>
 //		key_refresh       <duration>
 //		users_file_refresh <duration>
@@ -351,6 +353,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneString(d, &a.HMACSecret)
 		case "hmac_secret_file":
 			err = oneString(d, &a.HMACSecretFile)
+		case "cache_secret":
+			err = oneString(d, &a.CacheSecret)
+		case "cache_secret_file":
+			err = oneString(d, &a.CacheSecretFile)
 		case "key_rotation":
 			err = positiveDuration(d, d.Val(), &a.KeyRotation)
 		case "key_refresh":

@@ -166,6 +166,8 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("fallback: want at least one model for model %q", m.Name)
 			}
 			m.Fallbacks = append(m.Fallbacks, args...)
+		case "cache_sharing", "cache_salt", "allow_members":
+			_, err = m.boundaryOption(d, opt)
 		default:
 			return d.Errf("unrecognized option %q in model %q", d.Val(), m.Name)
 		}

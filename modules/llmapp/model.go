@@ -108,6 +108,15 @@ type ModelConfig struct {
 	// Adapters configures the model's LoRA adapters (adapters.go); nil
 	// for a model without.
 	Adapters *AdaptersConfig `json:"adapters,omitempty"`
+	// CacheSharing says who shares a cache partition (the prefix index,
+	// the engines' salt): principal (default), team or model.
+	CacheSharing string `json:"cache_sharing,omitempty"`
+	// CacheSalt says which replicas get the partition's cache_salt: auto
+	// (default: those whose protocol is vllm), on (every one), off.
+	CacheSalt string `json:"cache_salt,omitempty"`
+	// AllowMembers are engine-control members clients may send to the
+	// model's engines as they wrote them (boundary/members).
+	AllowMembers []string `json:"allow_members,omitempty"`
 }
 
 // RolloutShare is one model of a rollout and its weight.

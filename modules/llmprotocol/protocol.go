@@ -102,7 +102,7 @@ func (OpenAI) Engine() protocols.Engine {
 
 // Engine implements protocols.Describer.
 func (VLLM) Engine() protocols.Engine {
-	return protocols.Engine{HealthPath: "/health", Metrics: "vllm"}
+	return protocols.Engine{HealthPath: "/health", Metrics: "vllm", CacheSalt: true}
 }
 
 // Engine implements protocols.Describer.

@@ -13,7 +13,7 @@ import (
 func TestProtocolsDescribeTheirEngines(t *testing.T) {
 	want := map[string]protocols.Engine{
 		"openai":   {HealthPath: "/health", Metrics: "auto"},
-		"vllm":     {HealthPath: "/health", Metrics: "vllm"},
+		"vllm":     {HealthPath: "/health", Metrics: "vllm", CacheSalt: true},
 		"sglang":   {HealthPath: "/health", Metrics: "sglang"},
 		"tgi":      {HealthPath: "/health", Metrics: "tgi"},
 		"llamacpp": {HealthPath: "/health", Metrics: "llamacpp"},

@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 
@@ -90,11 +91,29 @@ func (h Hasher) MaxBlocks() int { return h.maxBlocks }
 // callers on the request path should reuse a buffer (a sync.Pool, or an
 // array on the stack).
 func (h Hasher) Append(dst []uint64, msgs []api.Message) []uint64 {
+	return h.AppendIn(dst, 0, msgs)
+}
+
+// AppendIn is Append within a cache partition: the chain is seeded with
+// the model and partition (a key of boundary/partition; 0 is the
+// model-wide partition, Append's), so that the prompts of two partitions
+// share no block, however alike, while the same partition's hashes are the
+// same on every instance that has its key.
+func (h Hasher) AppendIn(dst []uint64, partition uint64, msgs []api.Message) []uint64 {
 	if h.blockSize == 0 {
 		return dst // the zero Hasher: nothing sensible to hash with
 	}
+	seed := h.seed
+	if partition != 0 {
+		// Mixed rather than XORed in: a partition key equal to the model's
+		// seed must not give the unseeded chain.
+		var pair [16]byte
+		binary.LittleEndian.PutUint64(pair[:8], h.seed)
+		binary.LittleEndian.PutUint64(pair[8:], partition)
+		seed = xxhash.Sum64(pair[:])
+	}
 	w := chainWriter{size: h.blockSize, left: h.maxBlocks, out: dst}
-	w.d.ResetWithSeed(h.seed)
+	w.d.ResetWithSeed(seed)
 	for i := range msgs {
 		if !w.field(msgs[i].Role) || !w.raw(endRole) ||
 			!w.field(msgs[i].Written()) || !w.raw(endMessage) {

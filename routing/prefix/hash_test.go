@@ -203,3 +203,31 @@ func TestAppendAllocs(t *testing.T) {
 		t.Fatalf("Append allocates %v times per call", n)
 	}
 }
+
+// A partition seeds the chain: no block of one partition's prompt is a
+// block of another's, and partition 0 is Append's chain.
+func TestAppendInPartitions(t *testing.T) {
+	h, err := NewHasher("m", 16, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs := []api.Message{{Role: "user", Content: strings.Repeat("the same prompt, ", 20)}}
+	plain := h.Append(nil, msgs)
+	if got := h.AppendIn(nil, 0, msgs); !slices.Equal(got, plain) {
+		t.Error("partition 0 is not Append's chain")
+	}
+	a, b := h.AppendIn(nil, 1, msgs), h.AppendIn(nil, 2, msgs)
+	if !slices.Equal(a, h.AppendIn(nil, 1, msgs)) {
+		t.Error("one partition hashes one prompt two ways")
+	}
+	seen := map[uint64]bool{}
+	for _, x := range slices.Concat(plain, a, b) {
+		if seen[x] {
+			t.Fatalf("a block shared across partitions")
+		}
+		seen[x] = true
+	}
+	if n := testing.AllocsPerRun(50, func() { a = h.AppendIn(a[:0], 7, msgs) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

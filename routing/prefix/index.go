@@ -161,6 +161,12 @@ func (x *Index) Hash(dst []uint64, msgs []api.Message) []uint64 {
 	return x.hasher.Append(dst, msgs)
 }
 
+// HashIn appends the block hashes of msgs within a cache partition to
+// dst; see Hasher.AppendIn.
+func (x *Index) HashIn(dst []uint64, partition uint64, msgs []api.Message) []uint64 {
+	return x.hasher.AppendIn(dst, partition, msgs)
+}
+
 // common returns how many leading hashes run and q share, knowing that
 // they share the first. Chained hashes agree up to some block and differ
 // from there on, so the last common position decides, and bisection finds

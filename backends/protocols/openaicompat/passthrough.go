@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/boundary/members"
 	"github.com/llmedge/llmedge/internal/jsonx"
 	"github.com/llmedge/llmedge/wire"
 )
@@ -40,7 +41,9 @@ func passes(req *protocols.Request) bool {
 // streams what the client did not ask to, and, on a stream,
 // stream_options.include_usage, which the gateway needs for its token
 // accounting (the door drops the usage event when the client did not ask
-// for it); a Responses request without "store" gets "store": false.
+// for it); a Responses request without "store" gets "store": false; and
+// the engine-control members the gateway owns (Request.Members: priority,
+// cache_salt) set or removed.
 func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 	return wire.Apply(b, req.Wire.Body, passEdits(req, stream))
 }
@@ -81,7 +84,8 @@ func passBody(req *protocols.Request, stream bool) (pieces net.Buffers, n int) {
 func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	w := req.Wire
 	edits := make([]wire.Edit, 0, 4)
-	for i, m := range w.Members {
+	memberEdits := req.Members // the engine-control members the gateway owns
+	for _, m := range w.Members {
 		if m.Name != "model" {
 			continue
 		}
@@ -89,12 +93,14 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 		case req.Model == "" && anthropicFormat(w.Format):
 			// Anthropic's API requires a model: the client's name stays.
 		case req.Model == "":
-			edits = append(edits, wire.RemoveMember(w.Members, i))
+			// Removed with the member edits, which know which others go.
+			memberEdits = append(memberEdits[:len(memberEdits):len(memberEdits)], members.Edit{Name: "model"})
 		default:
 			edits = append(edits, wire.Replace(m.Value, jsonx.String(nil, req.Model)))
 		}
 		break
 	}
+	edits = members.Apply(edits, w.Object, w.Members, memberEdits)
 	switch {
 	case req.AddSystem == "":
 	case anthropicFormat(w.Format):
@@ -112,9 +118,6 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	}
 	if req.Continue != "" && w.Format == api.FormatOpenAIChat && len(w.Messages) > 0 {
 		edits = continueEdits(edits, w, req.Continue)
-	}
-	if req.Priority != nil && (w.Format == api.FormatOpenAIChat || w.Format == api.FormatOpenAICompletions) {
-		edits = setMember(edits, w, "priority", jsonx.Int(nil, int64(*req.Priority)))
 	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings && !anthropicFormat(w.Format) {
 		// A client that wants one answer of a model that streams from
