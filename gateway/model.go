@@ -7,6 +7,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/discovery"
 )
 
@@ -74,6 +75,9 @@ type Model struct {
 	// Adapters, when set, are the LoRA adapters requests may ask the
 	// model's replicas for (adapters.go).
 	Adapters *Adapters
+	// Caps bound what one request may ask of the model's engines: its
+	// generations (n, best_of) and its prompt's estimated tokens.
+	Caps reserve.Caps
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

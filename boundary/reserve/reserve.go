@@ -114,9 +114,12 @@ func Of(w *api.Wire) Count {
 		case m.Name == "messages" || m.Name == "system" || (m.Name == "input" && w.Format == api.FormatOpenAIResponses):
 			c.Bytes += len(v.Raw)
 			c.Tokens += media(v, 0)
-			if m.Name == "messages" || m.Name == "input" {
+			switch {
+			case m.Name == "messages" && w.Messages != nil:
+				c.Messages += len(w.Messages) // the door counted them
+			case m.Name == "messages" || m.Name == "input":
 				c.Messages += items(v)
-			} else {
+			default:
 				c.Messages++
 			}
 		case (m.Name == "prompt" && w.Format == api.FormatOpenAICompletions) ||
@@ -134,6 +137,22 @@ func Of(w *api.Wire) Count {
 	return c
 }
 
+// Generations is the most of n and best_of w asks for (at least 1), and
+// the member that asks it: what a cap on generations needs, without the
+// rest of the count.
+func Generations(w *api.Wire) (int, string) {
+	g, member := 1, ""
+	for _, m := range w.Members {
+		if m.Name == "n" || m.Name == "best_of" {
+			if n, ok := Number(m.Value); ok && n > g {
+				g, member = min(n, MaxGenerations), m.Name
+			}
+		}
+	}
+	return g, member
+}
+
+// isCap reports whether name is one of names.
 func isCap(names []string, name string) bool {
 	for _, n := range names {
 		if n == name {
