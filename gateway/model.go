@@ -135,7 +135,10 @@ func (m *Model) call(chat *api.Chat) protocols.Request {
 		if chat.SystemMessage == nil && m.SystemMessage != "" && (len(chat.Messages) == 0 || chat.Messages[0].Role != api.RoleSystem) {
 			req.AddSystem = m.SystemMessage
 		}
-		if s.MaxTokens != chat.Sampling.MaxTokens {
+		if m.MaxTokens > 0 {
+			// Under every name the engine honours: a client's smaller
+			// cap stays as written, a larger one under another name
+			// (max_tokens beside max_output_tokens) is lowered.
 			req.CapTokens = s.MaxTokens
 		}
 	}

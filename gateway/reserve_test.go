@@ -117,3 +117,19 @@ func TestAdmitCaps(t *testing.T) {
 		})
 	}
 }
+
+// TestModelCapUnderEveryName: a model's max_tokens is handed to the
+// protocol whenever it has one, so that a larger cap under another name
+// than the one the door read (max_tokens beside max_output_tokens) is
+// lowered too; the client's smaller cap is what it carries.
+func TestModelCapUnderEveryName(t *testing.T) {
+	m := &Model{MaxTokens: 20}
+	for _, tc := range []struct {
+		client, want int
+	}{{0, 20}, {10, 10}, {500, 20}} {
+		chat := &api.Chat{Sampling: api.Sampling{MaxTokens: tc.client}, Wire: &api.Wire{Format: api.FormatOpenAIResponses}}
+		if got := m.call(chat).CapTokens; got != tc.want {
+			t.Errorf("client's cap %d: CapTokens %d, want %d", tc.client, got, tc.want)
+		}
+	}
+}
