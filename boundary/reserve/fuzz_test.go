@@ -26,6 +26,17 @@ func FuzzCount(f *testing.F) {
 			return // a door refuses it
 		}
 		w := &api.Wire{Format: formats[int(fi)%len(formats)], Body: body, Object: o.Body, Members: o.Members}
+		if w.Format == api.FormatOpenAIChat {
+			// As the chat door hands it over: the messages' spans read.
+			var c wire.Chat
+			if wire.ReadChat(body, &c) != nil {
+				return
+			}
+			w.Members = c.Members
+			for _, m := range c.Items {
+				w.Messages = append(w.Messages, m.Value)
+			}
+		}
 		c := Of(w)
 		if got, floor := c.PromptTokens(), messagesOnly(w); got < floor {
 			t.Fatalf("%s: estimated %d tokens, below the messages-only %d", body, got, floor)
