@@ -284,7 +284,7 @@ func refusal(p *auth.Principal, adm *Admission, b limits.Bucket, d limits.Decisi
 		what = strconv.Itoa(b.Limit.RPM) + " requests per minute"
 	case limits.KindTokens:
 		what = strconv.Itoa(b.Limit.TPM) + " tokens per minute; this request reserves " +
-			strconv.Itoa(min(reserved, b.Limit.TPM)) + " (its prompt's estimate and its max_tokens)"
+			strconv.Itoa(min(reserved, b.Limit.TPM)) + " (its prompt's estimate and its reply cap for each generation)"
 	case limits.KindConcurrency:
 		what = strconv.Itoa(b.Limit.Concurrency) + " requests at once"
 	}
