@@ -7,28 +7,48 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/tenancy"
 )
 
-// admit runs the Admitter, when there is one: without one the stage costs
-// a nil check and nothing else.
+// admit checks the request's shape against the operator's caps (the
+// model's, tightened by the principal's tier), then runs the Admitter,
+// when there is one, with what the engine will read and generate. Without
+// either the stage costs a few checks and nothing else.
 func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
-	if p.Admitter == nil {
-		return true
-	}
 	m := p.Gateway.Models[ex.Chat.Model]
 	if m == nil {
 		return true // Serve answers that the model is not served here
 	}
+	caps := m.Caps
+	if pr := ex.Principal; pr != nil && pr.Tier != "" {
+		if tc, ok := p.TierCaps[pr.Tier]; ok {
+			caps = caps.Tighter(tc)
+		}
+	}
+	if p.Admitter == nil && caps.MaxPromptTokens <= 0 {
+		if wr := ex.Chat.Wire; wr != nil && caps.MaxGenerations > 0 {
+			if err := caps.CheckGenerations(reserve.Generations(wr)); err != nil {
+				p.reject(w, ex, err, "")
+				return false
+			}
+		}
+		return true
+	}
 	a := &ex.Admission
 	a.Principal, a.Model, a.Team = ex.Principal, ex.Chat.Model, ex.Team
-	a.PromptBytes, a.Messages = m.promptSize(&ex.Chat)
-	a.MaxTokens = ex.Chat.Sampling.MaxTokens
-	if m.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > m.MaxTokens) {
-		a.MaxTokens = m.MaxTokens
+	c := m.count(&ex.Chat)
+	m.fill(a, &ex.Chat, &c)
+	if err := caps.CheckGenerations(c.Generations, c.GenerationsMember); err != nil {
+		p.reject(w, ex, err, "")
+		return false
 	}
-	if w := ex.Chat.Wire; w != nil && w.Format == api.FormatOpenAIEmbeddings {
-		a.MaxTokens = tenancy.NoReply // an embedding generates no tokens
+	if err := caps.CheckPrompt(c.PromptTokens(), c.Largest); err != nil {
+		p.reject(w, ex, err, "")
+		return false
+	}
+	if p.Admitter == nil {
+		return true
 	}
 	start := time.Now()
 	t, err := p.Admitter.Admit(r.Context(), a, w.Header())
@@ -39,6 +59,39 @@ func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) b
 	}
 	ex.Ticket = t
 	return true
+}
+
+// count is what the request asks of m's engine: for a body carried
+// through, every member the engine reads (boundary/reserve), with the
+// model's system message when the gateway adds one; for a request the
+// door translates, its messages.
+func (m *Model) count(chat *api.Chat) reserve.Count {
+	if chat.Wire == nil {
+		c := reserve.Count{Prompts: 1, Generations: 1, ReplyCap: chat.Sampling.MaxTokens, Largest: "messages"}
+		c.Bytes, c.Messages = m.promptSize(chat)
+		return c
+	}
+	c := reserve.Of(chat.Wire)
+	if chat.SystemMessage == nil && m.SystemMessage != "" && (len(chat.Messages) == 0 || chat.Messages[0].Role != api.RoleSystem) {
+		c.Bytes += len(m.SystemMessage) // the model's default, added on the way (call)
+		c.Messages++
+	}
+	return c
+}
+
+// fill sets what a's limits reserve: every prompt's estimate, and the
+// reply cap (the smallest the body gives under any name, within the
+// model's max_tokens) for each generation of each prompt.
+func (m *Model) fill(a *tenancy.Admission, chat *api.Chat, c *reserve.Count) {
+	a.PromptBytes, a.Messages, a.ExtraTokens = c.Bytes, c.Messages, c.Tokens
+	a.Prompts, a.Generations = c.Prompts, c.Generations
+	a.MaxTokens = c.ReplyCap
+	if m.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > m.MaxTokens) {
+		a.MaxTokens = m.MaxTokens
+	}
+	if w := chat.Wire; w != nil && (w.Format == api.FormatOpenAIEmbeddings || w.Format == api.FormatAnthropicCountTokens) {
+		a.MaxTokens = tenancy.NoReply // an embedding, a count: no tokens generated
+	}
 }
 
 // route serves the request, then settles its ticket, even if serving
@@ -58,14 +111,8 @@ func (p *Pipeline) route(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 func (p *Pipeline) admitFallback(ctx context.Context, ex *Exchange, m *Model) *api.Error {
 	a := ex.Admission
 	a.Principal, a.Model, a.Fallback = ex.Principal, m.Name, true
-	a.PromptBytes, a.Messages = m.promptSize(&ex.Chat)
-	a.MaxTokens = ex.Chat.Sampling.MaxTokens
-	if m.MaxTokens > 0 && (a.MaxTokens == 0 || a.MaxTokens > m.MaxTokens) {
-		a.MaxTokens = m.MaxTokens
-	}
-	if w := ex.Chat.Wire; w != nil && w.Format == api.FormatOpenAIEmbeddings {
-		a.MaxTokens = tenancy.NoReply
-	}
+	c := m.count(&ex.Chat)
+	m.fill(&a, &ex.Chat, &c)
 	t, err := p.Admitter.Admit(ctx, &a, http.Header{})
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/boundary/members"
 	"github.com/llmedge/llmedge/boundary/partition"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/discovery"
 )
 
@@ -85,6 +86,9 @@ type Model struct {
 	CacheSharing partition.Sharing
 	// CacheSalt says which replicas get the partition's salt.
 	CacheSalt CacheSalt
+	// Caps bound what one request may ask of the model's engines: its
+	// generations (n, best_of) and its prompt's estimated tokens.
+	Caps reserve.Caps
 }
 
 // Timeouts bound one request. Zero fields take the defaults.
@@ -142,7 +146,10 @@ func (m *Model) call(chat *api.Chat) protocols.Request {
 		if chat.SystemMessage == nil && m.SystemMessage != "" && (len(chat.Messages) == 0 || chat.Messages[0].Role != api.RoleSystem) {
 			req.AddSystem = m.SystemMessage
 		}
-		if s.MaxTokens != chat.Sampling.MaxTokens {
+		if m.MaxTokens > 0 {
+			// Under every name the engine honours: a client's smaller
+			// cap stays as written, a larger one under another name
+			// (max_tokens beside max_output_tokens) is lowered.
 			req.CapTokens = s.MaxTokens
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/tenancy"
 )
 
@@ -51,6 +52,8 @@ type Pipeline struct {
 	MaxHeaderBytes int
 	// Admitter, when set, applies the tenants' limits (StageAdmitted).
 	Admitter tenancy.Admitter
+	// TierCaps tighten a model's Caps for the principals of a tier.
+	TierCaps map[string]reserve.Caps
 	// Teams, when set, finds a principal's team, whose models cap the
 	// principal's scopes (StageAuthorized); tenancy.Service implements it.
 	Teams Teams

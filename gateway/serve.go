@@ -160,6 +160,16 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 	m *Model, sse *sseWriter, ans *Answer, to Timeouts) error {
 	chat := &ex.Chat
 	call := m.call(chat)
+	if r := ex.Admission.Reply; r > 0 {
+		// What the limits reserved for each generation is the most any
+		// may take, under every name the engine honours.
+		if chat.Wire != nil && (call.CapTokens == 0 || r < call.CapTokens) {
+			call.CapTokens = r
+		}
+		if call.MaxTokens == 0 || r < call.MaxTokens {
+			call.MaxTokens = r
+		}
+	}
 	if len(m.EnginePriority) == len(api.Priorities) {
 		call.Priority = &m.EnginePriority[ex.Priority.Index()]
 	}

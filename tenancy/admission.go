@@ -29,10 +29,22 @@ type Admission struct {
 	// receive it (the system message actually sent included), for a cheap
 	// estimate of its tokens.
 	PromptBytes, Messages int
+	// ExtraTokens are prompt tokens counted directly rather than from
+	// bytes (media parts at their fixed cost), added to the estimate.
+	ExtraTokens int
+	// Prompts is the number of prompts (a batched completion's; 0 or 1
+	// for one), and Generations the generations asked of each (n,
+	// best_of; 0 or 1 for one): each prompt's each generation may take a
+	// whole reply. PromptBytes and Messages cover every prompt.
+	Prompts, Generations int
 	// MaxTokens is the reply cap the replica is given: the client's
-	// max_tokens within the model's; 0 when neither sets one; NoReply
-	// for a request that generates no tokens (embeddings).
+	// smallest under any name within the model's; 0 when neither sets
+	// one; NoReply for a request that generates no tokens (embeddings).
 	MaxTokens int
+	// Reply is set by the limits admitter to the reply cap it reserved
+	// for each generation (MaxTokens, or its default reservation): the
+	// gateway then caps the request's reply at it, under every name.
+	Reply int
 	// Fallback: the request, already admitted for the model it asked
 	// for, is about to be served by Model, its fallback, because no
 	// replica of the first could take it. The limits of the user and key

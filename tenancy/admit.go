@@ -137,12 +137,16 @@ func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Head
 	case reply <= 0:
 		reply = ad.l.ReplyReservation
 	}
-	prompt := limits.EstimateTokens(adm.PromptBytes, adm.Messages)
+	adm.Reply = reply
+	prompt := limits.EstimateTokens(adm.PromptBytes, adm.Messages) + adm.ExtraTokens
+	// Every generation of every prompt may take a whole reply.
+	replies := satMul(satMul(max(adm.Prompts, 1), max(adm.Generations, 1)), reply)
+	tokens := satAdd(prompt, replies)
 	tk := &ticket{prompt: prompt, model: adm.Model, cost: ad.l.Cost}
 	if len(cs) > 0 {
-		breq := limits.BudgetRequest{Charges: cs, Tokens: prompt + reply}
+		breq := limits.BudgetRequest{Charges: cs, Tokens: tokens}
 		if ad.l.Cost != nil {
-			breq.Cost = ad.l.Cost(adm.Model, prompt, 0, reply)
+			breq.Cost = ad.l.Cost(adm.Model, prompt, 0, replies)
 		}
 		bt, d := ad.lim.AdmitBudgets(ctx, &breq)
 		if !d.Allowed {
@@ -157,7 +161,7 @@ func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Head
 		tk.bt = bt
 	}
 	if len(bs) > 0 {
-		req := limits.Request{Buckets: bs, Tokens: prompt + reply}
+		req := limits.Request{Buckets: bs, Tokens: tokens}
 		t, d := ad.lim.Admit(ctx, &req)
 		setRateHeaders(h, d)
 		if !d.Allowed {
@@ -173,6 +177,24 @@ func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Head
 	}
 	return tk, nil
 }
+
+// maxReservation bounds a reservation: far above any limit, far below
+// what the limiter's arithmetic can hold.
+const maxReservation = 1 << 52
+
+// satMul and satAdd compute a reservation without wrapping: n × 128
+// generations × a reply cap of 2³¹ must stay a huge positive number.
+func satMul(a, b int) int {
+	if a <= 0 || b <= 0 {
+		return 0
+	}
+	if a > maxReservation/b {
+		return maxReservation
+	}
+	return a * b
+}
+
+func satAdd(a, b int) int { return min(a+b, maxReservation) }
 
 // ticket settles a limits.Ticket and a limits.BudgetTicket (either may
 // be nil) with the request's real usage.
@@ -262,7 +284,7 @@ func refusal(p *auth.Principal, adm *Admission, b limits.Bucket, d limits.Decisi
 		what = strconv.Itoa(b.Limit.RPM) + " requests per minute"
 	case limits.KindTokens:
 		what = strconv.Itoa(b.Limit.TPM) + " tokens per minute; this request reserves " +
-			strconv.Itoa(min(reserved, b.Limit.TPM)) + " (its prompt's estimate and its max_tokens)"
+			strconv.Itoa(min(reserved, b.Limit.TPM)) + " (its prompt's estimate and its reply cap for each generation)"
 	case limits.KindConcurrency:
 		what = strconv.Itoa(b.Limit.Concurrency) + " requests at once"
 	}

@@ -259,6 +259,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		MaxHeaderBytes: a.Limits.WithDefaults().MaxHeaderBytes,
 		BodyTimeout:    time.Duration(a.BodyTimeout),
 		Admitter:       admit,
+		TierCaps:       a.tierCaps(),
 		Teams:          a.teams(),
 		Gateway: &gateway.Gateway{
 			Models:       a.fleet.Models(),
@@ -367,6 +368,9 @@ func (a *App) Validate() error {
 		}
 		if _, err := api.ParsePriority(t.Priority); err != nil {
 			return fmt.Errorf("tier %s: %w", name, err)
+		}
+		if err := t.CapsConfig.validate("tier " + name); err != nil {
+			return err
 		}
 	}
 	if err := a.validateTeams(seen); err != nil {

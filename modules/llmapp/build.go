@@ -13,6 +13,7 @@ import (
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/backends/scrape"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/discovery"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmdialect"
@@ -102,6 +103,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 		UpstreamModel:  mc.UpstreamModel,
 		SystemMessage:  mc.SystemMessage,
 		MaxTokens:      mc.MaxTokens,
+		Caps:           mc.CapsConfig.caps(reserve.DefaultMaxGenerations),
 		StreamUpstream: mc.StreamUpstream == StreamUpstreamAlways,
 		APIKey:         apiKey,
 		MaxAttempts:    mc.MaxAttempts,

@@ -72,7 +72,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		trust <issuer URL> {                # a trusted OpenID provider (docs/identity.md)
 //			audience <aud>...; grant <claim> <value> -> <model>...; tier <claim> <value> -> <tier>; ...
 //		}
-//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off; weight <x>; budget ... }   # limits of mapped identities
+//		tier <name> { rpm <n>|off; tpm <n>|off; concurrency <n>|off; weight <x>; budget ...; max_generations <n>|off; max_prompt_tokens <n>|off }   # limits of mapped identities
 //		team <name> [{                      # a team: its models cap its members', its limits and budgets add to theirs
 //			models <model>...; rpm <n>|off; tpm <n>|off; concurrency <n>|off
 //			budget <tokens|cost> <amount>|off per <day|month>   # repeatable
@@ -116,6 +116,8 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //			upstream_model      <name>
 //			system_message      <text>
 //			max_tokens          <n>
+//			max_generations     <n>|off                    # n, best_of a request may ask; default 16
+//			max_prompt_tokens   <n>|off                    # a request's prompt, estimated; default off
 //			price               <input> <cached> <output>  # per million tokens, for the ledger
 //			api_key             <key>
 //			api_key_env         <VAR>
@@ -221,6 +223,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				}
 				if opt == "budget" {
 					return true, parseBudgetOption(d, "tier "+args[0], &budgets)
+				}
+				if known, err := parseCapsOption(d, "tier "+args[0], opt, &tc.CapsConfig); known {
+					return true, err
 				}
 				if opt != "weight" {
 					return false, nil

@@ -77,6 +77,8 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneString(d, &m.SystemMessage)
 		case "max_tokens":
 			err = positiveInt(d, opt, &m.MaxTokens)
+		case "max_generations", "max_prompt_tokens":
+			_, err = parseCapsOption(d, "model "+m.Name, opt, &m.CapsConfig)
 		case "price":
 			m.Price, err = parsePrice(d)
 		case "api_key":

@@ -24,6 +24,9 @@ type TierConfig struct {
 	// Priority is the class of work of the tier's users' requests under
 	// overload: critical, standard (default) or sheddable.
 	Priority string `json:"priority,omitempty"`
+	// CapsConfig tightens the models' bounds on one request for the
+	// tier's users.
+	CapsConfig
 }
 
 // identityStatus is an authenticator that reports trusted issuers' keys.

@@ -35,6 +35,9 @@ type ModelConfig struct {
 	SystemMessage string `json:"system_message,omitempty"`
 	// MaxTokens caps replies.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// CapsConfig bounds what one request may ask: its generations and
+	// its prompt's size.
+	CapsConfig
 	// Price is what the model's tokens cost, per million, for the usage
 	// ledger's records.
 	Price *ledger.Price `json:"price,omitempty"`
@@ -156,6 +159,9 @@ func (mc *ModelConfig) validate() error {
 		if n.v < 0 {
 			return fmt.Errorf("model %q: %s must be positive, got %d", mc.Name, n.name, n.v)
 		}
+	}
+	if err := mc.CapsConfig.validate("model " + mc.Name); err != nil {
+		return err
 	}
 	if mc.Continuations < -1 {
 		return fmt.Errorf("model %q: continuations must be positive, or -1 (off), got %d", mc.Name, mc.Continuations)

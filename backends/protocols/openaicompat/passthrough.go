@@ -8,6 +8,7 @@ import (
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/boundary/members"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/internal/jsonx"
 	"github.com/llmedge/llmedge/wire"
 )
@@ -139,35 +140,42 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	return edits
 }
 
-// replyCaps are the members that cap a reply, by format.
-var replyCaps = map[api.Format][]string{
-	api.FormatOpenAIChat:        {"max_completion_tokens", "max_tokens"},
-	api.FormatOpenAICompletions: {"max_tokens"},
-	api.FormatOpenAIResponses:   {"max_output_tokens"},
-	api.FormatAnthropicMessages: {"max_tokens"},
-}
-
-// capTokens sets every reply cap the body gives to n, or adds the
-// format's first one.
+// capTokens makes n the most any reply cap of the body says, under every
+// name the engine honours for the format (reserve.CapNames): a cap above
+// n, or one that is not a plain count, becomes n; a smaller one stays; a
+// body that gives none gets the format's usual one.
 func capTokens(edits []wire.Edit, w *api.Wire, n int) []wire.Edit {
-	names := replyCaps[w.Format]
+	names := reserve.CapNames(w.Format)
 	if len(names) == 0 {
 		return edits
 	}
 	val := strconv.AppendInt(nil, int64(n), 10)
 	found := false
 	for _, m := range w.Members {
-		for _, name := range names {
-			if m.Name == name && m.Value.Given() {
-				edits = append(edits, wire.Replace(m.Value, val))
-				found = true
-			}
+		if !slices.Contains(names, m.Name) || !m.Value.Given() {
+			continue
 		}
+		found = true
+		if c, ok := reserve.Number(m.Value); ok && c > 0 && c <= n && digits(m.Value.Raw) {
+			continue
+		}
+		edits = append(edits, wire.Replace(m.Value, val))
 	}
 	if !found {
 		edits = addOrReplace(edits, w, names[len(names)-1], val)
 	}
 	return edits
+}
+
+// digits: b is a plain JSON integer, not a string, a fraction or an
+// exponent an engine might read otherwise.
+func digits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 // streamOn makes "stream" true, unless the client made it so.
