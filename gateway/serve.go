@@ -66,6 +66,7 @@ const DefaultPingInterval = 15 * time.Second
 // model, calls it, retries on another replica while the client has seen
 // nothing, and answers through ex.Door.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
+	ex.admitted = true
 	defer g.observe(ex)
 	chat := &ex.Chat
 	m := g.Models[chat.Model]
