@@ -29,6 +29,13 @@ type Gateway struct {
 	// Client sends requests to replicas; it owns dialing and connection
 	// reuse, while per-request deadlines come from the Model's Timeouts.
 	Client *http.Client
+	// UsageDrain is how long a stream's replica is still read once its
+	// client has left, for the usage its end reports (then the request is
+	// recorded and settled with the tokens the replica generated, not 0);
+	// past it, the usage is estimated from the text received. 0 means
+	// DefaultUsageDrain, negative turns it off. The request's total
+	// timeout bounds it too.
+	UsageDrain time.Duration
 	// PingInterval spaces ": ping" comments while a stream waits for its
 	// first token; 0 means 15 s, negative turns pings off.
 	PingInterval time.Duration
@@ -275,8 +282,11 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			m.Adapters.Known.Forget(rep.URL, adapter) // the next try loads it anew
 		}
 		if clientGone {
-			ex.Status = statusClientGone
-			return nil // nobody to answer; the replica request is already cancelled
+			if res != nil && sp.continuing && res.UsageKnown {
+				res.Usage = ContinuedUsage(res.Usage, sp.before)
+			}
+			g.clientLeft(ex, m, res) // what it used, read from the replica or estimated
+			return nil               // nobody to answer; the replica request is over
 		}
 		g.logger().Warn("replica attempt failed",
 			zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),
