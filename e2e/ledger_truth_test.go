@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +18,10 @@ import (
 	"github.com/llmedge/llmedge/internal/freeport"
 	"github.com/llmedge/llmedge/internal/pgtest"
 )
+
+// tokenChunk matches a stream's chunk that carries text (the first
+// carries the role and no text).
+var tokenChunk = regexp.MustCompile(`"content":"[^"]`)
 
 // ledgerStore is a ledger the truth tests run on: its lines of the
 // llmedge option, the gateway's environment, and how to read its table
@@ -168,35 +173,59 @@ func TestLedgerTellsTheTruth(t *testing.T) {
 
 		t.Run("a stream the client leaves is recorded with what was generated", func(t *testing.T) {
 			tok := g.Token(t, "st", "demo", "")
-			before := long.Stats(t).Completed
-			resp := g.chatWith(t, g.Client, tok, `{"model":"long",`+hello+`,"stream":true}`)
-			if resp.StatusCode != 200 {
-				t.Fatalf("stream: %s", resp.Status)
-			}
-			// Read 30 of the 40 tokens' chunks, then leave.
-			sc := bufio.NewScanner(resp.Body)
-			chunks := 0
-			for chunks < 30 && sc.Scan() {
-				if strings.HasPrefix(sc.Text(), "data: {") && strings.Contains(sc.Text(), `"content"`) {
-					chunks++
+			charged := 0
+			// leave reads 30 of the 40 tokens' chunks of a stream, leaves,
+			// and returns the request's record, the nth of st's.
+			leave := func(t *testing.T, nth int) ledgerRow {
+				resp := g.chatWith(t, g.Client, tok, `{"model":"long",`+hello+`,"stream":true}`)
+				if resp.StatusCode != 200 {
+					t.Fatalf("stream: %s", resp.Status)
 				}
+				sc := bufio.NewScanner(resp.Body)
+				chunks := 0
+				for chunks < 30 && sc.Scan() {
+					if strings.HasPrefix(sc.Text(), "data: {") && tokenChunk.MatchString(sc.Text()) {
+						chunks++
+					}
+				}
+				resp.Body.Close()
+				if chunks != 30 {
+					t.Fatalf("read %d chunks before leaving, want 30", chunks)
+				}
+				rec := waitRows(t, db, "user_name = 'st'", nth)[nth-1]
+				if want := float64(rec.prompt+rec.completion) / 1e6; rec.status != 499 || rec.prompt == 0 || math.Abs(rec.cost-want) > 1e-12 {
+					t.Fatalf("record %+v; want 499, a prompt, cost %g", rec, want)
+				}
+				// The budget is charged what the record says.
+				charged += rec.prompt + rec.completion
+				waitFor(t, 5*time.Second, func() bool { return budget("st", "tokens") == float64(charged) })
+				return rec
 			}
-			resp.Body.Close()
-			if chunks != 30 {
-				t.Fatalf("read %d chunks before leaving, want 30", chunks)
+
+			// By default the engine's request ends with the client's: the
+			// tokens relayed are recorded, the engine having stopped.
+			cancelled := long.Stats(t).Cancelled
+			rec := leave(t, 1)
+			if rec.completion < 30 || rec.completion >= 40 {
+				t.Fatalf("record %+v; want the 30 or so tokens relayed", rec)
 			}
-			rec := waitRows(t, db, "user_name = 'st'", 1)[0]
-			// The engine went on to its 40th token within the drain: its
-			// own count is recorded, at the price, and charged.
-			if rec.status != 499 || rec.completion < 30 || rec.completion > 40 || rec.prompt == 0 {
-				t.Fatalf("record %+v; want 499 with 30 to 40 completion tokens", rec)
+			waitFor(t, 5*time.Second, func() bool { return long.Stats(t).Cancelled == cancelled+1 })
+			t.Logf("no drain: the client read 30 of 40 tokens, %d recorded, the engine's request cancelled", rec.completion)
+
+			// With usage_drain, the engine's stream is read on to its end,
+			// within the drain: its own count of all 40 is recorded.
+			g.Reload(t, func(c string) string {
+				return strings.Replace(c, "\t\tuser st ", "\t\tusage_drain 3s\n\t\tuser st ", 1)
+			})
+			completed := long.Stats(t).Completed
+			rec = leave(t, 2)
+			if rec.completion != 40 {
+				t.Fatalf("record %+v; want the engine's 40 completion tokens", rec)
 			}
-			t.Logf("the client read 30 of 40 tokens; recorded %d completion tokens (the engine completed %d more answers)",
-				rec.completion, long.Stats(t).Completed-before)
-			if want := float64(rec.prompt+rec.completion) / 1e6; math.Abs(rec.cost-want) > 1e-12 {
-				t.Errorf("cost %g, want %g", rec.cost, want)
+			if got := long.Stats(t).Completed; got != completed+1 {
+				t.Errorf("the engine completed %d answers, want 1", got-completed)
 			}
-			waitFor(t, 5*time.Second, func() bool { return budget("st", "tokens") == float64(rec.prompt+rec.completion) })
+			t.Logf("usage_drain 3s: the client read 30 of 40 tokens, %d recorded, from the engine's usage", rec.completion)
 		})
 
 		t.Run("the gateway's id is the record's, the client's kept beside it", func(t *testing.T) {

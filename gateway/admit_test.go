@@ -86,10 +86,10 @@ func TestAdmissionStage(t *testing.T) {
 		{name: "client left mid-stream: settled with what was relayed", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"aa", "bb", "cc", "dd"}, hangAfter: 2}, stream: true,
 			cancelAfter: 150 * time.Millisecond, wantCalls: 1, // before the idle timeout (300ms)
-			// The replica hangs: its usage never comes, and the estimate
-			// (the prompt's, 4 bytes of text a token) is recorded and settled.
+			// The replica hangs: its usage never comes, and the gateway's
+			// count (the prompt's estimate, the 2 tokens relayed) is settled.
 			want: &tenancy.Settlement{Status: statusClientGone, Served: true, Relayed: 4, Model: "qwen",
-				Usage: api.Usage{PromptTokens: 13, CompletionTokens: 1, TotalTokens: 14}}},
+				UsageKnown: true, Usage: api.Usage{PromptTokens: 13, CompletionTokens: 2, TotalTokens: 15}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -115,6 +115,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 			watchdog.Reset(to.Idle)
 		}
 		if d.Token {
+			ex.relayedTokens++
 			// What a continuation needs to know of the stream: its tokens
 			// so far, and whether it carried output other than text (a
 			// tool call, reasoning), which is never spliced.

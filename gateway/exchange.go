@@ -71,11 +71,15 @@ type Exchange struct {
 	Status      int
 	StreamError bool
 
-	// UsageKnown: Usage is the replica's own count.
+	// UsageKnown: Usage is the replica's own count, or for a request
+	// whose client left, the gateway's count of it (clientLeft).
 	UsageKnown bool
 	// Relayed counts the bytes of answer text received from replicas, for
 	// an estimate of the usage when none was reported.
 	Relayed int
+	// relayedTokens counts the token events received from replicas, the
+	// completion of a request whose client left (clientLeft).
+	relayedTokens int
 	// Priority is the request's class of work (StageAdmitted on): its
 	// credential's, lowered by the client's Llmedge-Priority header.
 	Priority api.Priority

@@ -10,20 +10,8 @@ import (
 	"github.com/llmedge/llmedge/limits"
 )
 
-// DefaultUsageDrain is how long a stream's replica is still read once its
-// client has left, for the usage its last event reports.
-const DefaultUsageDrain = 2 * time.Second
-
-// usageDrain is Gateway.UsageDrain with its default; 0 when off.
-func (g *Gateway) usageDrain() time.Duration {
-	switch {
-	case g.UsageDrain == 0:
-		return DefaultUsageDrain
-	case g.UsageDrain < 0:
-		return 0
-	}
-	return g.UsageDrain
-}
+// usageDrain is Gateway.UsageDrain; 0 when off.
+func (g *Gateway) usageDrain() time.Duration { return max(g.UsageDrain, 0) }
 
 // outliveClient is the context of a stream's attempt: ctx's values, and
 // its end when the request's total time passes, but not at once when the
@@ -65,10 +53,13 @@ func outliveClient(ctx context.Context, drain time.Duration) (actx context.Conte
 }
 
 // clientLeft settles ex, whose client left: 499, with the replica's own
-// count when the attempt read the answer to its end (res), and otherwise
-// an estimate, the prompt's and the answer's text received at about 4
-// bytes a token, as the limits settle it. A request that reached no
-// replica used nothing.
+// count when the attempt read the answer to its end (res, within the
+// drain), and otherwise with what the gateway counted: the prompt's
+// estimate (as the limits reserve it) and the tokens relayed (one per
+// token event, as engines stream them). That count stands for the
+// replica's in the ledger and in the limits' settlement alike
+// (UsageKnown): a request the client leaves is charged what it used,
+// never 0. A request that reached no replica used nothing.
 func (g *Gateway) clientLeft(ex *Exchange, m *Model, res *protocols.Result) {
 	ex.Status = statusClientGone
 	if res != nil && res.UsageKnown {
@@ -85,6 +76,7 @@ func (g *Gateway) clientLeft(ex *Exchange, m *Model, res *protocols.Result) {
 	}
 	u := &ex.Usage
 	u.PromptTokens = limits.EstimateTokens(bytes, messages)
-	u.CompletionTokens = (ex.Relayed + 3) / 4
+	u.CompletionTokens = ex.relayedTokens
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	ex.UsageKnown = true
 }

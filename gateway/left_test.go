@@ -9,24 +9,22 @@ import (
 )
 
 // TestClientLeavesAStream: a client that leaves a stream after some of it
-// is recorded with what the replica generated: its own count when the
-// replica's stream ends within the drain, an estimate from the text
-// received when it does not (or the drain is off); never 0. The total
-// timeout bounds the drain.
+// is recorded and settled with what the replica generated: its own count
+// when its stream ends within the drain, otherwise (past the drain, or
+// without one, the replica's request ending at once) the tokens relayed
+// and the prompt's estimate; never 0. The total timeout bounds the drain.
 func TestClientLeavesAStream(t *testing.T) {
 	ten := []string{"abcd", "abcd", "abcd", "abcd", "abcd", "abcd", "abcd", "abcd", "abcd", "abcd"}
 	tests := []struct {
-		name      string
-		drain     time.Duration
-		total     time.Duration
-		known     bool // the replica's own count
-		minTokens int
-		maxTime   time.Duration
+		name         string
+		drain, total time.Duration
+		prompt       int // the replica's 3, or the estimate's 13
+		maxTime      time.Duration
 	}{
-		{name: "the replica ends within the drain: its count", drain: 0, known: true, minTokens: 10, maxTime: time.Second},
-		{name: "past the drain: the text received", drain: 30 * time.Millisecond, minTokens: 4, maxTime: time.Second},
-		{name: "drain off: the text relayed", drain: -1, minTokens: 3, maxTime: time.Second},
-		{name: "the total bounds the drain", drain: 10 * time.Second, total: 200 * time.Millisecond, minTokens: 3, maxTime: 2 * time.Second},
+		{name: "the replica ends within the drain: its count", drain: 2 * time.Second, prompt: 3, maxTime: time.Second},
+		{name: "past the drain: the tokens received", drain: 30 * time.Millisecond, prompt: 13, maxTime: time.Second},
+		{name: "no drain: the tokens relayed", prompt: 13, maxTime: 400 * time.Millisecond},
+		{name: "the total bounds the drain", drain: 10 * time.Second, total: 200 * time.Millisecond, prompt: 13, maxTime: 2 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,12 +48,18 @@ func TestClientLeavesAStream(t *testing.T) {
 			if ex.Status != statusClientGone {
 				t.Errorf("status %d, want %d", ex.Status, statusClientGone)
 			}
-			if relayed := strings.Count(w.Body.String(), "abcd"); relayed == 0 || relayed >= len(ten) {
+			relayed := strings.Count(w.Body.String(), "abcd")
+			if relayed == 0 || relayed >= len(ten) {
 				t.Errorf("the client got %d deltas, want some but not all of %d", relayed, len(ten))
 			}
 			u := ex.Usage
-			if ex.UsageKnown != tt.known || u.CompletionTokens < tt.minTokens || u.PromptTokens == 0 || u.TotalTokens != u.PromptTokens+u.CompletionTokens {
-				t.Errorf("usage %+v (the replica's: %t), want the replica's %t and at least %d completion tokens", u, ex.UsageKnown, tt.known, tt.minTokens)
+			wantMin, wantMax := relayed, len(ten)-1 // what was relayed, and what the replica went on with
+			if tt.prompt == 3 {
+				wantMin, wantMax = len(ten), len(ten) // the replica's own count: all it generated
+			}
+			if !ex.UsageKnown || u.PromptTokens != tt.prompt || u.CompletionTokens < wantMin || u.CompletionTokens > wantMax ||
+				u.TotalTokens != u.PromptTokens+u.CompletionTokens {
+				t.Errorf("usage %+v (counted: %t), want %d prompt and %d to %d completion tokens", u, ex.UsageKnown, tt.prompt, wantMin, wantMax)
 			}
 			if took > tt.maxTime {
 				t.Errorf("served in %v, want at most %v", took, tt.maxTime)

@@ -29,12 +29,10 @@ type Gateway struct {
 	// Client sends requests to replicas; it owns dialing and connection
 	// reuse, while per-request deadlines come from the Model's Timeouts.
 	Client *http.Client
-	// UsageDrain is how long a stream's replica is still read once its
-	// client has left, for the usage its end reports (then the request is
-	// recorded and settled with the tokens the replica generated, not 0);
-	// past it, the usage is estimated from the text received. 0 means
-	// DefaultUsageDrain, negative turns it off. The request's total
-	// timeout bounds it too.
+	// UsageDrain, when positive, is how long a stream's replica is still
+	// read once its client has left, for the usage its end reports (within
+	// the request's total timeout). Otherwise, and past it, the replica's
+	// request ends and the tokens relayed are counted (clientLeft).
 	UsageDrain time.Duration
 	// PingInterval spaces ": ping" comments while a stream waits for its
 	// first token; 0 means 15 s, negative turns pings off.

@@ -1,7 +1,9 @@
 package llmapp
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmedge/llmedge/ledger"
 )
@@ -33,5 +35,29 @@ func TestPrices(t *testing.T) {
 	}
 	if c := cost("free", 1e6, 0, 0); c != 0 {
 		t.Errorf("free's cost %g, want 0", c)
+	}
+}
+
+func TestCaddyfileUsageDrain(t *testing.T) {
+	tests := []struct {
+		block   string
+		want    time.Duration
+		wantErr string
+	}{
+		{"llmedge {\n}", 0, ""},
+		{"llmedge {\n\tusage_drain 2s\n}", 2 * time.Second, ""},
+		{"llmedge {\n\tusage_drain off\n}", 0, ""},
+		{"llmedge {\n\tusage_drain 0s\n}", 0, "usage_drain"},
+		{"llmedge {\n\tusage_drain 2m\n}", 0, "up to 1m"},
+		{"llmedge {\n\tusage_drain soon\n}", 0, "usage_drain"},
+	}
+	for _, tt := range tests {
+		a, err := parseApp(t, tt.block)
+		switch {
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+			t.Errorf("%q: error %v, want one naming %q", tt.block, err, tt.wantErr)
+		case tt.wantErr == "" && (err != nil || time.Duration(a.UsageDrain) != tt.want):
+			t.Errorf("%q: %v, %v; want %v", tt.block, a.UsageDrain, err, tt.want)
+		}
 	}
 }
