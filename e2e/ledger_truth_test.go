@@ -67,8 +67,8 @@ func eachLedgerStore(t *testing.T, f func(t *testing.T, st ledgerStore)) {
 // ledgerRow is what the truth tests read of a record.
 type ledgerRow struct {
 	requestID, clientID, user, model, served string
-	status, prompt, completion             int
-	cost                                   float64
+	status, prompt, completion               int
+	cost                                     float64
 }
 
 // ledgerRows reads the records that where selects (SQL the test wrote).
