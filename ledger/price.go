@@ -22,8 +22,8 @@ func (p Price) Cost(r *Record) float64 {
 
 // PricedModel is the model whose price r is charged at: the one that
 // answered. A fallback answering for a cheaper model is charged at its
-// own price; a record without ServedModel (none was reached, or it was
-// written before schema version 4) at the model asked for.
+// own price; a record that does not say which answered (ServedModel "")
+// at the model asked for.
 func (r *Record) PricedModel() string {
 	if r.ServedModel != "" {
 		return r.ServedModel
