@@ -22,7 +22,11 @@ func accessLog(t *testing.T, file string) map[string]map[string]any {
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var e map[string]any
 		if json.Unmarshal([]byte(line), &e) == nil {
-			if id, ok := e["request_id"].(string); ok {
+			// By the X-Request-ID the test sent (the gateway's own
+			// request_id is another).
+			if id, ok := e["client_request_id"].(string); ok {
+				out[id] = e
+			} else if id, ok := e["request_id"].(string); ok {
 				out[id] = e
 			}
 		}

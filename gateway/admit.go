@@ -128,7 +128,7 @@ func settle(ex *Exchange) {
 	}
 	ex.Ticket = nil
 	t.Settle(tenancy.Settlement{Status: ex.Status, Served: ex.Attempts > 0,
-		Usage: ex.Usage, UsageKnown: ex.UsageKnown, Relayed: ex.Relayed})
+		Usage: ex.Usage, UsageKnown: ex.UsageKnown, Relayed: ex.Relayed, Model: ex.ServedModel()})
 }
 
 // promptSize measures the prompt as upstreamMessages renders it, without

@@ -76,17 +76,20 @@ func TestAdmissionStage(t *testing.T) {
 		{name: "served: settled with the replica's usage", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"ab", "cd"}}, wantStatus: 200, wantCalls: 1,
 			want: &tenancy.Settlement{Status: 200, Served: true, UsageKnown: true,
-				Usage: api.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}, Relayed: 4}},
+				Usage: api.Usage{PromptTokens: 3, CompletionTokens: 2, TotalTokens: 5}, Relayed: 4, Model: "qwen"}},
 		{name: "no usage reported: settled with the text relayed", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"abc"}, noUsage: true}, stream: true, wantStatus: 200, wantCalls: 1,
-			want: &tenancy.Settlement{Status: 200, Served: true, Relayed: 3}},
+			want: &tenancy.Settlement{Status: 200, Served: true, Relayed: 3, Model: "qwen"}},
 		{name: "replica failed: settled as served, no usage", admitter: &fakeAdmitter{},
 			script: script{err: errBadReq}, wantStatus: 422, wantCalls: 1,
-			want: &tenancy.Settlement{Status: 422, Served: true}},
+			want: &tenancy.Settlement{Status: 422, Served: true, Model: "qwen"}},
 		{name: "client left mid-stream: settled with what was relayed", admitter: &fakeAdmitter{},
 			script: script{deltas: []string{"aa", "bb", "cc", "dd"}, hangAfter: 2}, stream: true,
 			cancelAfter: 150 * time.Millisecond, wantCalls: 1, // before the idle timeout (300ms)
-			want: &tenancy.Settlement{Status: statusClientGone, Served: true, Relayed: 4}},
+			// The replica hangs: its usage never comes, and the gateway's
+			// count (the prompt's estimate, the 2 tokens relayed) is settled.
+			want: &tenancy.Settlement{Status: statusClientGone, Served: true, Relayed: 4, Model: "qwen",
+				UsageKnown: true, Usage: api.Usage{PromptTokens: 13, CompletionTokens: 2, TotalTokens: 15}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

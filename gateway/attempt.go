@@ -67,8 +67,20 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 	// A client that wants one answer of a request carried through gets
 	// the one its protocol makes of the stream.
 	call.Whole = sse == nil && call.Wire != nil
-	actx, cancel := context.WithCancelCause(ctx)
+	var actx context.Context
+	var cancel context.CancelCauseFunc
+	drain := g.usageDrain()
+	if sse != nil && drain > 0 {
+		// The client's stream: its leaving does not end the replica's at
+		// once (outliveClient).
+		var stop func()
+		actx, cancel, stop = outliveClient(ctx, drain)
+		defer stop()
+	} else {
+		actx, cancel = context.WithCancelCause(ctx)
+	}
 	defer cancel(nil)
+	left := false // the client is gone: the replica is read for its usage only
 	var gotFirst atomic.Bool
 	watchdog := time.AfterFunc(to.FirstToken, func() {
 		if gotFirst.Load() {
@@ -104,6 +116,7 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 			watchdog.Reset(to.Idle)
 		}
 		if d.Token {
+			ex.relayedTokens++
 			// What a continuation needs to know of the stream: its tokens
 			// so far, and whether it carried output other than text (a
 			// tool call, reasoning), which is never spliced.
@@ -115,7 +128,11 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 		}
 		content.WriteString(d.Text)
 		ex.Relayed += len(d.Text)
-		if sse == nil {
+		if sse == nil || left {
+			return nil
+		}
+		if drain > 0 && ctx.Err() != nil {
+			left = true // the client left (or the total passed): read on, write no more
 			return nil
 		}
 		buf = ex.Door.AppendDelta(buf[:0], ans, d)
@@ -129,20 +146,31 @@ func (g *Gateway) attempt(ctx context.Context, m *Model, rep *pool.Replica, call
 			return nil
 		}
 		ans.Deltas++
+		var err error
 		if first && len(held) > 0 {
 			held = append(held, buf...)
 			sp.last = held
-			err := sse.write(held)
+			err = sse.write(held)
 			held = nil
-			return err
+		} else {
+			sp.last = buf
+			err = sse.write(buf)
 		}
-		sp.last = buf
-		return sse.write(buf)
+		if err != nil && drain > 0 {
+			left = true // read on for the usage
+			return nil
+		}
+		return err
 	}
 	res, err := backend.Chat(actx, client, &call, onDelta)
 	ex.Upstream += time.Since(start)
-	if err == nil && len(held) > 0 {
+	if err == nil && len(held) > 0 && !left {
 		err = sse.write(held) // a stream that ended without a token
+	}
+	if left {
+		// The client is gone; res, when the replica's stream was read to
+		// its end, holds its usage (clientLeft).
+		return res, errClientGone
 	}
 	return res, timeoutCause(actx, err, gotFirst.Load())
 }

@@ -9,8 +9,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"time"
 
@@ -25,8 +23,13 @@ import (
 // Exchange is the state of one public request as it moves through the
 // pipeline's stages, whichever handlers run them.
 type Exchange struct {
-	Start     time.Time
-	RequestID string
+	Start time.Time
+	// RequestID is the gateway's own id of the request, unique (the
+	// ledger's record id, the answer's id, the response's X-Request-ID);
+	// ClientRequestID the X-Request-ID the client sent, when it is short
+	// printable ASCII without markup, kept beside it ("" otherwise).
+	RequestID       string
+	ClientRequestID string
 	// Door is the public API the request came through.
 	Door Door
 	// Stage is the last stage the request passed.
@@ -68,11 +71,15 @@ type Exchange struct {
 	Status      int
 	StreamError bool
 
-	// UsageKnown: Usage is the replica's own count.
+	// UsageKnown: Usage is the replica's own count, or for a request
+	// whose client left, the gateway's count of it (clientLeft).
 	UsageKnown bool
 	// Relayed counts the bytes of answer text received from replicas, for
 	// an estimate of the usage when none was reported.
 	Relayed int
+	// relayedTokens counts the token events received from replicas, the
+	// completion of a request whose client left (clientLeft).
+	relayedTokens int
 	// Priority is the request's class of work (StageAdmitted on): its
 	// credential's, lowered by the client's Llmedge-Priority header.
 	Priority api.Priority
@@ -88,6 +95,9 @@ type Exchange struct {
 	// fallback model, under that model's own limits; nil admits all.
 	admits *Pipeline
 
+	// admitted: the request passed every stage before routing (Serve
+	// ran): it is the ledger's to record.
+	admitted bool
 	body     []byte // the request body, once decoded
 	splice   splice // what a continuation needs of the stream (continue.go)
 	observed bool   // metrics recorded
@@ -112,35 +122,15 @@ func FromContext(ctx context.Context) *Exchange {
 }
 
 // newExchange starts the state of a request arriving through door, and
-// sets its X-Request-ID response header.
+// sets its X-Request-ID response header: the gateway's own id.
 func newExchange(w http.ResponseWriter, r *http.Request, door Door) *Exchange {
-	ex := &Exchange{Start: time.Now(), RequestID: requestID(r.Header.Get("X-Request-ID")), Door: door,
-		tracer: tracerOf(r.Context())}
+	ex := &Exchange{Start: time.Now(), RequestID: newRequestID(), ClientRequestID: clientRequestID(r.Header.Get("X-Request-ID")),
+		Door: door, tracer: tracerOf(r.Context())}
 	w.Header().Set("X-Request-ID", ex.RequestID)
 	if p, ok := door.(Preparer); ok {
 		p.Prepare(w, r)
 	}
 	return ex
-}
-
-// requestID keeps a client's ID when it is short printable ASCII (it ends
-// up in headers and logs), and otherwise makes a new one.
-func requestID(given string) string {
-	if n := len(given); n > 0 && n <= 128 {
-		ok := true
-		for i := 0; i < n; i++ {
-			if c := given[i]; c <= ' ' || c > '~' || c == '"' || c == '\\' {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return given
-		}
-	}
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // releaseBody gives a pooled body back (see Through): the decoded chat's

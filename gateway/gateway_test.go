@@ -318,17 +318,6 @@ func TestUpstreamMessages(t *testing.T) {
 	}
 }
 
-func TestRequestID(t *testing.T) {
-	if got := requestID("abc-123"); got != "abc-123" {
-		t.Fatalf("kept id %q", got)
-	}
-	for _, bad := range []string{"", "has space", "quote\"", strings.Repeat("x", 200), "nl\n"} {
-		if got := requestID(bad); got == bad || len(got) != 32 {
-			t.Fatalf("%q -> %q", bad, got)
-		}
-	}
-}
-
 func TestReadinessCountsUsableReplicas(t *testing.T) {
 	g, _ := newTestGateway(t, nil, "http://a:1", "http://b:1")
 	reps := g.Models["qwen"].Pool.Replicas()

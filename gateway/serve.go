@@ -30,6 +30,11 @@ type Gateway struct {
 	// Client sends requests to replicas; it owns dialing and connection
 	// reuse, while per-request deadlines come from the Model's Timeouts.
 	Client *http.Client
+	// UsageDrain, when positive, is how long a stream's replica is still
+	// read once its client has left, for the usage its end reports (within
+	// the request's total timeout). Otherwise, and past it, the replica's
+	// request ends and the tokens relayed are counted (clientLeft).
+	UsageDrain time.Duration
 	// PingInterval spaces ": ping" comments while a stream waits for its
 	// first token; 0 means 15 s, negative turns pings off.
 	PingInterval time.Duration
@@ -71,6 +76,7 @@ const DefaultPingInterval = 15 * time.Second
 // model, calls it, retries on another replica while the client has seen
 // nothing, and answers through ex.Door.
 func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
+	ex.admitted = true
 	defer g.observe(ex)
 	chat := &ex.Chat
 	m := g.Models[chat.Model]
@@ -301,8 +307,11 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			m.Adapters.Known.Forget(rep.URL, adapter) // the next try loads it anew
 		}
 		if clientGone {
-			ex.Status = statusClientGone
-			return nil // nobody to answer; the replica request is already cancelled
+			if res != nil && sp.continuing && res.UsageKnown {
+				res.Usage = ContinuedUsage(res.Usage, sp.before)
+			}
+			g.clientLeft(ex, m, res) // what it used, read from the replica or estimated
+			return nil               // nobody to answer; the replica request is over
 		}
 		g.logger().Warn("replica attempt failed",
 			zap.String("request_id", ex.RequestID), zap.String("model_type", m.Name),

@@ -19,3 +19,14 @@ func (p Price) Cost(r *Record) float64 {
 	output := max(r.CompletionTokens, 0)
 	return (float64(input)*p.Input + float64(cached)*p.Cached + float64(output)*p.Output) / 1e6
 }
+
+// PricedModel is the model whose price r is charged at: the one that
+// answered. A fallback answering for a cheaper model is charged at its
+// own price; a record that does not say which answered (ServedModel "")
+// at the model asked for.
+func (r *Record) PricedModel() string {
+	if r.ServedModel != "" {
+		return r.ServedModel
+	}
+	return r.Model
+}

@@ -53,6 +53,12 @@ var sqliteMigrations = []string{
 	`ALTER TABLE usage_records ADD COLUMN team TEXT NOT NULL DEFAULT '';
 	CREATE INDEX usage_records_team_time ON usage_records (team, time_ms);
 	CREATE INDEX usage_records_key_time ON usage_records (key_id, time_ms)`,
+	// 4: the model that answered (a fallback, a rollout's share), whose
+	// price the cost is at, and the client's own X-Request-ID beside the
+	// gateway's request_id. Records written before have both empty: which
+	// model answered them was not kept.
+	`ALTER TABLE usage_records ADD COLUMN served_model TEXT NOT NULL DEFAULT '';
+	ALTER TABLE usage_records ADD COLUMN client_request_id TEXT NOT NULL DEFAULT ''`,
 }
 
 // SQLite is a Store in a SQLite file.

@@ -19,9 +19,9 @@ func TestInsertSQL(t *testing.T) {
 		n    int
 		want []string // substrings
 	}{
-		{dialect{}, 1, []string{"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"}},
+		{dialect{}, 1, []string{"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"}},
 		{dialect{}, 2, []string{"?), (?, "}},
-		{dialect{numbered: true}, 2, []string{"VALUES ($1, $2,", "$16), ($17,", "$32)"}},
+		{dialect{numbered: true}, 2, []string{"VALUES ($1, $2,", "$18), ($19,", "$36)"}},
 	}
 	for _, tt := range tests {
 		q := tt.d.insertSQL(tt.n)
@@ -48,7 +48,8 @@ func TestSQLiteWriteChunks(t *testing.T) {
 			var prompt, completion int64
 			for i := range recs {
 				recs[i] = Record{Time: time.UnixMilli(1_700_000_000_000 + int64(i)), RequestID: fmt.Sprint("r", i),
-					User: fmt.Sprint("u", i%3), KeyID: "k", Team: "t", Model: "m", Replica: "http://r", Door: "native",
+					User: fmt.Sprint("u", i%3), KeyID: "k", Team: "t", Model: "m", ServedModel: "f", ClientRequestID: fmt.Sprint("c", i),
+					Replica: "http://r", Door: "native",
 					Status: 200, PromptTokens: i, CachedTokens: 1, CompletionTokens: 2 * i,
 					TTFT: time.Millisecond, Duration: time.Duration(i) * time.Microsecond, Cost: 0.5}
 				prompt += int64(i)
@@ -71,16 +72,18 @@ func TestSQLiteWriteChunks(t *testing.T) {
 			var (
 				ms, ttft, dur             int64
 				id, user, key, team, door string
+				served, client            string
 				status, pt, ct, cached    int
 			)
-			err = s.db.QueryRowContext(ctx, `SELECT time_ms, request_id, user_name, key_id, team, door, status, prompt_tokens, completion_tokens, cached_tokens, ttft_us, duration_us
-				FROM usage_records WHERE request_id = ?`, last.RequestID).Scan(&ms, &id, &user, &key, &team, &door, &status, &pt, &ct, &cached, &ttft, &dur)
+			err = s.db.QueryRowContext(ctx, `SELECT time_ms, request_id, user_name, key_id, team, door, status, prompt_tokens, completion_tokens, cached_tokens, ttft_us, duration_us,
+				served_model, client_request_id FROM usage_records WHERE request_id = ?`, last.RequestID).Scan(&ms, &id, &user, &key, &team, &door, &status, &pt, &ct, &cached, &ttft, &dur, &served, &client)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if ms != last.Time.UnixMilli() || user != last.User || key != "k" || team != "t" || door != "native" || status != 200 ||
-				pt != last.PromptTokens || ct != last.CompletionTokens || cached != 1 || ttft != 1000 || dur != last.Duration.Microseconds() {
-				t.Errorf("last record read back as %d %s %s %s %s %s %d %d %d %d %d %d", ms, id, user, key, team, door, status, pt, ct, cached, ttft, dur)
+				pt != last.PromptTokens || ct != last.CompletionTokens || cached != 1 || ttft != 1000 || dur != last.Duration.Microseconds() ||
+				served != "f" || client != last.ClientRequestID {
+				t.Errorf("last record read back as %d %s %s %s %s %s %d %d %d %d %d %d %s %s", ms, id, user, key, team, door, status, pt, ct, cached, ttft, dur, served, client)
 			}
 		})
 	}

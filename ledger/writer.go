@@ -35,7 +35,8 @@ type WriterOptions struct {
 	Batch    int
 	Interval time.Duration
 	// Prices are the models' prices, by model type: each record's cost is
-	// computed from them as it is written.
+	// computed from them as it is written, at the price of the model that
+	// answered (Record.PricedModel).
 	Prices map[string]Price
 	// Retention, when positive, is how long records are kept: older ones
 	// are deleted when the writer starts and every SweepEvery (default a
@@ -278,7 +279,7 @@ func (w *Writer) flush(held []Record, partial bool) []Record {
 
 func (w *Writer) write(ctx context.Context, batch []Record) error {
 	for i := range batch {
-		if p, ok := w.opts.Prices[batch[i].Model]; ok {
+		if p, ok := w.opts.Prices[batch[i].PricedModel()]; ok {
 			batch[i].Cost = p.Cost(&batch[i])
 		}
 	}

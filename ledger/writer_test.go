@@ -247,6 +247,40 @@ func TestWriterPricesRecords(t *testing.T) {
 	}
 }
 
+// TestWriterPricesTheModelThatAnswered: a record is priced at the price
+// of the model that answered it (a fallback, a rollout's share), not at
+// the price of the one asked for; without one, at the one asked for's.
+func TestWriterPricesTheModelThatAnswered(t *testing.T) {
+	prices := map[string]Price{"cheap": {Input: 1, Output: 1}, "dear": {Input: 100, Output: 100}}
+	tests := []struct {
+		name, model, served string
+		want                float64 // per token
+	}{
+		{"no fallback", "cheap", "cheap", 1},
+		{"a dear fallback of a cheap model", "cheap", "dear", 100},
+		{"a cheap fallback of a dear model", "dear", "cheap", 1},
+		{"a fallback without a price", "dear", "free", 0},
+		{"no model reached", "dear", "", 100},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := &memStore{}
+			w := NewWriter(st, WriterOptions{Interval: time.Hour, Prices: prices})
+			r := rec(0)
+			r.Model, r.ServedModel = tt.model, tt.served
+			r.PromptTokens, r.CompletionTokens = 1000, 1000
+			w.Add(r)
+			if err := w.Close(); err != nil {
+				t.Fatal(err)
+			}
+			recs, _ := st.snapshot()
+			if want := tt.want * 2000 / 1e6; recs[0].Cost != want {
+				t.Errorf("cost = %g, want %g", recs[0].Cost, want)
+			}
+		})
+	}
+}
+
 func TestWriterRetentionSweep(t *testing.T) {
 	st := &memStore{}
 	now := time.Date(2026, 3, 10, 12, 0, 0, 0, time.UTC)

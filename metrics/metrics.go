@@ -15,6 +15,7 @@ import (
 // Metrics are the collectors of one gateway configuration.
 type Metrics struct {
 	overload     overload
+	ledger       ledgerMetrics
 	requests     *prometheus.CounterVec
 	overhead     *prometheus.HistogramVec
 	upstream     *prometheus.HistogramVec
@@ -178,6 +179,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.fallbacks = register(reg, m.fallbacks, &err)
 	m.rollouts = register(reg, m.rollouts, &err)
 	m.overload = newOverload(reg, &err)
+	m.ledger = newLedgerMetrics(reg, &err)
 	m.adapterReqs = register(reg, m.adapterReqs, &err)
 	m.adapterLoads = register(reg, m.adapterLoads, &err)
 	if src != nil {

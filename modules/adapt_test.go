@@ -100,6 +100,7 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"slow option", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tslow_replicas {\n\t\t\t\tspeed 2\n\t\t\t}\n\t\t}\n\t}\n}\n:80\n", `unrecognized slow_replicas option "speed"`},
 		{"slow on", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tslow_replicas on\n\t\t}\n\t}\n}\n:80\n", "slow_replicas: want 'off' or a block"},
 		{"negative ping", "{\n\tllmedge {\n\t\tping_interval -1s\n\t}\n}\n:80\n", "ping_interval"},
+		{"usage drain", "{\n\tllmedge {\n\t\tusage_drain 5m\n\t}\n}\n:80\n", "usage_drain \"5m\": want a duration up to 1m, or off"},
 		{"stream mode", "{\n\tllmedge {\n\t\tmodel m {\n\t\t\tstream_upstream sometimes\n\t\t}\n\t}\n}\n:80\n", "stream_upstream: want auto or always"},
 		{"health check", ":80 {\n\tllm_health ready extra\n}\n", "llm_health takes one optional argument"},
 		{"consul option", "{\n\tllmedge {\n\t\tconsul {\n\t\t\tretry 3\n\t\t}\n\t}\n}\n:80\n", `unrecognized consul option "retry"`},

@@ -77,6 +77,9 @@ type Settlement struct {
 	// what the estimate of the completion rests on when the replica
 	// reported no usage (the client left mid-stream, the replica died).
 	Relayed int
+	// Model is the model that answered (a fallback, a rollout's share):
+	// cost budgets are charged at its price. "" is the model admitted.
+	Model string
 }
 
 // Admitters asks each admitter in order; the first refusal stands (the

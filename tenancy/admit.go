@@ -224,7 +224,11 @@ func (t *ticket) Settle(s Settlement) {
 	if t.bt != nil {
 		cost := 0.0
 		if t.cost != nil && used > 0 {
-			cost = t.cost(t.model, prompt, cached, completion)
+			model := t.model
+			if s.Model != "" {
+				model = s.Model // the ledger prices the answering model alike
+			}
+			cost = t.cost(model, prompt, cached, completion)
 		}
 		t.bt.Settle(used, cost)
 	}

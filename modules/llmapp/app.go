@@ -71,6 +71,10 @@ type App struct {
 	// PingInterval spaces keep-alive comments of streams waiting for a first
 	// token. Default: 15s.
 	PingInterval caddy.Duration `json:"ping_interval,omitempty"`
+	// UsageDrain is how long a stream's replica is still read once its
+	// client has left, for the usage its end reports. Default: off (the
+	// replica's request ends at once; what was relayed is counted).
+	UsageDrain caddy.Duration `json:"usage_drain,omitempty"`
 	// MaxAttempts bounds tries on distinct replicas per request. Default: 3.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 	// DialTimeout bounds connecting to a replica. Default: 5s.
@@ -265,6 +269,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			Models:       a.fleet.Models(),
 			Client:       a.client,
 			PingInterval: time.Duration(a.PingInterval),
+			UsageDrain:   time.Duration(a.UsageDrain),
 			MaxAttempts:  a.MaxAttempts,
 			Logger:       a.logger,
 			Metrics:      a.metrics,

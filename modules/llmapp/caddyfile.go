@@ -47,6 +47,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		max_messages      <n>
 //		max_content_chars <n>
 //		ping_interval     <duration>|off
+//		usage_drain       <duration>|off
 //		max_attempts      <n>
 //		dial_timeout      <duration>
 //		signing_alg       EdDSA|ES256|HS256
@@ -346,6 +347,17 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					err = d.Errf("ping_interval %q: want a positive duration or off", v)
 				} else {
 					a.PingInterval = caddy.Duration(dur)
+				}
+			}
+		case "usage_drain":
+			var v string
+			if err = oneString(d, &v); err == nil {
+				if v == "off" {
+					a.UsageDrain = 0
+				} else if dur, perr := caddy.ParseDuration(v); perr != nil || dur <= 0 || dur > time.Minute {
+					err = d.Errf("usage_drain %q: want a duration up to 1m, or off", v)
+				} else {
+					a.UsageDrain = caddy.Duration(dur)
 				}
 			}
 		case "max_attempts":

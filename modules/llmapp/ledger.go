@@ -91,14 +91,8 @@ func (a *App) buildLedger(ctx context.Context, repl *caddy.Replacer) (*usageLedg
 	if retention == 0 {
 		retention = DefaultLedgerRetention
 	}
-	prices := map[string]ledger.Price{}
-	for _, m := range a.Models {
-		if m.Price != nil {
-			prices[m.Name] = *m.Price
-		}
-	}
 	w := ledger.NewWriter(store, ledger.WriterOptions{Buffer: c.Buffer, Batch: c.Batch,
-		Interval: time.Duration(c.FlushInterval), Prices: prices, Retention: max(retention, 0),
+		Interval: time.Duration(c.FlushInterval), Prices: a.prices(), Retention: max(retention, 0),
 		Logger: a.logger.Named("ledger")})
 	return &usageLedger{store: store, writer: w}, nil
 }
@@ -193,6 +187,30 @@ func (c *LedgerConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// prices are the models' prices, by name, as the ledger and the cost
+// budgets both charge them: at the price of the model that answered. A
+// model serving as a rollout's share without a price of its own has its
+// rollout model's (the price of the name its clients ask for).
+func (a *App) prices() map[string]ledger.Price {
+	prices := map[string]ledger.Price{}
+	for _, m := range a.Models {
+		if m.Price != nil {
+			prices[m.Name] = *m.Price
+		}
+	}
+	for _, m := range a.Models {
+		if m.Price == nil {
+			continue
+		}
+		for _, sh := range m.Rollout {
+			if _, own := prices[sh.Model]; !own {
+				prices[sh.Model] = *m.Price
+			}
+		}
+	}
+	return prices
 }
 
 // parsePrice parses `price <input> <cached> <output>`: a model's prices

@@ -232,12 +232,7 @@ const seedTimeout = 2 * time.Second
 
 // priceCost prices tokens at the models' prices, for cost budgets.
 func (a *App) priceCost() func(model string, prompt, cached, completion int) float64 {
-	prices := map[string]ledger.Price{}
-	for _, m := range a.Models {
-		if m.Price != nil {
-			prices[m.Name] = *m.Price
-		}
-	}
+	prices := a.prices() // the ledger's: a budget charges what the ledger records
 	if len(prices) == 0 {
 		return nil
 	}

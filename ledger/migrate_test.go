@@ -1,0 +1,57 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+)
+
+// testMigratesVersion3 brings a store made at schema version 3 (before
+// served_model and client_request_id) with a record in it to the current
+// version: the old record is kept, with both new columns empty, and a new
+// record's are written and read back. raw is the store's database, its
+// schema at version 0.
+func testMigratesVersion3(t *testing.T, d dialect, raw *sql.DB, open func() *sqlStore) {
+	t.Helper()
+	ctx := context.Background()
+	old := &sqlStore{db: raw, d: dialect{name: d.name, numbered: d.numbered, migrations: d.migrations[:3]}}
+	if err := old.migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := rec(1)
+	if _, err := raw.ExecContext(ctx, d.bind(`INSERT INTO usage_records (time_ms, request_id, user_name, key_id, model, alias, replica, door, status,
+		prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost, team) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.Time.UnixMilli(), "old", r.User, r.KeyID, r.Model, r.Alias, r.Replica, r.Door, r.Status,
+		r.PromptTokens, r.CachedTokens, r.CompletionTokens, 0, 0, r.Cost, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open()
+	if v, err := s.Version(ctx); err != nil || v != len(d.migrations) || v < 4 {
+		t.Fatalf("Version = %d, %v; want %d", v, err, len(d.migrations))
+	}
+	n := rec(2)
+	n.RequestID, n.ServedModel, n.ClientRequestID = "new", "gemma", "client-7"
+	if err := s.Write(ctx, []Record{n}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string][2]string{"old": {"", ""}, "new": {"gemma", "client-7"}} {
+		var served, client string
+		if err := s.db.QueryRowContext(ctx, d.bind(`SELECT served_model, client_request_id FROM usage_records WHERE request_id = ?`), id).
+			Scan(&served, &client); err != nil || served != want[0] || client != want[1] {
+			t.Fatalf("record %s: served_model %q, client_request_id %q, %v; want %q", id, served, client, err, want)
+		}
+	}
+}
+
+func TestSQLiteMigratesVersion3(t *testing.T) {
+	path := t.TempDir() + "/ledger.db"
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	testMigratesVersion3(t, dialect{name: "sqlite", migrations: sqliteMigrations}, raw, func() *sqlStore {
+		return &openTestSQLite(t, path).sqlStore
+	})
+}
