@@ -75,7 +75,9 @@ func (g *Gateway) clientLeft(ex *Exchange, m *Model, res *protocols.Result) {
 		bytes, messages = m.promptSize(&ex.Chat)
 	}
 	u := &ex.Usage
-	u.PromptTokens = limits.EstimateTokens(bytes, messages)
+	// The prompt as admission counted it: every member the engine read
+	// (tools, documents, every prompt of a batch), not only the messages.
+	u.PromptTokens = limits.EstimateTokens(bytes, messages) + ex.Admission.ExtraTokens
 	u.CompletionTokens = ex.relayedTokens
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	ex.UsageKnown = true
