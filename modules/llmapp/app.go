@@ -503,6 +503,11 @@ func FromContext(ctx caddy.Context) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every site that mounts an llmedge handler asks for the app: its
+	// server's logs then never show a credential header.
+	if err := redactServerLogs(ctx); err != nil {
+		return nil, err
+	}
 	return v.(*App), nil
 }
 
