@@ -48,6 +48,10 @@ type ServiceConfig struct {
 	ClientAddr func(*http.Request) string
 	// Revocations knows and shares the revoked tokens; nil revokes none.
 	Revocations Revocations
+	// LoginFailures, when set, shares the failed logins' counts and
+	// lockouts between instances (Redis); each instance counts alone
+	// while it cannot answer.
+	LoginFailures SharedFailures
 	// FormMaxBytes and FormTimeout bound the bodies of the token and
 	// revocation endpoints (their size, and the time to read them); 0
 	// means DefaultMaxTokenBodyBytes and DefaultTokenBodyTimeout.
@@ -202,6 +206,11 @@ func (s *Service) endpoints() {
 		UserRevoked: func(user string, loginAt time.Time) bool {
 			return s.cfg.Revocations != nil && s.cfg.Revocations.Revoked(user, "", loginAt)
 		},
+	}
+	if cfg.LoginFailures != nil {
+		// A username and a client's network are counted apart.
+		s.token.UserLimiter.Share(cfg.LoginFailures, "user:")
+		s.token.AddrLimiter.Share(cfg.LoginFailures, "addr:")
 	}
 	s.revoke = &RevokeEndpoint{Verifier: s.verifier, Clients: s.clients, Realm: cfg.Realm, Refresh: s.refresh,
 		MaxBodyBytes: cfg.FormMaxBytes, BodyTimeout: cfg.FormTimeout,

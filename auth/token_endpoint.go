@@ -639,14 +639,15 @@ func tooLarge() *api.Error {
 	return oauthError(http.StatusRequestEntityTooLarge, "invalid_request", "Request Entity Too Large")
 }
 
-// clientAddr is the address AddrLimiter counts failures for.
+// clientAddr is the network AddrLimiter counts failures for: the client's
+// address, an IPv6 one as its /64 (AddrNetwork).
 func (e *TokenEndpoint) clientAddr(r *http.Request) string {
 	if e.ClientAddr != nil {
-		return e.ClientAddr(r)
+		return AddrNetwork(e.ClientAddr(r))
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		return AddrNetwork(r.RemoteAddr)
 	}
-	return host
+	return AddrNetwork(host)
 }
