@@ -155,6 +155,8 @@ type App struct {
 	ledger   *usageLedger
 	// idps report the trusted issuers' keys (oidc authenticators).
 	idps []identityStatus
+	// credHeaders are the request headers no log may show (redact.go).
+	credHeaders []string
 
 	pipeline  *gateway.Pipeline
 	validator *api.Validator
@@ -505,7 +507,7 @@ func FromContext(ctx caddy.Context) (*App, error) {
 	}
 	// Every site that mounts an llmedge handler asks for the app: its
 	// server's logs then never show a credential header.
-	if err := redactServerLogs(ctx); err != nil {
+	if err := redactServerLogs(ctx, v.(*App).credHeaders); err != nil {
 		return nil, err
 	}
 	return v.(*App), nil

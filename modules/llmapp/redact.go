@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/llmedge/llmedge/auth"
 )
 
 // CredentialHeaders are the request headers that carry a credential the
@@ -18,8 +21,31 @@ import (
 // X-Api-Key: Anthropic's clients' key or token), or that clients of other
 // APIs send their key in (Api-Key, Azure OpenAI's; X-Goog-Api-Key,
 // Gemini's): never written to a log, whatever the site's log
-// configuration says, should_log_credentials included.
+// configuration says, should_log_credentials included. An authenticator
+// that reads another header says so (CredentialHeaderReader).
 var CredentialHeaders = []string{"Authorization", "Proxy-Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-Key"}
+
+// CredentialHeaderReader is implemented by an authenticator that takes a
+// credential from headers of its own (a guest's X-Gateway-Token): they
+// are redacted too.
+type CredentialHeaderReader interface {
+	CredentialHeaders() []string
+}
+
+// credentialHeaders are CredentialHeaders and those authns read.
+func credentialHeaders(authns []auth.Authenticator) []string {
+	out := slices.Clone(CredentialHeaders)
+	for _, au := range authns {
+		if r, ok := au.(CredentialHeaderReader); ok {
+			for _, h := range r.CredentialHeaders() {
+				if !isCredentialHeader(h, out) {
+					out = append(out, h)
+				}
+			}
+		}
+	}
+	return out
+}
 
 // redacted replaces a credential header's values in the logs.
 const redacted = "REDACTED"
@@ -40,18 +66,21 @@ const redacted = "REDACTED"
 // place: once, while the routes are provisioned (before the server
 // serves). A Caddy whose server lacks them fails the load, naming the
 // cause, rather than logging keys.
-func redactServerLogs(ctx caddy.Context) error {
+func redactServerLogs(ctx caddy.Context, headers []string) error {
 	srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
 	if !ok || srv == nil {
 		return nil // not in a server's routes (an app, a test)
 	}
-	return redactLoggers(srv)
+	if len(headers) == 0 {
+		headers = CredentialHeaders
+	}
+	return redactLoggers(srv, headers)
 }
 
 // serverLoggers are caddyhttp.Server's fields that log requests.
 var serverLoggers = []string{"accessLogger", "errorLogger"}
 
-func redactLoggers(srv *caddyhttp.Server) error {
+func redactLoggers(srv *caddyhttp.Server, headers []string) error {
 	v := reflect.ValueOf(srv).Elem()
 	loggerType := reflect.TypeFor[*zap.Logger]()
 	for _, name := range serverLoggers {
@@ -65,9 +94,9 @@ func redactLoggers(srv *caddyhttp.Server) error {
 			continue
 		}
 		if _, done := (*p).Core().(redactingCore); done {
-			continue
+			continue // another handler of the site's (one app: the same headers)
 		}
-		*p = (*p).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return redactingCore{c} }))
+		*p = (*p).WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return redactingCore{c, headers} }))
 	}
 	return nil
 }
@@ -76,16 +105,19 @@ func redactLoggers(srv *caddyhttp.Server) error {
 // (with With, lazily) by one that redacts CredentialHeaders. Check and
 // Write are the wrapped core's, so that the logs' include and exclude
 // rules (checked by the cores inside) still choose where entries go.
-type redactingCore struct{ zapcore.Core }
+type redactingCore struct {
+	zapcore.Core
+	headers []string
+}
 
 // With implements zapcore.Core.
 func (c redactingCore) With(fields []zapcore.Field) zapcore.Core {
-	return redactingCore{c.Core.With(redactFields(fields))}
+	return redactingCore{c.Core.With(redactFields(fields, c.headers)), c.headers}
 }
 
 // redactFields returns fields with every logged request wrapped; fields
 // itself when there is none (nothing allocated).
-func redactFields(fields []zapcore.Field) []zapcore.Field {
+func redactFields(fields []zapcore.Field, headers []string) []zapcore.Field {
 	out := fields
 	for i, f := range fields {
 		if f.Type != zapcore.ObjectMarshalerType {
@@ -98,30 +130,33 @@ func redactFields(fields []zapcore.Field) []zapcore.Field {
 		if &out[0] == &fields[0] {
 			out = append([]zapcore.Field(nil), fields...)
 		}
-		out[i].Interface = redactedRequest{req}
+		out[i].Interface = redactedRequest{req, headers}
 	}
 	return out
 }
 
 // redactedRequest logs a request as Caddy does, with CredentialHeaders'
 // values replaced.
-type redactedRequest struct{ caddyhttp.LoggableHTTPRequest }
+type redactedRequest struct {
+	caddyhttp.LoggableHTTPRequest
+	headers []string
+}
 
 // MarshalLogObject implements zapcore.ObjectMarshaler. A request without
 // a credential header is logged as it is.
 func (r redactedRequest) MarshalLogObject(enc zapcore.ObjectEncoder) error {
-	if r.Request == nil || !HasCredentialHeader(r.Header) {
+	if r.Request == nil || !hasCredentialHeader(r.Header, r.headers) {
 		return r.LoggableHTTPRequest.MarshalLogObject(enc)
 	}
 	shallow := *r.Request
-	shallow.Header = RedactHeader(r.Header)
+	shallow.Header = redactHeader(r.Header, r.headers)
 	return caddyhttp.LoggableHTTPRequest{Request: &shallow, ShouldLogCredentials: r.ShouldLogCredentials}.MarshalLogObject(enc)
 }
 
-// IsCredentialHeader reports whether name is one of CredentialHeaders,
-// in any case (a header name a server did not canonicalise included).
-func IsCredentialHeader(name string) bool {
-	for _, c := range CredentialHeaders {
+// isCredentialHeader reports whether name is one of headers, in any case
+// (a header name a server did not canonicalise included).
+func isCredentialHeader(name string, headers []string) bool {
+	for _, c := range headers {
 		if strings.EqualFold(name, c) {
 			return true
 		}
@@ -129,21 +164,21 @@ func IsCredentialHeader(name string) bool {
 	return false
 }
 
-// HasCredentialHeader reports whether h holds one of CredentialHeaders.
-func HasCredentialHeader(h http.Header) bool {
+// hasCredentialHeader reports whether h holds one of headers.
+func hasCredentialHeader(h http.Header, headers []string) bool {
 	for k := range h {
-		if IsCredentialHeader(k) {
+		if isCredentialHeader(k, headers) {
 			return true
 		}
 	}
 	return false
 }
 
-// RedactHeader is a copy of h whose CredentialHeaders say REDACTED.
-func RedactHeader(h http.Header) http.Header {
+// redactHeader is a copy of h whose headers say REDACTED.
+func redactHeader(h http.Header, headers []string) http.Header {
 	out := make(http.Header, len(h))
 	for k, v := range h {
-		if IsCredentialHeader(k) {
+		if isCredentialHeader(k, headers) {
 			v = []string{redacted}
 		}
 		out[k] = v

@@ -11,6 +11,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/auth"
 )
 
 // jsonLogger writes JSON lines to buf.
@@ -47,6 +50,11 @@ func TestRedactServerLoggers(t *testing.T) {
 		{"not canonical", http.Header{"x-api-key": {secret}}, []string{`"x-api-key":["REDACTED"]`}},
 		{"proxy", http.Header{"Proxy-Authorization": {"Basic " + secret}}, []string{`"Proxy-Authorization":["REDACTED"]`}},
 		{"none", http.Header{"Accept": {"*/*"}}, []string{`"Accept":["*/*"]`}},
+		{"an authenticator's own", http.Header{"X-Gateway-Token": {secret}}, []string{`"X-Gateway-Token":["REDACTED"]`}},
+	}
+	headers := credentialHeaders([]auth.Authenticator{ownHeader{"X-Gateway-Token"}, ownHeader{"x-api-key"}})
+	if len(headers) != len(CredentialHeaders)+1 {
+		t.Fatalf("headers %v: want CredentialHeaders and X-Gateway-Token once", headers)
 	}
 	for _, logged := range serverLoggers {
 		for _, tc := range cases {
@@ -55,10 +63,10 @@ func TestRedactServerLoggers(t *testing.T) {
 				srv := new(caddyhttp.Server)
 				p := serverLogger(t, srv, logged)
 				*p = jsonLogger(&buf).Named("http.log.access")
-				if err := redactLoggers(srv); err != nil {
+				if err := redactLoggers(srv, headers); err != nil {
 					t.Fatal(err)
 				}
-				if err := redactLoggers(srv); err != nil { // a second handler of the site
+				if err := redactLoggers(srv, headers); err != nil { // a second handler of the site
 					t.Fatal(err)
 				}
 				if _, ok := (*p).Core().(redactingCore); !ok {
@@ -90,10 +98,16 @@ func TestRedactServerLoggers(t *testing.T) {
 	}
 }
 
+// ownHeader is an authenticator that reads a header of its own.
+type ownHeader struct{ name string }
+
+func (o ownHeader) Authenticate(*http.Request) (*auth.Principal, *api.Error) { return nil, nil }
+func (o ownHeader) CredentialHeaders() []string                              { return []string{o.name} }
+
 // TestRedactServerLogsNilLoggers: a server without an access log (its
 // logger nil) is left so; this Caddy's server has the loggers.
 func TestRedactServerLogsNilLoggers(t *testing.T) {
-	if err := redactLoggers(new(caddyhttp.Server)); err != nil {
+	if err := redactLoggers(new(caddyhttp.Server), CredentialHeaders); err != nil {
 		t.Fatal(err)
 	}
 }
