@@ -97,3 +97,25 @@ func checkReserved(set *userSet, ns []Namespace) error {
 	}
 	return nil
 }
+
+// Unplaced reports whether name, a user of the outside source, lies in
+// none of the namespaces that source has now: an llmedge token (or a
+// refresh token) from a token exchange made before its provider's
+// user_prefix changed or its trust was removed. Such a name could be a
+// local user's or another source's, so it is refused. False before
+// Reserve, when no namespaces are known.
+func (u *Users) Unplaced(source, name string) bool {
+	if u == nil {
+		return false
+	}
+	ns := u.reserved.Load()
+	if ns == nil {
+		return false
+	}
+	for _, n := range *ns {
+		if n.Source == source && strings.HasPrefix(name, n.Prefix) {
+			return false
+		}
+	}
+	return true
+}

@@ -75,3 +75,38 @@ func TestReserveNamespaces(t *testing.T) {
 		})
 	}
 }
+
+// TestUnplaced: an exchanged token's user must lie in its provider's
+// namespace as configured now.
+func TestUnplaced(t *testing.T) {
+	const iss = "https://kc.example/realms/a"
+	u, err := NewUsers([]User{{Name: "alice", PasswordHash: mustHash(t, testPW)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Unplaced(iss, "alice") {
+		t.Fatal("before Reserve, nothing is known to be unplaced")
+	}
+	if err := u.Reserve([]Namespace{{Source: iss, Prefix: "kc:"}, {Source: "mtls", Prefix: "cert:"}}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		source, name string
+		want         bool
+	}{
+		{iss, "kc:alice", false},
+		{iss, "alice", true},                   // issued before the prefix: would be the local alice
+		{iss, "cert:bot", true},                // another source's namespace
+		{"https://gone.example", "kc:x", true}, // a trust since removed
+		{"mtls", "cert:bot", false},
+	}
+	for _, tt := range tests {
+		if got := u.Unplaced(tt.source, tt.name); got != tt.want {
+			t.Errorf("Unplaced(%q, %q) = %v, want %v", tt.source, tt.name, got, tt.want)
+		}
+	}
+	var none *Users
+	if none.Unplaced(iss, "alice") {
+		t.Fatal("nil Users")
+	}
+}

@@ -241,8 +241,12 @@ func (s *Service) tokenRevoked(p *Principal) bool {
 	if s.Revoked(p) {
 		return true
 	}
-	// An identity provider's user (an exchanged token) is not a local one.
-	return p.Provider == "" && !s.users.Usable(p.Subject)
+	// An identity provider's user (an exchanged token) is not a local
+	// one; its name must still lie in its provider's namespace.
+	if p.Provider != "" {
+		return s.users.Unplaced(p.Provider, p.Subject)
+	}
+	return !s.users.Usable(p.Subject)
 }
 
 // Revoked reports whether the revocations refuse p's token: the token

@@ -315,8 +315,9 @@ func (e *TokenEndpoint) refresh(ctx context.Context, f *tokenForm, clientID, add
 		}
 		if g.Provider != "" {
 			// An exchanged login: its user is the identity provider's,
-			// not a local one; revocations still apply.
-			if e.UserRevoked != nil && e.UserRevoked(g.User, g.Created) {
+			// not a local one (and still in its namespace); revocations
+			// still apply.
+			if e.UserRevoked != nil && e.UserRevoked(g.User, g.Created) || e.Users.Unplaced(g.Provider, g.User) {
 				return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshRevoked)
 			}
 			var apiErr *api.Error

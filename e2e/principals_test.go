@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,6 +57,42 @@ func TestPrincipalsBySource(t *testing.T) {
 	byUser := usageCmd(t, "--address", g.adminAddr(), "--by", "user")
 	if byUser["alice"].Requests != 3 || byUser[qualified].Requests != 3 {
 		t.Fatalf("ledger by user: %+v, want 3 rows for alice and 3 for %s", byUser, qualified)
+	}
+
+	// The provider's alice exchanged for an llmedge token is still the
+	// provider's alice (its counter is spent: the refusal names it).
+	form := url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:token-exchange"}, "subject_token": {outside},
+		"subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"}}
+	resp, err := g.Client.PostForm(g.Base+"/auth/token", form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct {
+		AccessToken  string `json:"access_token"`
+		RefreshToken string `json:"refresh_token"`
+	}
+	if body := readJSON(t, resp, &tok); resp.StatusCode != 200 {
+		t.Fatalf("exchange: %s %s", resp.Status, body)
+	}
+	if st, e, _ := inferWith(t, g, tok.AccessToken, "qwen"); st != 429 || !strings.Contains(e.detailText(), "user '"+qualified+"'") {
+		t.Fatalf("the exchanged token: %d %q, want the provider's alice's 429", st, e.detailText())
+	}
+	// The provider's namespace changes: the exchanged token, whose name is
+	// no longer in it (and could be someone else's), is refused, and so is
+	// its refresh token.
+	g.Reload(t, func(s string) string {
+		return strings.Replace(s, "audience llmedge\n", "audience llmedge\n\t\t\tuser_prefix kc:\n", 1)
+	})
+	if st, _, _ := inferWith(t, g, tok.AccessToken, "qwen"); st != 401 {
+		t.Fatalf("an exchanged token outside its provider's namespace: %d, want 401", st)
+	}
+	if st, body := postRefresh(t, g, tok.RefreshToken, ""); st != 400 || body["error"] != "invalid_grant" {
+		t.Fatalf("its refresh token: %d %v", st, body)
+	}
+	// The provider's own token now names kc:alice: a new name, a new
+	// counter.
+	if st, e, _ := inferWith(t, g, outside, "qwen"); st != 200 {
+		t.Fatalf("the provider's token after the change: %d %q", st, e.detailText())
 	}
 
 	// A local user in a provider's namespace: the configuration is refused.
