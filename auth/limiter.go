@@ -72,8 +72,9 @@ func NewFailureLimiter(max int, window time.Duration, now func() time.Time) *Fai
 // package limits). A call that fails (no shared store, or it is down)
 // leaves the decision to the instance's own count.
 type SharedFailures interface {
-	// LoginFailed counts a failure of key and answers how long key is
-	// now blocked (0: not blocked), by the rules of FailureLimiter.
+	// LoginFailed counts a failure (or an attempt) of key, by the rules
+	// of FailureLimiter, unless key is blocked: it answers how long key
+	// was blocked (0: the failure was counted).
 	LoginFailed(ctx context.Context, key string, max int, window, maxBlock time.Duration) (time.Duration, error)
 	// LoginBlocked answers how long key is blocked.
 	LoginBlocked(ctx context.Context, key string) (time.Duration, error)
@@ -130,8 +131,31 @@ func (l *FailureLimiter) Fail(key string) {
 	l.failLocal(key)
 }
 
-// failLocal counts a failure in the instance's own map.
-func (l *FailureLimiter) failLocal(key string) {
+// Attempt counts an attempt of key before its credential is checked, as
+// a failure that a right credential then forgets (Reset): concurrent
+// attempts, on one instance or several, cannot all pass a check made
+// before any of them failed, so at most max of them per window are let
+// through. It answers 0 when this attempt may go on, or how long key is
+// blocked (the attempt is then not counted).
+func (l *FailureLimiter) Attempt(key string) time.Duration {
+	if l == nil || l.max <= 0 {
+		return 0
+	}
+	key = limiterKey(key)
+	if l.shared != nil {
+		if wait, err := l.shared.LoginFailed(context.Background(), l.scope+key, l.max, l.window, maxBlock); err == nil {
+			if wait == 0 {
+				l.failLocal(key) // the instance's own view, for an outage
+			}
+			return wait
+		}
+	}
+	return l.failLocal(key)
+}
+
+// failLocal counts a failure in the instance's own map, unless key is
+// blocked: it answers how long key was blocked (0: counted).
+func (l *FailureLimiter) failLocal(key string) time.Duration {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -141,13 +165,13 @@ func (l *FailureLimiter) failLocal(key string) {
 	}
 	if !ok {
 		if len(l.keys) >= l.maxKeys && !l.sweep(now) {
-			return
+			return 0
 		}
 		w = &failWindow{start: now}
 		l.keys[key] = w
 	}
 	if now.Before(w.until) {
-		return // already blocked; Blocked answers before any password check
+		return w.until.Sub(now) // already blocked: not counted
 	}
 	if !now.Before(w.start.Add(l.window)) { // a new count window, strikes kept
 		w.start, w.n = now, 0
@@ -160,6 +184,7 @@ func (l *FailureLimiter) failLocal(key string) {
 		w.strikes++
 		w.until, w.start, w.n = now.Add(min(block, maxBlock)), now, 0
 	}
+	return 0
 }
 
 // Reset forgets key's failures (after a successful login).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -195,5 +197,62 @@ func TestFailureLimiterShared(t *testing.T) {
 				t.Fatal("Reset did not reach the store")
 			}
 		})
+	}
+}
+
+// TestFailureLimiterAttempt: attempts counted before the check let at
+// most max through, however many arrive at once; a blocked key's attempt
+// is refused and not counted; Reset (a right password) forgets them. With
+// a shared store, its answer decides, and the instance counts too.
+func TestFailureLimiterAttempt(t *testing.T) {
+	now := testNow
+	l := NewFailureLimiter(10, time.Minute, func() time.Time { return now })
+	var wg sync.WaitGroup
+	var through atomic.Int32
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if l.Attempt("alice") == 0 {
+				through.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := through.Load(); n != 10 {
+		t.Fatalf("%d of 40 attempts at once went through, want 10", n)
+	}
+	if got := l.Attempt("alice"); got != time.Minute {
+		t.Fatalf("blocked attempt: %v", got)
+	}
+	steps := []struct {
+		op   string
+		want time.Duration
+	}{
+		{"attempt", 0}, {"reset", 0}, {"attempt", 0}, {"attempt", 0},
+	}
+	for i, s := range steps {
+		switch s.op {
+		case "attempt":
+			if got := l.Attempt("bob"); got != s.want {
+				t.Fatalf("step %d: %v", i, got)
+			}
+		case "reset":
+			l.Reset("bob")
+		}
+	}
+
+	f := &fakeShared{blocked: map[string]time.Duration{"user:carol": 3 * time.Minute}}
+	sl := NewFailureLimiter(2, time.Minute, func() time.Time { return now }).Share(f, "user:")
+	if got := sl.Attempt("carol"); got != 3*time.Minute {
+		t.Fatalf("another instance's block: %v", got)
+	}
+	if got := sl.Attempt("dave"); got != 0 {
+		t.Fatalf("a counted attempt: %v", got)
+	}
+	f.down = true
+	sl.Attempt("dave") // the instance counted dave's first attempt too
+	if got := sl.Blocked("dave"); got != time.Minute {
+		t.Fatalf("store down after two attempts: %v, want the local block", got)
 	}
 }

@@ -193,9 +193,13 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 	if f.grantType == "refresh_token" {
 		return e.refresh(r.Context(), f, clientID, addr)
 	}
+	// The attempt counts before the password is checked, so that guesses
+	// sent at once cannot all pass the check above; a right one forgets it.
+	if wait := e.UserLimiter.Attempt(f.username); wait > 0 {
+		return nil, tooManyFails(wait)
+	}
 	user, err := e.Users.Authenticate(f.username, f.password)
 	if err != nil {
-		e.UserLimiter.Fail(f.username)
 		e.AddrLimiter.Fail(addr)
 		return nil, oauthError(http.StatusUnauthorized, "invalid_grant", DetailBadCredentials).
 			WithHeader("WWW-Authenticate", challenge(e.Realm))
@@ -255,13 +259,18 @@ func (e *TokenEndpoint) blocked(username, addr string) *api.Error {
 		wait = max(wait, e.UserLimiter.Blocked(username))
 	}
 	if wait > 0 {
-		secs := int64(math.Ceil(wait.Seconds()))
-		// RFC 6749 has no code for it; temporarily_unavailable is its
-		// registered code for "try again later" (§4.1.2.1).
-		return oauthError(http.StatusTooManyRequests, "temporarily_unavailable", DetailTooManyFails).
-			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
+		return tooManyFails(wait)
 	}
 	return nil
+}
+
+// tooManyFails is the 429 of a blocked username or address.
+func tooManyFails(wait time.Duration) *api.Error {
+	secs := int64(math.Ceil(wait.Seconds()))
+	// RFC 6749 has no code for it; temporarily_unavailable is its
+	// registered code for "try again later" (§4.1.2.1).
+	return oauthError(http.StatusTooManyRequests, "temporarily_unavailable", DetailTooManyFails).
+		WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 }
 
 // client authenticates the client when clients are checked (HTTP Basic,

@@ -23,8 +23,9 @@ var ErrNotShared = errors.New("limits: no shared store for lockouts")
 // for a window after its last block. The key's TTL ends when it would be
 // forgotten, so idle keys cost Redis nothing.
 
-// lockoutFailScript counts a failure. KEYS: the key. ARGV: max, window
-// (ms), maxBlock (ms). Returns the ms the key stays blocked (0: none).
+// lockoutFailScript counts a failure (or an attempt) unless the key is
+// blocked. KEYS: the key. ARGV: max, window (ms), maxBlock (ms). Returns
+// the ms the key was blocked (0: the failure was counted).
 var lockoutFailScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -52,7 +53,6 @@ redis.call('HSET', KEYS[1], 'n', n, 'start', start, 'strikes', strikes, 'until',
 local forget = start + window
 if untl + window > forget then forget = untl + window end
 redis.call('PEXPIRE', KEYS[1], math.floor(math.max(1, forget - now)))
-if untl > now then return untl - now end
 return 0
 `)
 
@@ -65,8 +65,9 @@ if untl > now then return untl - now end
 return 0
 `)
 
-// LoginFailed counts a failed login of key across every instance and
-// answers how long key is now blocked (0: not blocked). ErrNotShared, or
+// LoginFailed counts a failed login (or an attempt) of key across every
+// instance unless key is blocked, and answers how long it was blocked (0:
+// the failure was counted). ErrNotShared, or
 // Redis' error (Redis is then taken for down until a ping answers, as for
 // the limits), says the caller must decide alone.
 func (l *Limiter) LoginFailed(ctx context.Context, key string, max int, window, maxBlock time.Duration) (time.Duration, error) {

@@ -3,6 +3,8 @@ package limits
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,18 +38,22 @@ func TestLoginLockoutShared(t *testing.T) {
 	}{
 		{"three failures across two instances lock on both", []step{
 			{on: a, op: "fail", key: "u1"}, {on: b, op: "fail", key: "u1"}, {on: a, op: "check", key: "u1"},
-			{on: b, op: "fail", key: "u1", blocked: true, atLeast: window - 100*time.Millisecond},
-			{on: a, op: "check", key: "u1", blocked: true}, {on: b, op: "check", key: "u1", blocked: true},
+			{on: b, op: "fail", key: "u1"}, // counted: the third
+			{on: a, op: "check", key: "u1", blocked: true, atLeast: window - 100*time.Millisecond},
+			{on: b, op: "check", key: "u1", blocked: true},
+			{on: a, op: "fail", key: "u1", blocked: true}, // blocked: not counted
 			{on: a, op: "check", key: "other"},
 		}},
 		{"the block ends after the window", []step{
-			{on: a, op: "fail", key: "u2"}, {on: a, op: "fail", key: "u2"}, {on: b, op: "fail", key: "u2", blocked: true},
+			{on: a, op: "fail", key: "u2"}, {on: a, op: "fail", key: "u2"}, {on: b, op: "fail", key: "u2"},
+			{on: b, op: "check", key: "u2", blocked: true},
 			{on: b, op: "check", key: "u2", sleep: window + 50*time.Millisecond},
 		}},
 		{"a second lockout doubles", []step{
-			{on: a, op: "fail", key: "u3"}, {on: a, op: "fail", key: "u3"}, {on: a, op: "fail", key: "u3", blocked: true},
+			{on: a, op: "fail", key: "u3"}, {on: a, op: "fail", key: "u3"}, {on: a, op: "fail", key: "u3"},
 			{on: b, op: "fail", key: "u3", sleep: window + 50*time.Millisecond},
-			{on: b, op: "fail", key: "u3"}, {on: a, op: "fail", key: "u3", blocked: true, atLeast: 2*window - 100*time.Millisecond},
+			{on: b, op: "fail", key: "u3"}, {on: a, op: "fail", key: "u3"},
+			{on: a, op: "check", key: "u3", blocked: true, atLeast: 2*window - 100*time.Millisecond},
 		}},
 		{"a success on one instance forgets on all", []step{
 			{on: a, op: "fail", key: "u4"}, {on: a, op: "fail", key: "u4"}, {on: b, op: "reset", key: "u4"},
@@ -78,6 +84,27 @@ func TestLoginLockoutShared(t *testing.T) {
 		})
 	}
 
+	t.Run("attempts at once: exactly max counted", func(t *testing.T) {
+		var wg sync.WaitGroup
+		var counted atomic.Int32
+		for i := range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l := a
+				if i%2 == 1 {
+					l = b
+				}
+				if d, err := l.LoginFailed(ctx, "u6", 3, time.Minute, time.Hour); err == nil && d == 0 {
+					counted.Add(1)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := counted.Load(); n != 3 {
+			t.Fatalf("%d of 40 attempts at once let through, want 3", n)
+		}
+	})
 	t.Run("Redis down: not shared", func(t *testing.T) {
 		srv.Kill()
 		if _, err := a.LoginFailed(ctx, "u5", 3, window, time.Hour); err == nil {
