@@ -17,11 +17,13 @@ import (
 // site's plain `log`, no filter) and Caddy's debug logging. Every
 // credential it accepts, on every door and the token endpoint (a
 // password and a client secret in the grant's form, the access and
-// refresh tokens it answers, an API key; in Authorization, in X-Api-Key,
-// in Basic), goes through; then neither the access log nor the process's
+// refresh tokens it answers, an API key, an identity provider's token and
+// the token exchanged for it; in Authorization, X-Api-Key, Api-Key and
+// Basic), goes through; then neither the access log nor the process's
 // own log holds any of them.
 func TestCredentialsNeverLogged(t *testing.T) {
 	sim := startSim(t)
+	idp := startIdP(t, identityClients)
 	const password = "pw-Zq8vKx3mLr0t"
 	const clientSecret = "cs-Wn4pGh7yTb2e"
 	hash := func(s string) string {
@@ -34,8 +36,9 @@ func TestCredentialsNeverLogged(t *testing.T) {
 	accessLog := filepath.Join(t.TempDir(), "access.log")
 	g := startGateway(t, GatewayConfig{
 		Global: "\tdebug",
-		Options: fmt.Sprintf("\t\tuser carol %s qwen\n\t\tclient cli %s",
-			hash(password), hash(clientSecret)),
+		Options: fmt.Sprintf("\t\tuser carol %s qwen\n\t\tclient cli %s\n"+
+			"\t\ttrust %s {\n\t\t\taudience llmedge\n\t\t\tuser_prefix idp:\n\t\t\tgrant groups ml-team -> qwen\n\t\t}",
+			hash(password), hash(clientSecret), idp.Issuer),
 		Models: map[string]string{"qwen": staticModel(sim)},
 		Site:   fmt.Sprintf("log {\n\t\toutput file %s\n\t}\n\tllm_gateway", accessLog),
 	})
@@ -78,6 +81,13 @@ func TestCredentialsNeverLogged(t *testing.T) {
 		resp.Body.Close()
 	}
 	secrets["API key"] = createKey(t, g, "--user", "carol")
+	// An identity provider's token, and the llmedge token a token
+	// exchange gives for it (the subject token in the form).
+	secrets["provider token"] = idp.Token(t, "alice-svc", "alice-secret")
+	exchanged := form(url.Values{"grant_type": {"urn:ietf:params:oauth:grant-type:token-exchange"},
+		"subject_token": {secrets["provider token"]}, "subject_token_type": {"urn:ietf:params:oauth:token-type:access_token"},
+		"client_id": {"cli"}, "client_secret": {clientSecret}}, false)
+	secrets["exchanged token"] = exchanged["access_token"].(string)
 
 	chat := `{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`
 	messages := `{"model":"qwen","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
@@ -112,7 +122,7 @@ func TestCredentialsNeverLogged(t *testing.T) {
 				// The credentials the doors take must have worked, so
 				// that the test covers the paths that log a principal:
 				// Authorization everywhere, X-Api-Key on Anthropic's.
-				usable := name == "API key" || name == "refreshed access token"
+				usable := name == "API key" || name == "refreshed access token" || name == "provider token" || name == "exchanged token"
 				if usable && (i == 0 || i == 1 && d.path == "/v1/messages") && resp.StatusCode != 200 {
 					t.Fatalf("%s in header %d on %s: %s %s", name, i, d.path, resp.Status, body)
 				}
