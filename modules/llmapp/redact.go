@@ -50,7 +50,7 @@ func credentialHeaders(authns []auth.Authenticator) []string {
 // redacted replaces a credential header's values in the logs.
 const redacted = "REDACTED"
 
-// redactServerLogs has the access, error and trace loggers of the server
+// redactServerLogs has the access and error loggers of the server
 // whose routes are being provisioned (an llmedge handler's ctx) redact
 // CredentialHeaders.
 //
