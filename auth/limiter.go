@@ -1,8 +1,11 @@
 package auth
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,11 +22,19 @@ const maxLimiterKeyBytes = 128
 // it is blocked for Window; each further lockout doubles the block (up to
 // a day) until the key stays quiet for a Window after its last block. A nil
 // *FailureLimiter never blocks. It is safe for concurrent use.
+//
+// Shared (Share), the count and the block are every instance's: a
+// username locked on one is locked on all. While the shared store cannot
+// answer, each instance decides with its own count (kept always, so that
+// it knows this instance's failures when the store goes away).
 type FailureLimiter struct {
 	max     int
 	window  time.Duration
 	maxKeys int
 	now     func() time.Time
+
+	shared SharedFailures
+	scope  string // starts the shared keys: "user:", "addr:"
 
 	mu        sync.Mutex
 	keys      map[string]*failWindow
@@ -57,12 +68,39 @@ func NewFailureLimiter(max int, window time.Duration, now func() time.Time) *Fai
 	}
 }
 
+// SharedFailures shares failed logins between instances (through Redis:
+// package limits). A call that fails (no shared store, or it is down)
+// leaves the decision to the instance's own count.
+type SharedFailures interface {
+	// LoginFailed counts a failure (or an attempt) of key, by the rules
+	// of FailureLimiter, unless key is blocked: it answers how long key
+	// was blocked (0: the failure was counted).
+	LoginFailed(ctx context.Context, key string, max int, window, maxBlock time.Duration) (time.Duration, error)
+	// LoginBlocked answers how long key is blocked.
+	LoginBlocked(ctx context.Context, key string) (time.Duration, error)
+	// LoginReset forgets key's failures.
+	LoginReset(ctx context.Context, key string) error
+}
+
+// Share has l count and block through s, its keys starting with scope
+// (one scope per limiter: a username and an address never share a
+// count). It returns l.
+func (l *FailureLimiter) Share(s SharedFailures, scope string) *FailureLimiter {
+	l.shared, l.scope = s, scope
+	return l
+}
+
 // Blocked returns how long key must still wait, or 0 if it may try.
 func (l *FailureLimiter) Blocked(key string) time.Duration {
 	if l == nil || l.max <= 0 {
 		return 0
 	}
 	key = limiterKey(key)
+	if l.shared != nil {
+		if d, err := l.shared.LoginBlocked(context.Background(), l.scope+key); err == nil {
+			return d
+		}
+	}
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -87,6 +125,37 @@ func (l *FailureLimiter) Fail(key string) {
 		return
 	}
 	key = limiterKey(key)
+	if l.shared != nil {
+		_, _ = l.shared.LoginFailed(context.Background(), l.scope+key, l.max, l.window, maxBlock)
+	}
+	l.failLocal(key)
+}
+
+// Attempt counts an attempt of key before its credential is checked, as
+// a failure that a right credential then forgets (Reset): concurrent
+// attempts, on one instance or several, cannot all pass a check made
+// before any of them failed, so at most max of them per window are let
+// through. It answers 0 when this attempt may go on, or how long key is
+// blocked (the attempt is then not counted).
+func (l *FailureLimiter) Attempt(key string) time.Duration {
+	if l == nil || l.max <= 0 {
+		return 0
+	}
+	key = limiterKey(key)
+	if l.shared != nil {
+		if wait, err := l.shared.LoginFailed(context.Background(), l.scope+key, l.max, l.window, maxBlock); err == nil {
+			if wait == 0 {
+				l.failLocal(key) // the instance's own view, for an outage
+			}
+			return wait
+		}
+	}
+	return l.failLocal(key)
+}
+
+// failLocal counts a failure in the instance's own map, unless key is
+// blocked: it answers how long key was blocked (0: counted).
+func (l *FailureLimiter) failLocal(key string) time.Duration {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -96,13 +165,13 @@ func (l *FailureLimiter) Fail(key string) {
 	}
 	if !ok {
 		if len(l.keys) >= l.maxKeys && !l.sweep(now) {
-			return
+			return 0
 		}
 		w = &failWindow{start: now}
 		l.keys[key] = w
 	}
 	if now.Before(w.until) {
-		return // already blocked; Blocked answers before any password check
+		return w.until.Sub(now) // already blocked: not counted
 	}
 	if !now.Before(w.start.Add(l.window)) { // a new count window, strikes kept
 		w.start, w.n = now, 0
@@ -115,6 +184,7 @@ func (l *FailureLimiter) Fail(key string) {
 		w.strikes++
 		w.until, w.start, w.n = now.Add(min(block, maxBlock)), now, 0
 	}
+	return 0
 }
 
 // Reset forgets key's failures (after a successful login).
@@ -123,6 +193,9 @@ func (l *FailureLimiter) Reset(key string) {
 		return
 	}
 	key = limiterKey(key)
+	if l.shared != nil {
+		_ = l.shared.LoginReset(context.Background(), l.scope+key)
+	}
 	l.mu.Lock()
 	delete(l.keys, key)
 	l.mu.Unlock()
@@ -149,4 +222,21 @@ func limiterKey(key string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// AddrNetwork is the network a client address is counted by: an IPv6
+// address as its /64 (one subscriber's network: an attacker holds all of
+// it, and rotating within it must not reset the count), an IPv4 address
+// (or an IPv4-mapped IPv6 one) as itself. What does not parse is kept as
+// it is.
+func AddrNetwork(addr string) string {
+	a, err := netip.ParseAddr(strings.TrimSpace(addr))
+	if err != nil {
+		return addr
+	}
+	a = a.WithZone("").Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	return netip.PrefixFrom(a, 64).Masked().String()
 }

@@ -48,6 +48,10 @@ type ServiceConfig struct {
 	ClientAddr func(*http.Request) string
 	// Revocations knows and shares the revoked tokens; nil revokes none.
 	Revocations Revocations
+	// LoginFailures, when set, shares the failed logins' counts and
+	// lockouts between instances (Redis); each instance counts alone
+	// while it cannot answer.
+	LoginFailures SharedFailures
 	// FormMaxBytes and FormTimeout bound the bodies of the token and
 	// revocation endpoints (their size, and the time to read them); 0
 	// means DefaultMaxTokenBodyBytes and DefaultTokenBodyTimeout.
@@ -203,6 +207,11 @@ func (s *Service) endpoints() {
 			return s.cfg.Revocations != nil && s.cfg.Revocations.Revoked(user, "", loginAt)
 		},
 	}
+	if cfg.LoginFailures != nil {
+		// A username and a client's network are counted apart.
+		s.token.UserLimiter.Share(cfg.LoginFailures, "user:")
+		s.token.AddrLimiter.Share(cfg.LoginFailures, "addr:")
+	}
 	s.revoke = &RevokeEndpoint{Verifier: s.verifier, Clients: s.clients, Realm: cfg.Realm, Refresh: s.refresh,
 		MaxBodyBytes: cfg.FormMaxBytes, BodyTimeout: cfg.FormTimeout,
 		Revoke: func(ctx context.Context, jti string, expires time.Time) error {
@@ -232,8 +241,12 @@ func (s *Service) tokenRevoked(p *Principal) bool {
 	if s.Revoked(p) {
 		return true
 	}
-	// An identity provider's user (an exchanged token) is not a local one.
-	return p.Provider == "" && !s.users.Usable(p.Subject)
+	// An identity provider's user (an exchanged token) is not a local
+	// one; its name must still lie in its provider's namespace.
+	if p.Provider != "" {
+		return s.users.Unplaced(p.Provider, p.Subject)
+	}
+	return !s.users.Usable(p.Subject)
 }
 
 // Revoked reports whether the revocations refuse p's token: the token

@@ -193,9 +193,13 @@ func (e *TokenEndpoint) serve(w http.ResponseWriter, r *http.Request) (*TokenRes
 	if f.grantType == "refresh_token" {
 		return e.refresh(r.Context(), f, clientID, addr)
 	}
+	// The attempt counts before the password is checked, so that guesses
+	// sent at once cannot all pass the check above; a right one forgets it.
+	if wait := e.UserLimiter.Attempt(f.username); wait > 0 {
+		return nil, tooManyFails(wait)
+	}
 	user, err := e.Users.Authenticate(f.username, f.password)
 	if err != nil {
-		e.UserLimiter.Fail(f.username)
 		e.AddrLimiter.Fail(addr)
 		return nil, oauthError(http.StatusUnauthorized, "invalid_grant", DetailBadCredentials).
 			WithHeader("WWW-Authenticate", challenge(e.Realm))
@@ -255,13 +259,18 @@ func (e *TokenEndpoint) blocked(username, addr string) *api.Error {
 		wait = max(wait, e.UserLimiter.Blocked(username))
 	}
 	if wait > 0 {
-		secs := int64(math.Ceil(wait.Seconds()))
-		// RFC 6749 has no code for it; temporarily_unavailable is its
-		// registered code for "try again later" (§4.1.2.1).
-		return oauthError(http.StatusTooManyRequests, "temporarily_unavailable", DetailTooManyFails).
-			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
+		return tooManyFails(wait)
 	}
 	return nil
+}
+
+// tooManyFails is the 429 of a blocked username or address.
+func tooManyFails(wait time.Duration) *api.Error {
+	secs := int64(math.Ceil(wait.Seconds()))
+	// RFC 6749 has no code for it; temporarily_unavailable is its
+	// registered code for "try again later" (§4.1.2.1).
+	return oauthError(http.StatusTooManyRequests, "temporarily_unavailable", DetailTooManyFails).
+		WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 }
 
 // client authenticates the client when clients are checked (HTTP Basic,
@@ -315,8 +324,9 @@ func (e *TokenEndpoint) refresh(ctx context.Context, f *tokenForm, clientID, add
 		}
 		if g.Provider != "" {
 			// An exchanged login: its user is the identity provider's,
-			// not a local one; revocations still apply.
-			if e.UserRevoked != nil && e.UserRevoked(g.User, g.Created) {
+			// not a local one (and still in its namespace); revocations
+			// still apply.
+			if e.UserRevoked != nil && e.UserRevoked(g.User, g.Created) || e.Users.Unplaced(g.Provider, g.User) {
 				return oauthError(http.StatusBadRequest, "invalid_grant", DetailRefreshRevoked)
 			}
 			var apiErr *api.Error
@@ -639,14 +649,15 @@ func tooLarge() *api.Error {
 	return oauthError(http.StatusRequestEntityTooLarge, "invalid_request", "Request Entity Too Large")
 }
 
-// clientAddr is the address AddrLimiter counts failures for.
+// clientAddr is the network AddrLimiter counts failures for: the client's
+// address, an IPv6 one as its /64 (AddrNetwork).
 func (e *TokenEndpoint) clientAddr(r *http.Request) string {
 	if e.ClientAddr != nil {
-		return e.ClientAddr(r)
+		return AddrNetwork(e.ClientAddr(r))
 	}
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		return AddrNetwork(r.RemoteAddr)
 	}
-	return host
+	return AddrNetwork(host)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -270,7 +271,7 @@ func TestTokenEndpointLimiter(t *testing.T) {
 	post := func(user, pw, addr string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodPost, "/auth/token", strings.NewReader(url.Values{"username": {user}, "password": {pw}}.Encode()))
 		r.Header.Set("Content-Type", formCT)
-		r.RemoteAddr = addr + ":1234"
+		r.RemoteAddr = net.JoinHostPort(addr, "1234")
 		w := httptest.NewRecorder()
 		ep.ServeHTTP(w, r)
 		return w
@@ -296,6 +297,15 @@ func TestTokenEndpointLimiter(t *testing.T) {
 		{"addr fail 5", "u5", "x", "10.9.9.9", 0, 401, ""},
 		{"addr blocked", "alice", testPW, "10.9.9.9", 500 * time.Millisecond, 429, "60"},
 		{"other addr fine", "alice", testPW, "10.0.0.5", 0, 200, ""},
+		// An IPv6 client is counted by its /64: rotating addresses
+		// within it does not start a new count.
+		{"v6 fail 1", "u1", "x", "2001:db8:1:2::1", 0, 401, ""},
+		{"v6 fail 2", "u2", "x", "2001:db8:1:2::2", 0, 401, ""},
+		{"v6 fail 3", "u3", "x", "2001:db8:1:2:aaaa::3", 0, 401, ""},
+		{"v6 fail 4", "u4", "x", "2001:db8:1:2:bbbb::4", 0, 401, ""},
+		{"v6 fail 5", "u5", "x", "2001:db8:1:2:cccc:dddd:eeee:5", 0, 401, ""},
+		{"v6 blocked from another address of the /64", "alice", testPW, "2001:db8:1:2:ffff::9", 0, 429, "60"},
+		{"the next /64 is fine", "alice", testPW, "2001:db8:1:3::1", 0, 200, ""},
 	}
 	for _, s := range steps {
 		now = now.Add(s.advance)

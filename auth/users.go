@@ -62,6 +62,9 @@ func (u *User) clone() *User {
 // Replace swaps in a new set of users.
 type Users struct {
 	set atomic.Pointer[userSet]
+	// reserved are the outside sources' namespaces, which no local
+	// user's name may enter (Reserve).
+	reserved atomic.Pointer[[]Namespace]
 }
 
 // userSet is one immutable generation of the store.
@@ -91,6 +94,11 @@ func (u *Users) Replace(users []User) error {
 	set, err := newUserSet(users, u.set.Load())
 	if err != nil {
 		return err
+	}
+	if ns := u.reserved.Load(); ns != nil {
+		if err := checkReserved(set, *ns); err != nil {
+			return err
+		}
 	}
 	u.set.Store(set)
 	return nil

@@ -87,7 +87,16 @@ func NewCertAuth(cfg CertConfig) (*CertAuth, error) {
 			return nil, fmt.Errorf("mtls: tier %s -> %s: the tier is not defined", r.Name, r.Tier)
 		}
 	}
+	if cfg.UserPrefix == "" {
+		cfg.UserPrefix = DefaultUserPrefix(CertProvider)
+	}
 	return &CertAuth{cfg: cfg}, nil
+}
+
+// Namespaces are the names the certificates' users take (package auth:
+// no local user, no other source, may take one).
+func (c *CertAuth) Namespaces() []auth.Namespace {
+	return []auth.Namespace{{Source: CertProvider, Prefix: c.cfg.UserPrefix}}
 }
 
 var errCertName = errors.New("the client certificate has no usable name")

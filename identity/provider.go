@@ -198,6 +198,9 @@ func (p *Provider) newTrust(ic Issuer) (*trust, error) {
 	if len(ic.Algorithms) == 0 {
 		ic.Algorithms = DefaultAlgorithms
 	}
+	if ic.Mapping.UserPrefix == "" {
+		ic.Mapping.UserPrefix = DefaultUserPrefix(ic.Issuer)
+	}
 	if ic.Refresh == 0 {
 		ic.Refresh = DefaultRefresh
 	}
@@ -287,6 +290,22 @@ func (p *Provider) Issuers() []string {
 	}
 	return out
 }
+
+// Namespaces are the names each trusted issuer's users take (package
+// auth: no local user, no other source, may take one).
+func (p *Provider) Namespaces() []auth.Namespace {
+	out := make([]auth.Namespace, len(p.trusts))
+	for i, t := range p.trusts {
+		out[i] = auth.Namespace{Source: t.cfg.Issuer, Prefix: t.cfg.Mapping.UserPrefix}
+	}
+	return out
+}
+
+// DefaultUserPrefix is the namespace of a source without user_prefix: its
+// name (the issuer URL, which has no fragment) and '#', which no other
+// issuer's can start and which is plain to read in the status page and
+// the ledger.
+func DefaultUserPrefix(source string) string { return source + "#" }
 
 // Trusts reports whether iss is a trusted issuer.
 func (p *Provider) Trusts(iss string) bool {

@@ -80,12 +80,12 @@ type Limiter struct {
 }
 
 // redisOps are the Redis operations whose failures Stats counts.
-var redisOps = [...]string{"admit", "settle", "refresh", "ping"}
+var redisOps = [...]string{"admit", "settle", "refresh", "ping", "lockout"}
 
 // Stats are a Limiter's counters since it was made.
 type Stats struct {
 	// RedisErrors counts failed Redis calls by operation (admit, settle,
-	// refresh, ping).
+	// refresh, ping, lockout).
 	RedisErrors map[string]uint64
 	// Fallback counts the admissions decided by the per-instance state
 	// while Redis was unreachable.

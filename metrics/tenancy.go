@@ -49,7 +49,7 @@ var (
 
 var (
 	redisUpDesc     = prometheus.NewDesc("llmedge_redis_up", "1 when Redis (the shared limits and revocations) answered its last call, 0 when it is unreachable.", nil, nil)
-	redisErrorsDesc = prometheus.NewDesc("llmedge_redis_errors_total", "Failed Redis calls, by operation (admit, settle, refresh, ping).", []string{"op"}, nil)
+	redisErrorsDesc = prometheus.NewDesc("llmedge_redis_errors_total", "Failed Redis calls, by operation (admit, settle, refresh, ping, lockout).", []string{"op"}, nil)
 	fallbackDesc    = prometheus.NewDesc("llmedge_ratelimit_fallback_total", "Admissions decided by the per-instance limits while Redis was unreachable (on_redis_failure open).", nil, nil)
 )
 

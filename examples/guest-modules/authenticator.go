@@ -183,6 +183,10 @@ func (a *secretAuth) Authenticate(r *http.Request) (*auth.Principal, *api.Error)
 	return &auth.Principal{Subject: k.user, Scopes: k.scopes}, nil
 }
 
+// CredentialHeaders names the header the secret comes in: the gateway
+// redacts it in every log (llmapp.CredentialHeaderReader).
+func (a *secretAuth) CredentialHeaders() []string { return []string{a.header} }
+
 // invalid is the 401 for a wrong secret: llmedge's own invalid_token
 // answer, with the realm's challenge. desc is a fixed text, never the
 // value the client sent.

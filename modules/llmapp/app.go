@@ -164,6 +164,8 @@ type App struct {
 	ledger   *usageLedger
 	// idps report the trusted issuers' keys (oidc authenticators).
 	idps []identityStatus
+	// credHeaders are the request headers no log may show (redact.go).
+	credHeaders []string
 
 	pipeline  *gateway.Pipeline
 	validator *api.Validator
@@ -520,6 +522,11 @@ func (a *App) Tenancy() *tenancy.Service { return a.tenants }
 func FromContext(ctx caddy.Context) (*App, error) {
 	v, err := ctx.App("llmedge")
 	if err != nil {
+		return nil, err
+	}
+	// Every site that mounts an llmedge handler asks for the app: its
+	// server's logs then never show a credential header.
+	if err := redactServerLogs(ctx, v.(*App).credHeaders); err != nil {
 		return nil, err
 	}
 	return v.(*App), nil

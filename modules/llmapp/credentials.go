@@ -35,6 +35,7 @@ func (a *App) authConfig(ctx caddy.Context, repl *caddy.Replacer) (auth.ServiceC
 		FormTimeout:     time.Duration(a.TokenBodyTimeout),
 		ClientAddr:      clientIP,
 		Revocations:     a.tenants,
+		LoginFailures:   a.tenants,
 		OnIssued:        a.metrics.TokenIssued,
 		OnFailure:       a.metrics.AuthFailure,
 		Logger:          a.logger,

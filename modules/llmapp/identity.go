@@ -106,6 +106,22 @@ func (a *App) trustOutside(authns []auth.Authenticator, mods []any) {
 	a.creds.TrustOutside(foreign, exchange)
 }
 
+// reserveNamespaces gives each outside source's principals their
+// namespace (their user prefix): the load fails when two sources' overlap
+// or a local user's name lies in one, naming both (auth.Namespace).
+func (a *App) reserveNamespaces(authns []auth.Authenticator) error {
+	var ns []auth.Namespace
+	for _, au := range authns {
+		if s, ok := au.(interface{ Namespaces() []auth.Namespace }); ok {
+			ns = append(ns, s.Namespaces()...)
+		}
+	}
+	if err := a.creds.Users().Reserve(ns); err != nil {
+		return fmt.Errorf("principals: %w", err)
+	}
+	return nil
+}
+
 // identityStatuses are every trusted issuer's keys.
 func (a *App) identityStatuses() []identity.SourceStatus {
 	var out []identity.SourceStatus

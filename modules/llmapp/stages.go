@@ -42,6 +42,10 @@ func (a *App) authenticators(ctx caddy.Context) (auth.Authenticator, error) {
 		}
 		chain = append(chain, au)
 	}
+	if err := a.reserveNamespaces(chain); err != nil {
+		return nil, err
+	}
+	a.credHeaders = credentialHeaders(chain)
 	a.trustOutside(chain, mods)
 	if len(chain) == 1 {
 		return chain[0], nil // no chain to walk on the hot path
