@@ -223,17 +223,7 @@ func TestRequestCapsAndReplyCaps(t *testing.T) {
 	// Anthropic's door, in its shape: the largest member named.
 	resp := a.anthropicPost(t, a.Base, "/v1/messages", `{"model":"gemma","max_tokens":10,"tools":[{"name":"lookup","description":"`+strings.Repeat("lorem ", 150_000)+
 		`","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer "+tok)
-	var ae struct {
-		Type  string `json:"type"`
-		Error struct {
-			Type    string `json:"type"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	readJSON(t, resp, &ae)
-	if resp.StatusCode != 400 || ae.Type != "error" || ae.Error.Type != "invalid_request_error" || !strings.Contains(ae.Error.Message, "'tools'") {
-		t.Errorf("Anthropic door, prompt over the cap: %d %+v", resp.StatusCode, ae)
-	}
+	readAnthropicError(t, resp, 400, "invalid_request_error", "'tools'")
 	if r := postV1(a, "/v1/chat/completions", tok, `{"model":"gemma","n":16,"messages":[{"role":"user","content":"hi"}]}`); r.status != 200 {
 		t.Errorf("n=16: %d %.300s", r.status, r.body)
 	}
