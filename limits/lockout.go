@@ -71,48 +71,42 @@ return 0
 // Redis' error (Redis is then taken for down until a ping answers, as for
 // the limits), says the caller must decide alone.
 func (l *Limiter) LoginFailed(ctx context.Context, key string, max int, window, maxBlock time.Duration) (time.Duration, error) {
-	if l.rs == nil || l.down.Load() {
-		return 0, ErrNotShared
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
-	defer cancel()
-	ms, err := lockoutFailScript.Run(ctx, l.rs.client, []string{l.rs.prefix + "lf:" + key},
-		max, window.Milliseconds(), maxBlock.Milliseconds()).Int64()
-	if err != nil {
-		l.lockoutFailed(ctx, err)
-		return 0, err
-	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return l.lockout(ctx, key, func(ctx context.Context, rkey string) (int64, error) {
+		return lockoutFailScript.Run(ctx, l.rs.client, []string{rkey}, max, window.Milliseconds(), maxBlock.Milliseconds()).Int64()
+	})
 }
 
 // LoginBlocked answers how long key is blocked across every instance.
 func (l *Limiter) LoginBlocked(ctx context.Context, key string) (time.Duration, error) {
-	if l.rs == nil || l.down.Load() {
-		return 0, ErrNotShared
-	}
-	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
-	defer cancel()
-	ms, err := lockoutBlockedScript.Run(ctx, l.rs.client, []string{l.rs.prefix + "lf:" + key}).Int64()
-	if err != nil {
-		l.lockoutFailed(ctx, err)
-		return 0, err
-	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return l.lockout(ctx, key, func(ctx context.Context, rkey string) (int64, error) {
+		return lockoutBlockedScript.Run(ctx, l.rs.client, []string{rkey}).Int64()
+	})
 }
 
 // LoginReset forgets key's failures on every instance (a login that
 // succeeded).
 func (l *Limiter) LoginReset(ctx context.Context, key string) error {
+	_, err := l.lockout(ctx, key, func(ctx context.Context, rkey string) (int64, error) {
+		return 0, l.rs.client.Del(ctx, rkey).Err()
+	})
+	return err
+}
+
+// lockout runs call with key's Redis key within the limits' timeout, and
+// takes its answer for milliseconds: ErrNotShared without a reachable
+// Redis, and a failed call recorded (lockoutFailed).
+func (l *Limiter) lockout(ctx context.Context, key string, call func(ctx context.Context, rkey string) (int64, error)) (time.Duration, error) {
 	if l.rs == nil || l.down.Load() {
-		return ErrNotShared
+		return 0, ErrNotShared
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.o.Timeout)
 	defer cancel()
-	if err := l.rs.client.Del(ctx, l.rs.prefix+"lf:"+key).Err(); err != nil {
+	ms, err := call(ctx, l.rs.prefix+"lf:"+key)
+	if err != nil {
 		l.lockoutFailed(ctx, err)
-		return err
+		return 0, err
 	}
-	return nil
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // lockoutFailed records a failed lockout call, unless the caller left.
