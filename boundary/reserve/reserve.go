@@ -13,6 +13,7 @@ package reserve
 
 import (
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/llmedge/llmedge/api"
@@ -91,14 +92,11 @@ func Of(w *api.Wire) Count {
 	largest := 0
 	for _, m := range w.Members {
 		v := m.Value
-		switch m.Name {
-		case "n", "best_of":
-			if g, ok := Number(v); ok && g > c.Generations {
-				c.Generations, c.GenerationsMember = min(g, MaxGenerations), m.Name
-			}
+		if g, member, ok := generations(m, c.Generations, c.GenerationsMember); ok {
+			c.Generations, c.GenerationsMember = g, member
 			continue
 		}
-		if isCap(names, m.Name) {
+		if slices.Contains(names, m.Name) {
 			if n, ok := Number(v); ok && n > 0 && (c.ReplyCap == 0 || n < c.ReplyCap) {
 				c.ReplyCap = n
 			}
@@ -143,23 +141,22 @@ func Of(w *api.Wire) Count {
 func Generations(w *api.Wire) (int, string) {
 	g, member := 1, ""
 	for _, m := range w.Members {
-		if m.Name == "n" || m.Name == "best_of" {
-			if n, ok := Number(m.Value); ok && n > g {
-				g, member = min(n, MaxGenerations), m.Name
-			}
-		}
+		g, member, _ = generations(m, g, member)
 	}
 	return g, member
 }
 
-// isCap reports whether name is one of names.
-func isCap(names []string, name string) bool {
-	for _, n := range names {
-		if n == name {
-			return true
-		}
+// generations folds member m into the generations asked so far (g, by
+// member) when it is n or best_of, the larger standing; ok reports
+// whether it was.
+func generations(m wire.Member, g int, member string) (int, string, bool) {
+	if m.Name != "n" && m.Name != "best_of" {
+		return g, member, false
 	}
-	return false
+	if n, ok := Number(m.Value); ok && n > g {
+		g, member = min(n, MaxGenerations), m.Name
+	}
+	return g, member, true
 }
 
 // items is the number of elements of an array (1 for any other value): a
