@@ -486,6 +486,7 @@ func (s *responsesStream) appendChunk(b []byte, a *gateway.Answer, data []byte) 
 			}
 			for _, tc := range d.ToolCalls {
 				if s.open != itemCall || s.tool != tc.Index {
+					b = s.closeItem(b) // before the open call's fields change
 					s.callID, s.name, s.tool = callID(tc.ID, a, tc.Index), tc.Function.Name, tc.Index
 					b = s.openItem(b, a, itemCall)
 				}

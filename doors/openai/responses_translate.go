@@ -162,7 +162,7 @@ func appendResponsesChat(b []byte, members []wire.Member) ([]byte, *refusal) {
 			b, u = appendReasoning(b, v)
 		case "truncation":
 			if !v.Is("disabled") {
-				u = &refusal{param: "truncation", what: "truncation '" + v.Clip(40) + "' (dropping the oldest input to fit the context)"}
+				u = &refusal{param: "truncation", what: "truncation '" + valueText(v) + "' (dropping the oldest input to fit the context)"}
 			}
 		case "top_logprobs":
 			if string(v.Raw) != "0" {
@@ -547,7 +547,7 @@ func appendChatToolChoice(b []byte, v wire.Value) ([]byte, *refusal) {
 		case "auto", "none", "required":
 			return appendMember(b, "tool_choice", v.Raw), nil
 		}
-		return nil, &refusal{param: "tool_choice", what: "tool_choice '" + v.Clip(40) + "'"}
+		return nil, &refusal{param: "tool_choice", what: "tool_choice '" + valueText(v) + "'"}
 	}
 	var typ, name wire.Value
 	_ = v.Members(func(m wire.Member) bool {
@@ -648,7 +648,16 @@ func appendReasoning(b []byte, v wire.Value) ([]byte, *refusal) {
 	case "xhigh":
 		b = append(b, `,"reasoning_effort":"high"`...)
 	default:
-		return nil, &refusal{param: "reasoning.effort", what: "reasoning.effort '" + effort.Clip(40) + "'"}
+		return nil, &refusal{param: "reasoning.effort", what: "reasoning.effort '" + valueText(effort) + "'"}
 	}
 	return append(b, `,"chat_template_kwargs":{"enable_thinking":true}`...), nil
+}
+
+// valueText is v in a message: a string's text, another value as written
+// (clipped).
+func valueText(v wire.Value) string {
+	if s, ok := v.Str(); ok && len(s) <= 40 {
+		return s
+	}
+	return v.Clip(40)
 }
