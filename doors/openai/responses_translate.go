@@ -18,14 +18,16 @@ import (
 // member is mapped or refused, naming it; none is dropped silently but
 // those that ask nothing of the model:
 //
-//	model, temperature, top_p, stream,
-//	  parallel_tool_calls, user                 the same members
+//	model, temperature, top_p, stream, user,
+//	  parallel_tool_calls                       the same members
 //	max_output_tokens                           max_tokens
 //	instructions                                the first message, of role system
 //	tools [{type: function, name, description,
 //	  parameters, strict}]                      [{type: function, function: {...}}]
 //	tool_choice auto | none | required |
 //	  {type: function, name}                    the same, {type: function, function: {name}}
+//	tools: [], and then tool_choice auto or
+//	  none, parallel_tool_calls                 nothing (without a tool they ask nothing)
 //	text.format json_schema | json_object       response_format
 //	text.format text, text.verbosity            nothing (the default; a style hint)
 //	reasoning.effort low | medium | high        reasoning_effort (xhigh: high), and
@@ -119,6 +121,7 @@ func translateResponses(body []byte, members []wire.Member) (*api.Wire, *refusal
 // request's members.
 func appendResponsesChat(b []byte, members []wire.Member) ([]byte, *refusal) {
 	var model, instructions, input wire.Value
+	tools := false // a tool is offered
 	for _, m := range members {
 		switch m.Name {
 		case "model":
@@ -127,6 +130,8 @@ func appendResponsesChat(b []byte, members []wire.Member) ([]byte, *refusal) {
 			instructions = m.Value
 		case "input":
 			input = m.Value
+		case "tools":
+			_ = m.Value.Elements(func(int, wire.Value) bool { tools = true; return false })
 		}
 	}
 	b = append(b, `{"model":`...)
@@ -148,14 +153,18 @@ func appendResponsesChat(b []byte, members []wire.Member) ([]byte, *refusal) {
 		var u *refusal
 		switch m.Name {
 		case "model", "instructions", "input":
-		case "temperature", "top_p", "stream", "parallel_tool_calls", "user":
+		case "temperature", "top_p", "stream", "user":
 			b = appendMember(b, m.Name, v.Raw)
+		case "tools", "tool_choice", "parallel_tool_calls":
+			// Without a tool they ask nothing (Codex sends tool_choice
+			// "auto" whatever its tools), and an engine not started for
+			// tool calls refuses tool_choice "auto" (vLLM).
+			if !tools && (m.Name != "tool_choice" || v.Is("auto") || v.Is("none")) {
+				continue
+			}
+			b, u = appendToolMember(b, m.Name, v)
 		case "max_output_tokens":
 			b = appendMember(b, "max_tokens", v.Raw)
-		case "tools":
-			b, u = appendChatTools(b, v)
-		case "tool_choice":
-			b, u = appendChatToolChoice(b, v)
 		case "text":
 			b, u = appendTextFormat(b, v)
 		case "reasoning":
@@ -484,6 +493,17 @@ func outputText(v wire.Value, p string) (string, *refusal) {
 		return false
 	})
 	return strings.Join(texts, "\n"), u
+}
+
+// appendToolMember appends tools, tool_choice or parallel_tool_calls.
+func appendToolMember(b []byte, name string, v wire.Value) ([]byte, *refusal) {
+	switch name {
+	case "tools":
+		return appendChatTools(b, v)
+	case "tool_choice":
+		return appendChatToolChoice(b, v)
+	}
+	return appendMember(b, name, v.Raw), nil
 }
 
 // appendChatTools appends tools as chat's function tools.

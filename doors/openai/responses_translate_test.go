@@ -70,6 +70,10 @@ func TestTranslateResponses(t *testing.T) {
 			`{"model":"qwen","messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":false}}`},
 		{"most thinking", `{"model":"qwen","input":"hi","reasoning":{"effort":"xhigh"}}`,
 			`{"model":"qwen","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":true}}`},
+		{"no tools: nothing about them", `{"model":"qwen","input":"hi","tools":[],"tool_choice":"auto","parallel_tool_calls":false}`,
+			`{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`},
+		{"no tools, but one required", `{"model":"qwen","input":"hi","tool_choice":"required"}`,
+			`{"model":"qwen","messages":[{"role":"user","content":"hi"}],"tool_choice":"required"}`},
 		{"reasoning null", `{"model":"qwen","input":"hi","reasoning":null}`,
 			`{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`},
 		{"system later, refusal, string content", `{"model":"qwen","input":[{"role":"user","content":"a"},{"role":"system","content":"late"},` +
