@@ -43,12 +43,14 @@ func startResponsesTranslateFixture(t *testing.T) *responsesTranslateFixture {
 }
 
 // TestResponsesTranslation: a Responses request for a replica without
-// /v1/responses reaches it as chat completions (what it receives is the
+// /v1/responses (one of Codex CLI's shape: reasoning, include, store,
+// prompt_cache_key, text.verbosity, the web_search tool it offers by
+// default) reaches it as chat completions (what it receives is the
 // translation, with the gateway's edits), and the answer comes back as a
 // response, one JSON object or the API's stream of events; in auto mode
 // after the replica's 404, in translate mode at once; in passthrough
-// mode the 404 is the client's, naming the option; what the translation
-// cannot carry is refused, named.
+// mode the 404 stays a replica's failure; what the translation cannot
+// carry is refused, named.
 func TestResponsesTranslation(t *testing.T) {
 	f := startResponsesTranslateFixture(t)
 	g := f.g
@@ -56,7 +58,8 @@ func TestResponsesTranslation(t *testing.T) {
 	t.Run("translate: one answer", func(t *testing.T) {
 		body := `{"model":"qwen","instructions":"Be terse.","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"Say hello."}]}],` +
 			`"max_output_tokens":64,"temperature":0.5,"store":false,"include":["reasoning.encrypted_content"],"prompt_cache_key":"k",` +
-			`"reasoning":{"effort":"low","summary":"auto"},"text":{"verbosity":"low"}}`
+			`"reasoning":{"effort":"low","summary":"auto"},"text":{"verbosity":"low"},` +
+			`"tools":[{"type":"web_search","external_web_access":false}],"tool_choice":"auto","parallel_tool_calls":false}`
 		resp := g.v1(t, "POST", "/v1/responses", f.tok, body)
 		var r responseObject
 		raw := readJSON(t, resp, &r)
@@ -174,8 +177,8 @@ func TestResponsesTranslation(t *testing.T) {
 
 	t.Run("refusals name the member", func(t *testing.T) {
 		for _, tc := range []struct{ model, body, param string }{
-			{"qwen", `{"model":"qwen","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type"},
-			{"detect", `{"model":"detect","input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type"},
+			{"qwen", `{"model":"qwen","input":"hi","tools":[{"type":"file_search","vector_store_ids":["v"]}]}`, "tools[0].type"},
+			{"detect", `{"model":"detect","input":"hi","tools":[{"type":"file_search","vector_store_ids":["v"]}]}`, "tools[0].type"},
 			{"qwen", `{"model":"qwen","input":[{"type":"custom_tool_call","call_id":"c","name":"apply_patch","input":"x"}]}`, "input[0].type"},
 			{"qwen", `{"model":"qwen","input":"hi","truncation":"auto"}`, "truncation"},
 		} {

@@ -26,6 +26,8 @@ import (
 //	  parameters, strict}]                      [{type: function, function: {...}}]
 //	tool_choice auto | none | required |
 //	  {type: function, name}                    the same, {type: function, function: {name}}
+//	tools of type web_search (and _preview)     nothing: an offer the engine cannot take up
+//	                                            (see isWebSearch)
 //	tools: [], and then tool_choice auto or
 //	  none, parallel_tool_calls                 nothing (without a tool they ask nothing)
 //	text.format json_schema | json_object       response_format
@@ -131,7 +133,10 @@ func appendResponsesChat(b []byte, members []wire.Member) ([]byte, *refusal) {
 		case "input":
 			input = m.Value
 		case "tools":
-			_ = m.Value.Elements(func(int, wire.Value) bool { tools = true; return false })
+			_ = m.Value.Elements(func(_ int, t wire.Value) bool {
+				tools = !isWebSearch(t)
+				return !tools
+			})
 		}
 	}
 	b = append(b, `{"model":`...)
@@ -510,6 +515,7 @@ func appendToolMember(b []byte, name string, v wire.Value) ([]byte, *refusal) {
 func appendChatTools(b []byte, tools wire.Value) ([]byte, *refusal) {
 	b = append(b, `,"tools":[`...)
 	var u *refusal
+	n := 0 // tools written
 	_ = tools.Elements(func(i int, t wire.Value) bool {
 		p := "tools[" + strconv.Itoa(i) + "]"
 		var typ, name, description, parameters, strict wire.Value
@@ -528,6 +534,9 @@ func appendChatTools(b []byte, tools wire.Value) ([]byte, *refusal) {
 			}
 			return true
 		})
+		if isWebSearch(t) {
+			return true // an offer the engine cannot take up: see isWebSearch
+		}
 		if !typ.Is("function") {
 			ts, _ := typ.Str()
 			u = &refusal{param: p + ".type", what: "a tool of type '" + ts + "' (" + p + "): only function tools are carried"}
@@ -537,9 +546,10 @@ func appendChatTools(b []byte, tools wire.Value) ([]byte, *refusal) {
 			u = &refusal{param: p + ".name", what: "a function tool without a name (" + p + ")"}
 			return false
 		}
-		if i > 0 {
+		if n > 0 {
 			b = append(b, ',')
 		}
+		n++
 		b = append(b, `{"type":"function","function":{"name":`...)
 		b = append(b, name.Raw...)
 		if description.Kind() == wire.String {
@@ -558,6 +568,25 @@ func appendChatTools(b []byte, tools wire.Value) ([]byte, *refusal) {
 		return true
 	})
 	return append(b, ']'), u
+}
+
+// isWebSearch reports OpenAI's hosted web search tool (web_search,
+// web_search_preview and their dated versions), which Codex CLI offers the
+// model by default (since early 2026, "cached" mode) to every provider. A
+// tool is an offer, not a demand: the engine has no web search to run, so
+// the offer is left out of the translation, as if the model chose not to
+// search, rather than refused (which would fail every Codex request). A
+// tool_choice that demands it is refused.
+func isWebSearch(t wire.Value) bool {
+	web := false
+	_ = t.Members(func(m wire.Member) bool {
+		if m.Name == "type" {
+			s, _ := m.Value.Str()
+			web = strings.HasPrefix(s, "web_search")
+		}
+		return true
+	})
+	return web
 }
 
 // appendChatToolChoice appends tool_choice in chat's shape.

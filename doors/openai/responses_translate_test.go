@@ -31,7 +31,8 @@ const codexRequest = `{"model":"qwen","instructions":"You are Codex.","input":[`
 	`{"type":"function_call_output","call_id":"call_a","output":"a.go\nb.go"},` +
 	`{"type":"function_call_output","call_id":"call_b","output":[{"type":"input_text","text":"x"},{"type":"input_text","text":"y"}]},` +
 	`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"Two files."}]}],` +
-	`"tools":[{"type":"function","name":"shell","description":"Runs a command","strict":false,"parameters":{"type":"object","properties":{"command":{"type":"array"}}}}],` +
+	`"tools":[{"type":"function","name":"shell","description":"Runs a command","strict":false,"parameters":{"type":"object","properties":{"command":{"type":"array"}}}},` +
+	`{"type":"web_search","external_web_access":false}],` +
 	`"tool_choice":"auto","parallel_tool_calls":false,"reasoning":{"effort":"medium","summary":"auto"},"store":false,"stream":true,` +
 	`"include":["reasoning.encrypted_content"],"prompt_cache_key":"0193-abc","text":{"verbosity":"medium"},"service_tier":"auto",` +
 	`"stream_options":{"include_obfuscation":false}}`
@@ -72,6 +73,8 @@ func TestTranslateResponses(t *testing.T) {
 			`{"model":"qwen","messages":[{"role":"user","content":"hi"}],"reasoning_effort":"high","chat_template_kwargs":{"enable_thinking":true}}`},
 		{"no tools: nothing about them", `{"model":"qwen","input":"hi","tools":[],"tool_choice":"auto","parallel_tool_calls":false}`,
 			`{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`},
+		{"web search alone: no tools", `{"model":"qwen","input":"hi","tools":[{"type":"web_search_preview"}],"tool_choice":"auto"}`,
+			`{"model":"qwen","messages":[{"role":"user","content":"hi"}]}`},
 		{"no tools, but one required", `{"model":"qwen","input":"hi","tool_choice":"required"}`,
 			`{"model":"qwen","messages":[{"role":"user","content":"hi"}],"tool_choice":"required"}`},
 		{"reasoning null", `{"model":"qwen","input":"hi","reasoning":null}`,
@@ -107,7 +110,8 @@ func TestTranslateResponses(t *testing.T) {
 func TestTranslateResponsesRefuses(t *testing.T) {
 	rs := translatingDoor()
 	tests := []struct{ name, body, param, msg string }{
-		{"hosted tool", `{"model":"qwen","input":"hi","tools":[{"type":"function","name":"f"},{"type":"web_search"}]}`, "tools[1].type", "'web_search'"},
+		{"hosted tool", `{"model":"qwen","input":"hi","tools":[{"type":"function","name":"f"},{"type":"file_search","vector_store_ids":["v"]}]}`, "tools[1].type", "'file_search'"},
+		{"web search demanded", `{"model":"qwen","input":"hi","tools":[{"type":"web_search"}],"tool_choice":{"type":"web_search"}}`, "tool_choice", "'web_search'"},
 		{"custom tool call", `{"model":"qwen","input":[{"type":"custom_tool_call","call_id":"c","name":"apply_patch","input":"x"}]}`, "input[0].type", "'custom_tool_call'"},
 		{"file part", `{"model":"qwen","input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]}`, "input[0].content[0]", "'input_file'"},
 		{"image by file_id", `{"model":"qwen","input":[{"role":"user","content":[{"type":"input_image","file_id":"f"}]}]}`, "input[0].content[0]", "file_id"},
@@ -140,7 +144,7 @@ func TestTranslateResponsesRefuses(t *testing.T) {
 // member.
 func TestResponsesAutoTranslatesLazily(t *testing.T) {
 	rs := translatingDoor()
-	body := `{"model":"gemma","input":"hi","tools":[{"type":"web_search"}]}`
+	body := `{"model":"gemma","input":"hi","tools":[{"type":"code_interpreter","container":{"type":"auto"}}]}`
 	chat, aerr := rs.parseResponses([]byte(body))
 	if aerr != nil {
 		t.Fatal(aerr)

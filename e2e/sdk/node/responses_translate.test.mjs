@@ -30,6 +30,8 @@ for (const model of models) {
     const r = await client.responses.create({
       model, instructions: 'Be terse.', input: 'Say hello.', max_output_tokens: 64,
       store: false, include: ['reasoning.encrypted_content'], prompt_cache_key: 'k1',
+      // Codex CLI offers its web search to every provider: an offer left out.
+      tools: [{ type: 'web_search', external_web_access: false }], tool_choice: 'auto',
     });
     assert.equal(r.object, 'response');
     assert.equal(r.model, model);
@@ -91,7 +93,7 @@ for (const model of models) {
 
   test(`responses translated (${model}): a hosted tool is refused, named`, async () => {
     await assert.rejects(
-      client.responses.create({ model, input: 'Search.', tools: [{ type: 'web_search' }] }),
+      client.responses.create({ model, input: 'Search.', tools: [{ type: 'file_search', vector_store_ids: ['vs_1'] }] }),
       (err) => {
         assert.ok(err instanceof OpenAI.BadRequestError, `got ${err}`);
         assert.equal(err.param, 'tools[0].type');
