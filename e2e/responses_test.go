@@ -90,7 +90,9 @@ func TestResponsesAPI(t *testing.T) {
 		"qwen":   staticModel(capped) + "\n\t\t\tupstream_model Qwen/Qwen2.5-7B\n\t\t\tmax_tokens 5\n\t\t\tsystem_message \"Be kind.\"",
 		"gemma":  staticModel(plain),
 		"always": staticModel(always) + "\n\t\t\tstream_upstream always\n\t\t\tupstream_model up-always",
-		"llama":  "\t\t\tstatic " + ollama.URL + "\n\t\t\tprotocol ollama",
+		// Passthrough: the ollama protocol has no Responses API to carry
+		// it to (auto translates it: TestResponsesTranslation).
+		"llama": "\t\t\tstatic " + ollama.URL + "\n\t\t\tprotocol ollama\n\t\t\tresponses passthrough",
 	}})
 	tok := g.Token(t, "demo", "demo", "")
 
@@ -213,7 +215,7 @@ func TestResponsesAPI(t *testing.T) {
 		}
 	})
 
-	t.Run("a protocol that cannot carry it", func(t *testing.T) {
+	t.Run("a protocol that cannot carry it, passthrough", func(t *testing.T) {
 		resp := g.v1(t, "POST", "/v1/responses", tok, `{"model":"llama","input":"Hi"}`)
 		var e openAIError
 		raw := readJSON(t, resp, &e)

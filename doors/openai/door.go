@@ -39,6 +39,9 @@ type Door struct {
 	// created is the "created" time of the listed models: when the
 	// configuration was loaded, the only date the gateway knows of them.
 	created int64
+	// responsesModes are the models' modes for the Responses API; a model
+	// absent is ResponsesAuto.
+	responsesModes map[string]ResponsesMode
 }
 
 // New returns the door for the configured models, with the same limits

@@ -1,6 +1,10 @@
 package openai
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/llmedge/llmedge/wire"
+)
 
 // FuzzParse feeds arbitrary bodies to the request parser: it must never
 // panic, must be deterministic, and must either accept a request that
@@ -42,6 +46,48 @@ func FuzzParse(f *testing.F) {
 		if (s.Temperature != nil && (*s.Temperature < 0 || *s.Temperature > 2)) || (s.TopP != nil && (*s.TopP < 0 || *s.TopP > 1)) ||
 			s.MaxTokens < 0 || len(s.Stop) > maxStop || (chat.IncludeUsage && !chat.Stream) {
 			t.Fatalf("accepted %+v", chat)
+		}
+	})
+}
+
+// FuzzTranslateResponses feeds arbitrary bodies to the Responses door of a
+// model whose requests are translated: it must never panic, and must
+// either refuse with a 400 or 404 that names the problem, or accept with
+// a chat completions body the chat reader takes, whose every message has
+// a role chat completions knows.
+func FuzzTranslateResponses(f *testing.F) {
+	for _, s := range []string{codexRequest,
+		`{"model":"qwen","input":"hi","tools":[{"type":"web_search"}],"tool_choice":"auto"}`,
+		`{"model":"qwen","input":[{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"1"}]}`,
+		`{"model":"qwen","input":[{"role":"user","content":[{"type":"input_image","image_url":"data:x"}]}],"text":{"format":{"type":"json_schema","name":"n","schema":{}}}}`,
+		`{"model":"qwen","input":"x","reasoning":{"effort":"none"}}`, `{"model":"qwen","input":[]}`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	rs := translatingDoor()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		chat, err := rs.parseResponses(body)
+		if err != nil {
+			if (err.Status != 400 && err.Status != 404) || err.Code == "" || message(err) == "" {
+				t.Fatalf("refusal %d %q %q", err.Status, err.Code, message(err))
+			}
+			return
+		}
+		w := chat.Wire
+		if w.Format != "openai.chat" || len(w.Messages) == 0 {
+			t.Fatalf("wire %s %d messages: %s", w.Format, len(w.Messages), w.Body)
+		}
+		for _, m := range w.Messages {
+			var role string
+			_ = m.Members(func(mm wire.Member) bool {
+				if mm.Name == "role" {
+					role, _ = mm.Value.Str()
+				}
+				return true
+			})
+			if role != "system" && role != "user" && role != "assistant" && role != "tool" {
+				t.Fatalf("role %q in %s", role, w.Body)
+			}
 		}
 	})
 }

@@ -163,7 +163,18 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 		}
 		chat.User = u
 	}
-	chat.Wire = &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: o.Members}
+	w := &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: o.Members}
+	switch rs.responsesModes[chat.Model] {
+	case ResponsesTranslate:
+		tw, u := translateResponses(body, o.Members)
+		if u != nil {
+			return chat, u.apiError()
+		}
+		w = tw
+	case ResponsesAuto:
+		w.Translate = lazyResponsesTranslation(body, o.Members)
+	}
+	chat.Wire = w
 	return chat, nil
 }
 
@@ -416,76 +427,28 @@ func checkText(v wire.Value) *api.Error {
 }
 
 // WriteAnswer implements gateway.Door: the replica's response object
-// with the gateway's model name; else (a replica that answered a
-// stream's request with one JSON object) a response made of the text.
+// with the gateway's model name; else a response made of the replica's
+// chat completion (a translated request: its reasoning, text and tool
+// calls), or of the answer's text (see responses_answer.go).
 func (rs Responses) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
-	if a.Raw != nil {
+	switch a.RawFormat {
+	case api.FormatOpenAIResponses:
 		writeJSON(w, appendRenamed(make([]byte, 0, len(a.Raw)+len(a.Model)), a.Raw, a.RawModel, a.Model))
-		return
+	case api.FormatOpenAIChat:
+		writeJSON(w, appendResponseFromChat(make([]byte, 0, 512+len(a.Raw)), a))
+	default:
+		writeJSON(w, appendResponseFromText(make([]byte, 0, 512+len(a.Content)), a))
 	}
-	writeJSON(w, appendResponse(make([]byte, 0, 512+len(a.Content)), a, true))
-}
-
-// appendResponse appends a response object made of the answer's text:
-// one message with one output_text part, in progress or done.
-func appendResponse(b []byte, a *gateway.Answer, done bool) []byte {
-	b = append(b, `{"id":`...)
-	b = jsonx.String(b, "resp_"+a.ID)
-	b = append(b, `,"object":"response","created_at":`...)
-	b = jsonx.Int(b, a.Created.Unix())
-	status := "in_progress"
-	if done {
-		status = "completed"
-		if finishReason(a.FinishReason) == "length" {
-			status = "incomplete"
-		}
-	}
-	b = append(b, `,"status":"`...)
-	b = append(b, status...)
-	b = append(b, `","error":null,"incomplete_details":`...)
-	if status == "incomplete" {
-		b = append(b, `{"reason":"max_output_tokens"}`...)
-	} else {
-		b = append(b, "null"...)
-	}
-	b = append(b, `,"model":`...)
-	b = jsonx.String(b, a.Model)
-	b = append(b, `,"output":[`...)
-	if done {
-		b = appendOutputMessage(b, a, a.Content)
-	}
-	b = append(b, `],"store":false,"usage":`...)
-	if done && a.UsageKnown {
-		b = append(b, `{"input_tokens":`...)
-		b = jsonx.Int(b, int64(a.Usage.PromptTokens))
-		b = append(b, `,"output_tokens":`...)
-		b = jsonx.Int(b, int64(a.Usage.CompletionTokens))
-		b = append(b, `,"total_tokens":`...)
-		b = jsonx.Int(b, int64(a.Usage.TotalTokens))
-		b = append(b, '}')
-	} else {
-		b = append(b, "null"...)
-	}
-	return append(b, '}')
-}
-
-// appendOutputMessage appends the one output message of a response made
-// of text.
-func appendOutputMessage(b []byte, a *gateway.Answer, text string) []byte {
-	b = append(b, `{"id":`...)
-	b = jsonx.String(b, "msg_"+a.ID)
-	b = append(b, `,"type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":`...)
-	b = jsonx.String(b, text)
-	return append(b, `,"annotations":[]}]}`...)
 }
 
 // AppendDelta implements gateway.Door: the replica's event as it wrote it,
 // under its name, with the gateway's model name in the response it
-// carries. A replica that answered a stream's request with one JSON
-// object gives text alone: it is written as the Responses API's events of
-// a text answer.
+// carries. A translated request's chat completion chunks, or the text
+// alone of a replica that answered a stream's request with one JSON
+// object, are written as the Responses API's events (responsesStream).
 func (rs Responses) AppendDelta(b []byte, a *gateway.Answer, d *protocols.Delta) []byte {
-	if d.Data != nil {
+	switch {
+	case d.Data != nil && d.Format != api.FormatOpenAIChat:
 		a.Relayed = true
 		if d.Event != "" {
 			b = append(b, "event: "...)
@@ -495,72 +458,45 @@ func (rs Responses) AppendDelta(b []byte, a *gateway.Answer, d *protocols.Delta)
 		b = append(b, "data: "...)
 		b = appendRenamed(b, d.Data, d.Model, a.Model)
 		return append(b, "\n\n"...)
+	case d.Data != nil && d.Format == api.FormatOpenAIChat:
+		return responsesStreamOf(a).appendChunk(b, a, d.Data)
+	case d.Text != "":
+		return responsesStreamOf(a).appendText(b, a, d.Text)
 	}
-	if d.Text == "" {
-		return b
-	}
-	if a.Deltas == 0 {
-		b = appendEvent(b, "response.created", func(b []byte) []byte {
-			b = append(b, `,"response":`...)
-			return appendResponse(b, a, false)
-		})
-	}
-	return appendEvent(b, "response.output_text.delta", func(b []byte) []byte {
-		b = append(b, `,"item_id":`...)
-		b = jsonx.String(b, "msg_"+a.ID)
-		b = append(b, `,"output_index":0,"content_index":0,"delta":`...)
-		return jsonx.String(b, d.Text)
-	})
-}
-
-// appendEvent appends an event named typ, its data {"type":typ, ...}
-// with the members fields appends.
-func appendEvent(b []byte, typ string, fields func([]byte) []byte) []byte {
-	b = append(b, "event: "...)
-	b = append(b, typ...)
-	b = append(b, "\ndata: {\"type\":\""...)
-	b = append(b, typ...)
-	b = append(b, '"')
-	b = fields(b)
-	return append(b, "}\n\n"...)
+	return b
 }
 
 // AppendEnd implements gateway.Door: nothing after the replica's events,
 // whose last one ended the stream (the Responses API sends no [DONE]);
-// after text alone, response.completed with the whole response.
+// after a translation, the end of the sequence: the open item's done
+// events and response.completed with the whole response.
 func (rs Responses) AppendEnd(b []byte, a *gateway.Answer) []byte {
 	if a.Relayed {
 		return b
 	}
-	if a.Deltas == 0 {
-		b = appendEvent(b, "response.created", func(b []byte) []byte {
-			b = append(b, `,"response":`...)
-			return appendResponse(b, a, false)
-		})
+	s := responsesStreamOf(a)
+	if !s.started && a.Content != "" {
+		b = s.appendText(b, a, a.Content) // a text that came whole
 	}
-	typ := "response.completed"
-	if finishReason(a.FinishReason) == "length" {
-		typ = "response.incomplete"
-	}
-	return appendEvent(b, typ, func(b []byte) []byte {
-		b = append(b, `,"response":`...)
-		return appendResponse(b, a, true)
-	})
+	return s.end(b, a)
 }
 
 // AppendStreamError implements gateway.Door: a failure after the stream
 // started is the Responses API's error event, after which the stream
-// ends.
-func (rs Responses) AppendStreamError(b []byte, _ *gateway.Answer, err *api.Error) []byte {
+// ends; in a translated stream, response.failed with the response so far
+// and the error, as the API ends a response that failed.
+func (rs Responses) AppendStreamError(b []byte, a *gateway.Answer, err *api.Error) []byte {
+	if s, ok := a.State.(*responsesStream); ok && s.started && !a.Relayed {
+		return s.fail(b, a, err)
+	}
 	_, _, code := describe(err)
-	return appendEvent(b, "error", func(b []byte) []byte {
-		b = append(b, `,"code":`...)
-		b = appendNullableString(b, code)
-		b = append(b, `,"message":`...)
-		b = jsonx.String(b, message(err))
-		b = append(b, `,"param":`...)
-		return appendNullableString(b, err.Param)
-	})
+	b = append(b, "event: error\ndata: {\"type\":\"error\",\"code\":"...)
+	b = appendNullableString(b, code)
+	b = append(b, `,"message":`...)
+	b = jsonx.String(b, message(err))
+	b = append(b, `,"param":`...)
+	b = appendNullableString(b, err.Param)
+	return append(b, "}\n\n"...)
 }
 
 // serveStoredResponse answers the paths under /v1/responses/ that name a

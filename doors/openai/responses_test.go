@@ -168,7 +168,8 @@ func TestResponsesFromText(t *testing.T) {
 			t.Fatalf("%s", e)
 		}
 	}
-	if strings.Join(types, " ") != "response.created response.output_text.delta response.incomplete" {
+	if strings.Join(types, " ") != "response.created response.in_progress response.output_item.added response.content_part.added "+
+		"response.output_text.delta response.output_text.done response.content_part.done response.output_item.done response.incomplete" {
 		t.Fatalf("events %v\n%s", types, b)
 	}
 	if !strings.Contains(string(b), "event: response.incomplete\n") {

@@ -231,3 +231,23 @@ func TestLoadMetricsDialects(t *testing.T) {
 		t.Fatalf("unknown dialect: %v", err)
 	}
 }
+
+// TestResponsesOption: the model option responses takes auto,
+// passthrough and translate, and refuses anything else, in the Caddyfile
+// and in JSON.
+func TestResponsesOption(t *testing.T) {
+	for _, mode := range []string{"auto", "passthrough", "translate"} {
+		if mc := parseModel(t, "model m {\n\tstatic http://127.0.0.1:1\n\tresponses "+mode+"\n}"); mc.Responses != mode {
+			t.Fatalf("responses %s: got %q", mode, mc.Responses)
+		}
+	}
+	d := caddyfile.NewTestDispenser("model m {\n\tresponses always\n}")
+	d.Next()
+	if err := new(ModelConfig).unmarshalCaddyfile(d); err == nil || !strings.Contains(err.Error(), "responses: want auto, passthrough or translate") {
+		t.Fatalf("responses always: %v", err)
+	}
+	mc := &ModelConfig{Name: "m", Responses: "always"}
+	if err := mc.validate(); err == nil || !strings.Contains(err.Error(), "responses must be auto, passthrough or translate") {
+		t.Fatalf("validate: %v", err)
+	}
+}

@@ -116,6 +116,10 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err = oneString(d, &m.Anthropic); err == nil && m.Anthropic != "auto" && m.Anthropic != "passthrough" && m.Anthropic != "translate" {
 				err = d.Errf("anthropic: want auto, passthrough or translate, got %q", m.Anthropic)
 			}
+		case "responses":
+			if err = oneString(d, &m.Responses); err == nil && m.Responses != "auto" && m.Responses != "passthrough" && m.Responses != "translate" {
+				err = d.Errf("responses: want auto, passthrough or translate, got %q", m.Responses)
+			}
 		case "dial_timeout":
 			err = positiveDuration(d, opt, &m.DialTimeout)
 		case "max_attempts":

@@ -69,6 +69,11 @@ type ModelConfig struct {
 	// translated to chat completions for a replica without it),
 	// "passthrough" or "translate".
 	Anthropic string `json:"anthropic,omitempty"`
+	// Responses is how OpenAI's Responses API (/v1/responses) reaches the
+	// replicas: "auto" (default: carried through to /v1/responses,
+	// translated to chat completions for a replica without it),
+	// "passthrough" or "translate".
+	Responses string `json:"responses,omitempty"`
 	// DialTimeout bounds connecting to this model's replicas; default: the
 	// app's dial_timeout.
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
@@ -175,6 +180,11 @@ func (mc *ModelConfig) validate() error {
 	case "", "auto", "passthrough", "translate":
 	default:
 		return fmt.Errorf("model %q: anthropic must be auto, passthrough or translate, got %q", mc.Name, mc.Anthropic)
+	}
+	switch mc.Responses {
+	case "", "auto", "passthrough", "translate":
+	default:
+		return fmt.Errorf("model %q: responses must be auto, passthrough or translate, got %q", mc.Name, mc.Responses)
 	}
 	if err := mc.Adapters.validate(); err != nil {
 		return fmt.Errorf("model %q: %w", mc.Name, err)

@@ -21,14 +21,27 @@ func (OpenAI) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: Namespace + ".openai", New: func() caddy.Module { return new(OpenAI) }}
 }
 
-// Provision takes the models and limits of the llmedge app.
+// Provision takes the models, their modes for the Responses API
+// (/v1/responses: each model's `responses` option) and the limits of the
+// llmedge app.
 func (o *OpenAI) Provision(ctx caddy.Context) error {
 	app, err := llmapp.FromContext(ctx)
 	if err != nil {
 		return err
 	}
+	modes := make(map[string]openai.ResponsesMode, len(app.Models))
+	for _, m := range app.Models {
+		mode, err := openai.ParseResponsesMode(m.Responses)
+		if err != nil {
+			return err
+		}
+		modes[m.Name] = mode
+		for _, al := range m.Aliases {
+			modes[al] = mode // the door reads the body before the pipeline resolves an alias
+		}
+	}
 	v := app.Validator()
-	o.door = openai.New(v.Limits, v.Models).WithAliases(v.Aliases).WithNames(v.Names)
+	o.door = openai.New(v.Limits, v.Models).WithAliases(v.Aliases).WithNames(v.Names).WithResponsesModes(modes)
 	return nil
 }
 

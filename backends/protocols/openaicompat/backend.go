@@ -68,10 +68,14 @@ var _ protocols.Protocol = (*Protocol)(nil)
 // the stream ended.
 //
 // A request carried through in Anthropic's format goes to /v1/messages
-// (see chatAnthropic).
+// (see chatAnthropic), one in the Responses API's to /v1/responses (see
+// chatResponses).
 func (b *Protocol) Chat(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	if req != nil && req.Wire != nil && anthropicFormat(req.Wire.Format) {
 		return b.chatAnthropic(ctx, client, req, onDelta)
+	}
+	if req != nil && req.Wire != nil && req.Wire.Format == api.FormatOpenAIResponses {
+		return b.chatResponses(ctx, client, req, onDelta)
 	}
 	return b.send(ctx, client, req, onDelta)
 }

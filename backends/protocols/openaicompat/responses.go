@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,36 @@ import (
 // (input_tokens and output_tokens, its prompt and completion tokens), and
 // where each event's response names its model; every event is relayed as
 // written, its name with it.
+
+// A replica that does not serve /v1/responses (SGLang, TGI, llama.cpp's
+// server, older vLLM) answers 404: when the door gives a translation
+// (api.Wire.Translate, the model's "auto" mode), the request is sent again
+// at once, translated, to /v1/chat/completions, and the replica is
+// remembered for unservedFor, during which its Responses requests go
+// translated from the start (see chatAnthropic, which does the same for
+// /v1/messages: a replica may serve one API and not the other).
+
+// chatResponses runs a request in the Responses API's format: to
+// /v1/responses, or translated when the replica is known not to serve it.
+func (b *Protocol) chatResponses(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
+	w := req.Wire
+	key := req.BaseURL + paths[api.FormatOpenAIResponses]
+	if w.Translate != nil && isUnserved(key, time.Now()) {
+		return b.translated(ctx, client, req, onDelta)
+	}
+	res, err := b.send(ctx, client, req, onDelta)
+	var be *protocols.Error
+	if err == nil || !errors.As(err, &be) || be.Status != http.StatusNotFound || namesModel(be.Message) {
+		return res, err
+	}
+	// The path is not served: nothing was passed on yet.
+	if w.Translate == nil {
+		be.Message = "the replica does not serve /v1/responses (" + be.Message + "); set the model's responses option to auto or translate"
+		return nil, be
+	}
+	unserved.Store(key, time.Now())
+	return b.translated(ctx, client, req, onDelta)
+}
 
 // responsesFinish is a finished response's reason to stop, in the chat
 // answer's terms: "length" when max_output_tokens cut it.

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
@@ -193,5 +194,68 @@ func TestPassBodyStreamOn(t *testing.T) {
 		if got := string(appendPassBody(nil, req, true)); got != tc.want {
 			t.Errorf("%s: got %s", tc.body, got)
 		}
+	}
+}
+
+// TestResponsesFallsBackToTranslation: a replica that answers 404 on
+// /v1/responses gets the door's translation at once, and from then on
+// first, for the Responses API alone (a replica that lacks it may serve
+// /v1/messages); one whose 404 names the model does not; without a
+// translation (passthrough) the 404 stands, naming the option.
+func TestResponsesFallsBackToTranslation(t *testing.T) {
+	chat := `{"id":"c","object":"chat.completion","model":"Q","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+	rep := &replica{serve: map[string]http.HandlerFunc{"/v1/chat/completions": bodyHandler(200, "application/json", chat)}}
+	srv := httptest.NewServer(rep)
+	defer srv.Close()
+	t.Cleanup(func() { unserved.Delete(srv.URL + "/v1/responses") })
+	translations := 0
+	newReq := func() *protocols.Request {
+		w := anthropicWire(t, api.FormatOpenAIResponses, `{"model":"qwen","input":"Say hello","max_output_tokens":4}`)
+		w.Translate = func() (*api.Wire, error) {
+			translations++
+			return chatWire(t, `{"model":"qwen","messages":[{"role":"user","content":"Say hello"}],"max_tokens":4}`), nil
+		}
+		return &protocols.Request{BaseURL: srv.URL, Model: "Q", Wire: w}
+	}
+	for i := range 2 {
+		res, err := (&Protocol{}).Chat(context.Background(), nil, newReq(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Format != api.FormatOpenAIChat || res.Content != "Hi" {
+			t.Fatalf("result %+v", res)
+		}
+		if i == 0 && strings.Join(rep.paths, " ") != "/v1/responses /v1/chat/completions" {
+			t.Fatalf("paths %v", rep.paths)
+		}
+	}
+	if strings.Join(rep.paths, " ") != "/v1/responses /v1/chat/completions /v1/chat/completions" || translations != 2 {
+		t.Fatalf("paths %v, %d translations: the second request should go translated at once", rep.paths, translations)
+	}
+	if rep.bodies[1] != `{"model":"Q","messages":[{"role":"user","content":"Say hello"}],"max_tokens":4}` {
+		t.Fatalf("translation sent as %s", rep.bodies[1])
+	}
+	if isUnserved(srv.URL, time.Now()) {
+		t.Fatal("a replica without /v1/responses was taken for one without /v1/messages")
+	}
+
+	// The model is unknown there: the path is served, the 404 stands.
+	modelless := httptest.NewServer(bodyHandler(404, "application/json",
+		`{"object":"error","message":"The model `+"`Q`"+` does not exist.","type":"NotFoundError","param":null,"code":404}`))
+	defer modelless.Close()
+	req := newReq()
+	req.BaseURL = modelless.URL
+	_, err := (&Protocol{}).Chat(context.Background(), nil, req, nil)
+	checkError(t, err, protocols.KindServer, 404, false, "does not exist")
+
+	// Passthrough: no translation to fall back on.
+	none := httptest.NewServer(&replica{})
+	defer none.Close()
+	req = newReq()
+	req.BaseURL, req.Wire.Translate = none.URL, nil
+	_, err = (&Protocol{}).Chat(context.Background(), nil, req, nil)
+	checkError(t, err, protocols.KindServer, 404, false, "does not serve /v1/responses")
+	if isUnserved(none.URL+"/v1/responses", time.Now()) {
+		t.Fatal("a replica was remembered without a translation")
 	}
 }
