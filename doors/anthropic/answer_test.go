@@ -51,7 +51,7 @@ func TestWriteAnswer(t *testing.T) {
 		{"tools and reasoning", `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"Think",` +
 			`"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}},` +
 			`{"type":"function","function":{"name":"g","arguments":"{\"cut"}}]},"finish_reason":"tool_calls"}]}`,
-			`{"id":"msg_r1","type":"message","role":"assistant","model":"qwen","content":[{"type":"thinking","thinking":"Think","signature":""},` +
+			`{"id":"msg_r1","type":"message","role":"assistant","model":"qwen","content":[{"type":"thinking","thinking":"Think","signature":"bGxtZWRnZTpyMQ"},` +
 				`{"type":"tool_use","id":"call_1","name":"f","input":{"a":1}},{"type":"tool_use","id":"toolu_r1_1","name":"g","input":{}}],` +
 				`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":4}}`},
 		{"stop sequence", `{"choices":[{"index":0,"message":{"content":"Hi"},"finish_reason":"stop","stop_reason":"END"}]}`,
@@ -129,6 +129,7 @@ func TestStreamTranslated(t *testing.T) {
 		messageStart,
 		`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Hm"}}`,
+		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"bGxtZWRnZTpyMQ"}}`,
 		`content_block_stop {"type":"content_block_stop","index":0}`,
 		`content_block_start {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
 		`content_block_delta {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let"}}`,

@@ -64,11 +64,16 @@ func TestDecode(t *testing.T) {
 	if w.Format != api.FormatAnthropicMessages || string(w.Body) != body || len(w.Members) != 13 || w.Translate == nil {
 		t.Fatalf("wire %s %s, %d members, translation %v", w.Format, w.Body, len(w.Members), w.Translate != nil)
 	}
-	// thinking has no equivalent in chat completions: the translation
+	// A document has no equivalent in chat completions: the translation
 	// refuses it, naming it, when a replica needs it.
-	_, err := w.Translate()
+	docBody := strings.Replace(body, `"content":"42"}`, `"content":"42"},{"type":"document","source":{"type":"text","data":"x"}}`, 1)
+	chat, _, aerr = d.Decode(post(PathMessages, docBody))
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	_, err := chat.Wire.Translate()
 	var be *protocols.Error
-	if !asError(err, &be) || be.Kind != protocols.KindUnsupported || be.Param != "thinking" {
+	if !asError(err, &be) || be.Kind != protocols.KindUnsupported || be.Param != "messages.2.content.1" {
 		t.Fatalf("translation error %v", err)
 	}
 
@@ -77,8 +82,8 @@ func TestDecode(t *testing.T) {
 	if aerr != nil || chat.Wire.Translate != nil || chat.Wire.Format != api.FormatAnthropicMessages {
 		t.Fatalf("passthrough: %v %+v", aerr, chat.Wire)
 	}
-	_, _, aerr = d.Decode(post(PathMessages, strings.Replace(body, `"qwen"`, `"gemma"`, 1)))
-	if aerr == nil || aerr.Status != 400 || !strings.Contains(message(aerr), "'thinking' (extended thinking) has no equivalent") {
+	_, _, aerr = d.Decode(post(PathMessages, strings.Replace(docBody, `"qwen"`, `"gemma"`, 1)))
+	if aerr == nil || aerr.Status != 400 || !strings.Contains(message(aerr), "a content block of type 'document' (messages.2.content.1) has no equivalent") {
 		t.Fatalf("translate: %v", aerr)
 	}
 	chat, _, aerr = d.Decode(post(PathMessages, `{"model":"gemma","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`))
@@ -143,7 +148,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"no messages", `{"model":"qwen","max_tokens":5}`, nil, 400, "messages: Field required"},
 		{"empty messages", `{"model":"qwen","max_tokens":5,"messages":[]}`, nil, 400, "messages: at least one message"},
 		{"too many messages", `{"model":"qwen","max_tokens":5,"messages":[` + strings.Repeat(`{"role":"user","content":"a"},`, 4) + `{"role":"user","content":"a"}]}`, nil, 400, "at most 4 messages"},
-		{"system role", `{"model":"qwen","max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, nil, 400, "messages.0.role: Input should be 'user' or 'assistant'"},
+		{"tool role", `{"model":"qwen","max_tokens":5,"messages":[{"role":"tool","content":"x"}]}`, nil, 400, "messages.0.role: Input should be 'user', 'assistant' or 'system', got the string \"tool\""},
 		{"no content", `{"model":"qwen","max_tokens":5,"messages":[{"role":"user"}]}`, nil, 400, "messages.0.content: Field required"},
 		{"content type", `{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":{}}]}`, nil, 400, "messages.0.content: Input should be a valid string or a list of content blocks, got an object"},
 		{"block without type", `{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":[{"text":"x"}]}]}`, nil, 400, "messages.0.content.0.type: Field required"},

@@ -31,8 +31,13 @@ func TestTranslate(t *testing.T) {
 			`{"model":"qwen","max_tokens":5,"metadata":{"user_id":"u-7","other":1},"messages":[` + user + `]}`,
 			`{"model":"qwen","messages":[` + user + `],"max_tokens":5,"user":"u-7"}`},
 		{"inert members",
-			`{"model":"qwen","max_tokens":5,"thinking":{"type":"disabled"},"service_tier":"auto","container":null,"messages":[` + user + `]}`,
+			`{"model":"qwen","max_tokens":5,"service_tier":"auto","speed":"fast","container":null,"cache_control":{"type":"ephemeral"},"messages":[` + user + `]}`,
 			`{"model":"qwen","messages":[` + user + `],"max_tokens":5}`},
+		{"system messages at their place",
+			`{"model":"qwen","max_tokens":5,"system":"S","messages":[` + user + `,{"role":"system","content":"Mid"},` +
+				`{"role":"assistant","content":"Yes"},{"role":"system","content":[{"type":"text","text":"A","cache_control":{"type":"ephemeral"}},{"type":"text","text":"B"}]}]}`,
+			`{"model":"qwen","messages":[{"role":"system","content":"S"},` + user + `,{"role":"system","content":"Mid"},` +
+				`{"role":"assistant","content":"Yes"},{"role":"system","content":"A\nB"}],"max_tokens":5}`},
 		{"text blocks and images",
 			`{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"What is"},` +
 				`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}},` +
@@ -90,7 +95,7 @@ func TestTranslateRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name, body, param, what string
 	}{
-		{"thinking", `"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"Hi"}]`, "thinking", "'thinking' (extended thinking)"},
+		{"system image", `"messages":[{"role":"user","content":"Hi"},{"role":"system","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]`, "messages.1.content.0", "a block of type 'image' in a system message"},
 		{"unknown member", `"mcp_servers":[{"url":"x"}],"messages":[{"role":"user","content":"Hi"}]`, "mcp_servers", "'mcp_servers'"},
 		{"server tool", `"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"Hi"}]`, "tools.0", "the server tool 'web_search_20250305'"},
 		{"document", `"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","data":"x"}}]}]`, "messages.0.content.0", "a content block of type 'document'"},

@@ -1,0 +1,191 @@
+package anthropic
+
+import (
+	"strconv"
+
+	"github.com/llmedge/llmedge/internal/jsonx"
+	"github.com/llmedge/llmedge/wire"
+)
+
+// This file translates what a Messages request asks of the model's
+// reasoning and output into the chat completions controls the engines
+// take:
+//
+//	thinking {type: adaptive}                chat_template_kwargs {"enable_thinking": true}
+//	thinking {type: enabled, budget_tokens}  the same, and reasoning_effort from the budget
+//	                                         (under 4096 low, under 16384 medium, else high)
+//	thinking {type: disabled}                chat_template_kwargs {"enable_thinking": false}
+//	output_config.effort low | medium |      reasoning_effort low | medium | high
+//	  high | max                               (max as high; it wins over the budget's)
+//	output_config.format, output_format      response_format {type: json_schema,
+//	  {type: json_schema, schema}              json_schema: {name: "output", schema, strict: true}}
+//	chat_template_kwargs (vLLM's, SGLang's)  merged: the client's own members win
+//
+// enable_thinking is the switch of the reasoning models' chat templates
+// (Qwen3, GLM, DeepSeek's distills and others): vLLM and SGLang hand every
+// kwarg to the template, which ignores those it does not use, and
+// llama.cpp's server does the same; reasoning_effort is taken by vLLM and
+// SGLang (gpt-oss's templates read it) and ignored by the models that do
+// not use it. Ollama's protocol turns both into its think switch.
+
+// controls are what a request asks of the engine's reasoning and output
+// format.
+type controls struct {
+	// think is 1 for thinking asked for (adaptive, enabled), -1 for
+	// thinking disabled, 0 when the request says nothing.
+	think int8
+	// effort is the reasoning_effort: output_config's, or thinking's
+	// budget's.
+	effort, budgetEffort string
+	// kwargs is the client's own chat_template_kwargs.
+	kwargs wire.Value
+	// schema is the JSON schema the answer must follow.
+	schema wire.Value
+}
+
+// readThinking reads thinking: its type, and an enabled one's budget.
+func (c *controls) readThinking(v wire.Value) *untranslatable {
+	if v.Kind() != wire.Object {
+		return malformed("thinking", "thinking: Input should be a valid dictionary"+butGot(v))
+	}
+	var typ, budget wire.Value
+	_ = v.Members(func(m wire.Member) bool {
+		switch m.Name {
+		case "type":
+			typ = m.Value
+		case "budget_tokens":
+			budget = m.Value
+		}
+		return true
+	})
+	switch t, _ := typ.Str(); t {
+	case "adaptive":
+		c.think = 1
+	case "enabled":
+		c.think = 1
+		if budget.Given() {
+			n, aerr := integerIn(budget, "thinking.budget_tokens", 1, maxTokensLimit)
+			if aerr != nil {
+				return malformed("thinking.budget_tokens", message(aerr))
+			}
+			c.budgetEffort = budgetEffort(n)
+		}
+	case "disabled":
+		c.think = -1
+	default:
+		return &untranslatable{param: "thinking.type", what: "thinking of type " + typ.Clip(32)}
+	}
+	return nil
+}
+
+// budgetEffort is the reasoning_effort of a thinking budget: Claude Code's
+// budgets (4000 "think", 10000 "think hard", 31999 "ultrathink") are low,
+// medium and high.
+func budgetEffort(n int64) string {
+	switch {
+	case n < 4096:
+		return "low"
+	case n < 16384:
+		return "medium"
+	}
+	return "high"
+}
+
+// readOutputConfig reads output_config: its effort and format.
+func (c *controls) readOutputConfig(v wire.Value) *untranslatable {
+	if v.Kind() != wire.Object {
+		return malformed("output_config", "output_config: Input should be a valid dictionary"+butGot(v))
+	}
+	var u *untranslatable
+	_ = v.Members(func(m wire.Member) bool {
+		if !m.Value.Given() {
+			return true
+		}
+		p := "output_config." + m.Name
+		switch m.Name {
+		case "effort":
+			switch e, _ := m.Value.Str(); e {
+			case "low", "medium", "high":
+				c.effort = e
+			case "max", "xhigh":
+				c.effort = "high" // the engines' highest
+			default:
+				u = &untranslatable{param: p, what: "the effort " + m.Value.Clip(32) + " (" + p + ")"}
+			}
+		case "format":
+			u = c.readFormat(m.Value, p)
+		default:
+			u = &untranslatable{param: p, what: "'" + p + "'"}
+		}
+		return u == nil
+	})
+	return u
+}
+
+// readFormat reads an output format (output_config.format, or the older
+// output_format): a JSON schema.
+func (c *controls) readFormat(v wire.Value, p string) *untranslatable {
+	var typ, schema wire.Value
+	_ = v.Members(func(m wire.Member) bool {
+		switch m.Name {
+		case "type":
+			typ = m.Value
+		case "schema":
+			schema = m.Value
+		}
+		return true
+	})
+	if !typ.Is("json_schema") {
+		return &untranslatable{param: p, what: "an output format of type " + typ.Clip(32) + " (" + p + ")"}
+	}
+	if schema.Kind() != wire.Object {
+		return malformed(p+".schema", p+".schema: Input should be a valid dictionary"+butGot(schema))
+	}
+	c.schema = schema
+	return nil
+}
+
+// readKwargs takes the client's chat_template_kwargs, an object.
+func (c *controls) readKwargs(v wire.Value) *untranslatable {
+	if v.Kind() != wire.Object {
+		return malformed("chat_template_kwargs", "chat_template_kwargs: Input should be a valid dictionary"+butGot(v))
+	}
+	c.kwargs = v
+	return nil
+}
+
+// append appends the chat completions members of c.
+func (c *controls) append(b []byte) []byte {
+	if c.think != 0 || c.kwargs.Given() {
+		b = append(b, `,"chat_template_kwargs":{`...)
+		n := 0
+		own := false // the client set enable_thinking itself
+		_ = c.kwargs.Members(func(m wire.Member) bool {
+			own = own || m.Name == "enable_thinking"
+			b = next(b, &n)
+			b = jsonx.String(b, m.Name)
+			b = append(b, ':')
+			b = append(b, m.Value.Raw...)
+			return true
+		})
+		if c.think != 0 && !own {
+			b = next(b, &n)
+			b = append(b, `"enable_thinking":`...)
+			b = strconv.AppendBool(b, c.think > 0)
+		}
+		b = append(b, '}')
+	}
+	effort := c.effort
+	if effort == "" && c.think > 0 {
+		effort = c.budgetEffort
+	}
+	if effort != "" {
+		b = appendMember(b, "reasoning_effort", jsonx.String(nil, effort))
+	}
+	if c.schema.Given() {
+		b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","schema":`...)
+		b = append(b, c.schema.Raw...)
+		b = append(b, `,"strict":true}}`...)
+	}
+	return b
+}
