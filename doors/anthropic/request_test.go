@@ -219,3 +219,31 @@ func jsonEqual(t *testing.T, got, want string) {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
 	}
 }
+
+// TestSystemMessages: a system message inside messages (Claude Code sends
+// one after the first user turn) is accepted on every path: carried as
+// written, routed on at its place, counted.
+func TestSystemMessages(t *testing.T) {
+	d := testDoor()
+	body := `{"model":"llama","max_tokens":5,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral"}}],"messages":[` +
+		`{"role":"user","content":"Hi"},{"role":"system","content":"Mid"},{"role":"system","content":[{"type":"text","text":"A"},{"type":"text","text":"B"}]}]}`
+	chat, raw, aerr := d.Decode(post(PathMessages, body))
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	if string(raw) != body || string(chat.Wire.Body) != body || chat.Wire.Format != api.FormatAnthropicMessages {
+		t.Fatalf("not carried as written: %s", chat.Wire.Body)
+	}
+	want := []api.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Hi"}, {Role: "system", Content: "Mid"}, {Role: "system", Content: "A\nB"}}
+	if !reflect.DeepEqual(chat.Messages, want) {
+		t.Fatalf("routing messages %+v", chat.Messages)
+	}
+	if _, _, aerr := (CountTokens{d}).Decode(post(PathCountTokens, strings.Replace(body, `"max_tokens":5,`, "", 1))); aerr != nil {
+		t.Fatalf("count_tokens: %v", aerr)
+	}
+	// Its text is bounded as any message's.
+	long := strings.Replace(body, `"Mid"`, `"`+strings.Repeat("m", 21)+`"`, 1)
+	if _, _, aerr := d.Decode(post(PathMessages, long)); aerr == nil || !strings.Contains(message(aerr), "messages.1.content: the text is too long") {
+		t.Fatalf("long system message: %v", aerr)
+	}
+}
