@@ -263,7 +263,9 @@ func TestReasoningAnswers(t *testing.T) {
 	// thinking still signs the block before its end.
 	d := &Door{}
 	a := testAnswer()
-	chunk := func(s string) *protocols.Delta { return &protocols.Delta{Data: []byte(s), Format: api.FormatOpenAIChat} }
+	chunk := func(s string) *protocols.Delta {
+		return &protocols.Delta{Data: []byte(s), Format: api.FormatOpenAIChat}
+	}
 	b := d.AppendDelta(nil, a, chunk(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`))
 	b = d.AppendDelta(b, a, chunk(`{"choices":[{"index":0,"delta":{"reasoning":"A"}}]}`))
 	b = d.AppendDelta(b, a, chunk(`{"choices":[{"index":0,"delta":{"reasoning":"B"},"finish_reason":"length"}]}`))
