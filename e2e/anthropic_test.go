@@ -404,8 +404,8 @@ func TestAnthropicTranslated(t *testing.T) {
 	})
 	t.Run("untranslatable", func(t *testing.T) {
 		f.chat.drain(t)
-		readAnthropicError(t, f.message(t, f.full, `{"model":"gemma","max_tokens":64,"thinking":{"type":"enabled","budget_tokens":1024},`+anthropicHello+`}`),
-			400, "invalid_request_error", "'thinking' (extended thinking) has no equivalent in OpenAI's chat completions")
+		readAnthropicError(t, f.message(t, f.full, `{"model":"gemma","max_tokens":64,"mcp_servers":[{"type":"url","url":"https://mcp.example.com","name":"x"}],`+anthropicHello+`}`),
+			400, "invalid_request_error", "'mcp_servers' has no equivalent in OpenAI's chat completions")
 		if got := f.chat.drain(t); len(got) != 0 {
 			t.Fatalf("the replica got %s", paths(got))
 		}
