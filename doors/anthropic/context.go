@@ -28,6 +28,11 @@ import (
 // length, as it would any). Refusing it would fail every request of an
 // agent that learns a new strategy.
 
+// The answer does not report the edits (Anthropic's
+// context_management.applied_edits): a door writes its answer without a
+// view of its request (gateway.Answer), and the edits change no more than
+// the prompt's size, which the answer's usage shows.
+
 // clearedResult stands in for a cleared tool result, so that the model
 // knows a result was there.
 const clearedResult = "[cleared: the result of this tool use was removed to save context]"

@@ -137,16 +137,16 @@ func TestContextManagement(t *testing.T) {
 	}
 }
 
-// TestContextManagementClearsImages: a cleared result is not read, so an
-// image in it (which a tool message cannot carry) is no longer refused.
-func TestContextManagementClearsImages(t *testing.T) {
+// TestContextManagementClearsDocuments: a cleared result is not read, so a
+// document in it (which a tool message cannot carry) is no longer refused.
+func TestContextManagementClearsDocuments(t *testing.T) {
 	msgs := `{"role":"user","content":"Go"},` +
 		`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"read","input":{}}]},` +
-		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}}]}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"JVBE"}}]}]},` +
 		`{"role":"assistant","content":[{"type":"tool_use","id":"t2","name":"read","input":{}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t2","content":"ok"}]}`
 	if _, err := translatedMessages(t, ``, msgs); err == nil {
-		t.Fatal("an image in a tool result was carried")
+		t.Fatal("a document in a tool result was carried")
 	}
 	got, err := translatedMessages(t, `"context_management":{"edits":[{"type":"clear_tool_uses_20250919","trigger":{"type":"tool_uses","value":1},"keep":{"type":"tool_uses","value":1}}]},`, msgs)
 	if err != nil {

@@ -45,10 +45,11 @@ import (
 // user's tool_result blocks tool messages (tool_call_id, the text of its
 // content; "Error: " before it when is_error), put before the rest of
 // their message, as chat completions want a tool's result right after the
-// call; thinking and redacted_thinking blocks of earlier turns are dropped
-// (as Anthropic's API drops them from the prompt). Documents, server tools
-// and their blocks, images in a tool's result (unless context management
-// cleared it) and any member the door does not know are refused.
+// call, its images (a tool message carries text alone) image_url parts of
+// the rest of the user's message; thinking and redacted_thinking blocks of
+// earlier turns are dropped (as Anthropic's API drops them from the
+// prompt). Documents, server tools and their blocks, and any member the
+// door does not know are refused.
 //
 // The anthropic-beta header asks for features of Anthropic's service; the
 // door reads none and refuses none: what a feature adds to the body is
@@ -268,12 +269,19 @@ func appendMessage(b []byte, req *request, i int, m wire.Value, n *int, edits *c
 			}
 			text := clearedResult
 			if !edits.clearsResult(f.toolUseID) {
+				var images [][]byte
 				var u *untranslatable
-				if text, u = toolResultText(f.content, p); u != nil {
+				if text, images, u = toolResultText(f.content, p); u != nil {
 					return nil, u
 				}
 				if f.isError.Kind() == wire.True {
 					text = "Error: " + text
+				}
+				if len(images) > 0 {
+					// A tool message carries text alone: its images
+					// follow in the user's message, after the results.
+					text += imagesFollow
+					parts = append(parts, images...)
 				}
 			}
 			b = next(b, n)
@@ -382,42 +390,57 @@ func imageURL(source wire.Value, p string) ([]byte, *untranslatable) {
 	return nil, &untranslatable{param: p + ".source", what: "an image source of type '" + t + "' (" + p + ".source)"}
 }
 
+// imagesFollow ends the text of a tool's result whose images follow it.
+const imagesFollow = "\n[the images of this result follow]"
+
 // toolResultText is a tool_result's content as text: a string, or its
-// text blocks joined with newlines; an image or another block in it cannot
-// be carried by a tool message.
-func toolResultText(content wire.Value, p string) (string, *untranslatable) {
+// text blocks joined with newlines; and its images, as image_url parts
+// (a tool message cannot carry them: Claude Code's Read tool answers with
+// one for an image file). Another block in it is refused.
+func toolResultText(content wire.Value, p string) (string, [][]byte, *untranslatable) {
 	switch content.Kind() {
 	case wire.String:
-		return content.Text(), nil
+		return content.Text(), nil, nil
 	case wire.Array:
 		var texts []byte
+		var images [][]byte
 		var u *untranslatable
 		_ = content.Elements(func(k int, e wire.Value) bool {
-			var typ, text wire.Value
+			var typ, text, source wire.Value
 			_ = e.Members(func(m wire.Member) bool {
 				switch m.Name {
 				case "type":
 					typ = m.Value
 				case "text":
 					text = m.Value
+				case "source":
+					source = m.Value
 				}
 				return true
 			})
-			if !typ.Is("text") || text.Kind() != wire.String {
+			q := p + ".content." + strconv.Itoa(k)
+			switch {
+			case typ.Is("image"):
+				var url []byte
+				if url, u = imageURL(source, q); u == nil {
+					part := append([]byte(`{"type":"image_url","image_url":{"url":`), url...)
+					images = append(images, append(part, "}}"...))
+				}
+				return u == nil
+			case !typ.Is("text") || text.Kind() != wire.String:
 				t, _ := typ.Str()
-				q := p + ".content." + strconv.Itoa(k)
 				u = &untranslatable{param: q, what: "a block of type '" + t + "' in a tool's result (" + q + ")"}
 				return false
 			}
-			if k > 0 {
+			if len(texts) > 0 {
 				texts = append(texts, '\n')
 			}
 			texts = append(texts, text.Text()...)
 			return true
 		})
-		return string(texts), u
+		return string(texts), images, u
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 // appendTools appends tools as OpenAI's function tools.

@@ -61,6 +61,12 @@ func TestTranslate(t *testing.T) {
 				`{"role":"user","content":"Thanks"}],"max_tokens":5,` +
 				`"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},{"type":"function","function":{"name":"noop","parameters":{"type":"object"}}}],` +
 				`"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false}`},
+		{"images in a tool result follow it",
+			`{"model":"qwen","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"Read","input":{"file_path":"x.png"}}]},` +
+				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"x.png"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}}]},{"type":"text","text":"What is it?"}]}]}`,
+			`{"model":"qwen","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"Read","arguments":"{\"file_path\":\"x.png\"}"}}]},` +
+				`{"role":"tool","tool_call_id":"a","content":"x.png\n[the images of this result follow]"},` +
+				`{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBO"}},{"type":"text","text":"What is it?"}]}],"max_tokens":5}`},
 		{"tool calls alone",
 			`{"model":"qwen","max_tokens":5,"tool_choice":{"type":"any"},"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"}]}]}`,
 			`{"model":"qwen","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":""}],"max_tokens":5,"tool_choice":"required"}`},
@@ -102,7 +108,8 @@ func TestTranslateRefuses(t *testing.T) {
 		{"file image", `"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]`, "messages.0.content.0.source", "an image source of type 'file'"},
 		{"assistant image", `"messages":[{"role":"assistant","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]`, "messages.0.content.0", "an image in an assistant's message"},
 		{"user tool_use", `"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]}]`, "messages.0.content.0", "a tool_use block in a user's message"},
-		{"image result", `"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{}}]}]}]`, "messages.0.content.0.content.0", "a block of type 'image' in a tool's result"},
+		{"document result", `"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"document","source":{}}]}]}]`, "messages.0.content.0.content.0", "a block of type 'document' in a tool's result"},
+		{"image result source", `"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}]`, "messages.0.content.0.content.0.source", "an image source of type 'file'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := testDoor()
