@@ -72,6 +72,11 @@ func (c *controls) readThinking(v wire.Value) *untranslatable {
 		}
 	case "disabled":
 		c.think = -1
+	case "":
+		if typ.Kind() != wire.String {
+			return malformed("thinking.type", "thinking.type: Field required, a string")
+		}
+		fallthrough
 	default:
 		return &untranslatable{param: "thinking.type", what: "thinking of type " + typ.Clip(32)}
 	}

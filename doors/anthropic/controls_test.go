@@ -79,6 +79,7 @@ func TestTranslateControlsRefused(t *testing.T) {
 	for _, c := range []struct{ name, members, param, msg string }{
 		{"thinking type", `"thinking":{"type":"deep"},`, "thinking.type", `thinking of type "deep" has no equivalent`},
 		{"thinking shape", `"thinking":"on",`, "thinking", "thinking: Input should be a valid dictionary"},
+		{"thinking without type", `"thinking":{"budget_tokens":1024},`, "thinking.type", "thinking.type: Field required"},
 		{"budget", `"thinking":{"type":"enabled","budget_tokens":"x"},`, "thinking.budget_tokens", "thinking.budget_tokens: Input should be a valid integer"},
 		{"effort", `"output_config":{"effort":"extreme"},`, "output_config.effort", `the effort "extreme" (output_config.effort) has no equivalent`},
 		{"unknown output_config member", `"output_config":{"verbosity":"low"},`, "output_config.verbosity", "'output_config.verbosity' has no equivalent"},
