@@ -184,7 +184,7 @@ func TestAnthropicClaudeCode(t *testing.T) {
 		return strings.Join(r, " ")
 	}
 	body := string(got[0].Body)
-	if roles() != "system user system" || sent.Kwargs["enable_thinking"] != true || sent.ReasoningEffort != "high" || !sent.Stream ||
+	if roles() != "system user system" || sent.Kwargs["enable_thinking"] != true || sent.Kwargs["reasoning_effort"] != "high" || sent.ReasoningEffort != "" || !sent.Stream ||
 		!strings.HasPrefix(sent.User, `{"device_id"`) || len(sent.Tools) != 2 || string(sent.ToolChoice) != `"auto"` ||
 		string(sent.Messages[2].Content) != `"The working directory is /tmp/project."` {
 		t.Fatalf("the engine got %s", body)

@@ -15,8 +15,9 @@ import (
 //	thinking {type: enabled, budget_tokens}  the same, and reasoning_effort from the budget
 //	                                         (under 4096 low, under 16384 medium, else high)
 //	thinking {type: disabled}                chat_template_kwargs {"enable_thinking": false}
-//	output_config.effort low | medium |      reasoning_effort low | medium | high
-//	  high | max                               (max as high; it wins over the budget's)
+//	output_config.effort low | medium |      with thinking enabled, reasoning_effort low |
+//	  high | max                               medium | high (max as high; it wins over the
+//	                                           budget's); else chat_template_kwargs.reasoning_effort
 //	output_config.format, output_format      response_format {type: json_schema,
 //	  {type: json_schema, schema}              json_schema: {name: "output", schema, strict: true}}
 //	chat_template_kwargs (vLLM's, SGLang's)  merged: the client's own members win
@@ -24,16 +25,23 @@ import (
 // enable_thinking is the switch of the reasoning models' chat templates
 // (Qwen3, GLM, DeepSeek's distills and others): vLLM and SGLang hand every
 // kwarg to the template, which ignores those it does not use, and
-// llama.cpp's server does the same; reasoning_effort is taken by vLLM and
-// SGLang (gpt-oss's templates read it) and ignored by the models that do
-// not use it. Ollama's protocol turns both into its think switch.
+// llama.cpp's server and Ollama's OpenAI API ignore them too; so an
+// effort rides there too (gpt-oss's template reads reasoning_effort). The
+// request member reasoning_effort is sent only when the client asked for
+// thinking outright (enabled): vLLM and SGLang take it, but Ollama refuses
+// it for a model without thinking (400 "does not support thinking",
+// v0.17), and adaptive thinking, which Claude Code asks for on every
+// request, leaves thinking to the model. Ollama's protocol turns
+// enable_thinking false into its think switch.
 
 // controls are what a request asks of the engine's reasoning and output
 // format.
 type controls struct {
 	// think is 1 for thinking asked for (adaptive, enabled), -1 for
-	// thinking disabled, 0 when the request says nothing.
-	think int8
+	// thinking disabled, 0 when the request says nothing; enabled is
+	// thinking asked for outright (type enabled).
+	think   int8
+	enabled bool
 	// effort is the reasoning_effort: output_config's, or thinking's
 	// budget's.
 	effort, budgetEffort string
@@ -62,7 +70,7 @@ func (c *controls) readThinking(v wire.Value) *untranslatable {
 	case "adaptive":
 		c.think = 1
 	case "enabled":
-		c.think = 1
+		c.think, c.enabled = 1, true
 		if budget.Given() {
 			n, aerr := integerIn(budget, "thinking.budget_tokens", 1, maxTokensLimit)
 			if aerr != nil {
@@ -161,30 +169,37 @@ func (c *controls) readKwargs(v wire.Value) *untranslatable {
 
 // append appends the chat completions members of c.
 func (c *controls) append(b []byte) []byte {
-	if c.think != 0 || c.kwargs.Given() {
+	effort := c.effort
+	if effort == "" && c.enabled {
+		effort = c.budgetEffort
+	}
+	kwargEffort := effort != "" && !c.enabled
+	if c.think != 0 || kwargEffort || c.kwargs.Given() {
 		b = append(b, `,"chat_template_kwargs":{`...)
 		n := 0
-		own := false // the client set enable_thinking itself
+		ownThink, ownEffort := false, false // the client's own kwargs
 		_ = c.kwargs.Members(func(m wire.Member) bool {
-			own = own || m.Name == "enable_thinking"
+			ownThink = ownThink || m.Name == "enable_thinking"
+			ownEffort = ownEffort || m.Name == "reasoning_effort"
 			b = next(b, &n)
 			b = jsonx.String(b, m.Name)
 			b = append(b, ':')
 			b = append(b, m.Value.Raw...)
 			return true
 		})
-		if c.think != 0 && !own {
+		if c.think != 0 && !ownThink {
 			b = next(b, &n)
 			b = append(b, `"enable_thinking":`...)
 			b = strconv.AppendBool(b, c.think > 0)
 		}
+		if kwargEffort && !ownEffort {
+			b = next(b, &n)
+			b = append(b, `"reasoning_effort":`...)
+			b = jsonx.String(b, effort)
+		}
 		b = append(b, '}')
 	}
-	effort := c.effort
-	if effort == "" && c.think > 0 {
-		effort = c.budgetEffort
-	}
-	if effort != "" {
+	if effort != "" && c.enabled {
 		b = appendMember(b, "reasoning_effort", jsonx.String(nil, effort))
 	}
 	if c.schema.Given() {

@@ -30,13 +30,15 @@ import (
 //	frequency_penalty, presence_penalty, and the vendor members top_k,
 //	min_p, repeat_penalty (repetition_penalty, vLLM's name for it)
 //	                     options
-//	chat_template_kwargs.enable_thinking, reasoning_effort
-//	                     think: enable_thinking's value, else false for the
-//	                     effort "none" and true for any other (Ollama takes
-//	                     levels for gpt-oss alone); the template's other
-//	                     kwargs are dropped: Ollama's templates take none,
-//	                     and vLLM, whose they are, ignores those a template
-//	                     does not use
+//	chat_template_kwargs.enable_thinking false, reasoning_effort "none"
+//	                     think false; thinking asked for (enable_thinking
+//	                     true, another effort) sends no think: Ollama
+//	                     refuses think true for a model without thinking
+//	                     (400 "does not support thinking", v0.17), and its
+//	                     models with thinking think unless told not to; the
+//	                     template's other kwargs are dropped: Ollama's
+//	                     templates take none, and vLLM, whose they are,
+//	                     ignores those a template does not use
 //
 // What /api/chat cannot carry is refused (KindUnsupported, naming the
 // member and the protocol) before anything is sent: logprobs, n > 1,
@@ -154,9 +156,8 @@ func translate(req *protocols.Request) (*wireRequest, *protocols.Error) {
 		case "reasoning_effort":
 			if e, ok := v.Str(); !ok {
 				err = refuse(m.Name, "a 'reasoning_effort' that is not a string")
-			} else if !kwargsThink(w) {
-				think := e != "none"
-				body.Think = &think
+			} else if e == "none" && !kwargsThink(w) {
+				body.Think = &thinkOff
 			}
 		}
 		if err != nil {
@@ -183,8 +184,11 @@ func translate(req *protocols.Request) (*wireRequest, *protocols.Error) {
 	return body, nil
 }
 
-// thinkKwarg sets think to chat_template_kwargs' enable_thinking, when it
-// has one.
+// thinkOff is /api/chat's think: false.
+var thinkOff = false
+
+// thinkKwarg turns thinking off when chat_template_kwargs' enable_thinking
+// is false; true leaves think out (see translate's comment).
 func thinkKwarg(think **bool, v wire.Value) *protocols.Error {
 	if v.Kind() != wire.Object {
 		return refuse("chat_template_kwargs", "a 'chat_template_kwargs' that is not an object")
@@ -198,8 +202,11 @@ func thinkKwarg(think **bool, v wire.Value) *protocols.Error {
 			bad = refuse("chat_template_kwargs.enable_thinking", "an 'enable_thinking' that is not a boolean")
 			return false
 		}
-		on := m.Value.Kind() == wire.True
-		*think = &on
+		if m.Value.Kind() == wire.False {
+			*think = &thinkOff
+		} else {
+			*think = nil
+		}
 		return true
 	})
 	return bad
