@@ -6,6 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/llmedge/llmedge/internal/ollamatest"
+	"github.com/llmedge/llmedge/internal/tinymodel"
 )
 
 // Claude Code's requests (2.1.x), as it sends them to ANTHROPIC_BASE_URL:
@@ -236,4 +239,43 @@ func TestAnthropicClaudeCode(t *testing.T) {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// TestRealEngineAnthropicClaudeCode: Claude Code's requests to a real
+// engine, Ollama (bin/ollama, v0.17.4, with a tiny model without thinking
+// or tools), every way the door reaches it: carried through to its own
+// /v1/messages, translated to its /v1/chat/completions, and translated to
+// its /api/chat by the ollama protocol. The engine takes every one of them
+// (it refuses think and reasoning_effort for a model without thinking: the
+// translation sends neither for adaptive thinking) and its words come back.
+func TestRealEngineAnthropicClaudeCode(t *testing.T) {
+	e := startOllama(t, ollamatest.Options{}, "tiny")
+	g := engineGateway(t, e, map[string]string{
+		"pass":  engineModel(e, "openai", "tiny", "anthropic passthrough"),
+		"trans": engineModel(e, "openai", "tiny", "anthropic translate"),
+		"olla":  engineModel(e, "ollama", "tiny"),
+	})
+	tok := g.Token(t, "demo", "demo", "")
+	want := tinymodel.Answer(tinyCfg, tinyWords)
+	// The tiny model has no tools: Ollama refuses tools for it (400 "does
+	// not support tools"), so the conversation's tool use is in its
+	// history alone.
+	noTools := func(body string) string { return strings.Replace(body, ccTools+`,"tool_choice":{"type":"auto"},`, "", 1) }
+	next := ccFirstMessages + `,` +
+		`{"role":"assistant","content":[{"type":"thinking","thinking":"I should list them.","signature":"c2ln"},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"README main.go"}],"cache_control":{"type":"ephemeral"}}]}`
+	for _, model := range []string{"pass", "trans", "olla"} {
+		t.Run(model, func(t *testing.T) {
+			for _, msgs := range []string{ccFirstMessages, next} {
+				s := readCCStream(t, ccPost(t, g, tok, noTools(ccRequest(model, msgs))))
+				text := ""
+				for _, b := range s.blocks {
+					text += b.Text
+				}
+				if s.stop != "end_turn" || len(strings.Fields(text)) < len(want) {
+					t.Fatalf("answer %+v, text %q", s, text)
+				}
+			}
+		})
+	}
 }
