@@ -260,7 +260,9 @@ func TestRealEngineAnthropicClaudeCode(t *testing.T) {
 	// The tiny model has no tools: Ollama refuses tools for it (400 "does
 	// not support tools"), so the conversation's tool use is in its
 	// history alone.
-	noTools := func(body string) string { return strings.Replace(body, ccTools+`,"tool_choice":{"type":"auto"},`, "", 1) }
+	noTools := func(body string) string {
+		return strings.Replace(body, ccTools+`,"tool_choice":{"type":"auto"},`, "", 1)
+	}
 	next := ccFirstMessages + `,` +
 		`{"role":"assistant","content":[{"type":"thinking","thinking":"I should list them.","signature":"c2ln"},{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"README main.go"}],"cache_control":{"type":"ephemeral"}}]}`
