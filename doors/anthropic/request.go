@@ -306,8 +306,8 @@ func (d *Door) model(v wire.Value) (string, *api.Error) {
 }
 
 // readMessages reads the shape of every message: an object with a role,
-// user, assistant or system, and a content, a string or a list of content blocks,
-// each an object with a type and the members its type requires.
+// user, assistant or system, and a content, a string or a list of content
+// blocks, each an object with a type and the members its type requires.
 func (d *Door) readMessages(req *request) *api.Error {
 	v := req.messages
 	if v.Kind() != wire.Array {
