@@ -660,6 +660,7 @@ func TestAnthropicOpenAPI(t *testing.T) {
 	}{
 		{"message", "/v1/messages", `{"model":"qwen","max_tokens":8,"system":"Be terse.",` + hello + `,"temperature":0.5,"stop_sequences":["x"]}`, []string{"X-Api-Key", f.full}, 200},
 		{"translated", "/v1/messages", `{"model":"gemma","max_tokens":8,` + hello + `}`, []string{"Authorization", "Bearer " + f.full}, 200},
+		{"claude code, translated", "/v1/messages", ccRequest("gemma", ccFirstMessages), []string{"Authorization", "Bearer " + f.full, "Anthropic-Beta", ccBeta}, 200},
 		{"tool call", "/v1/messages", `{"model":"qwen","max_tokens":64,` + anthropicWeatherTool + `,"tool_choice":{"type":"any"},` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
 		{"stream", "/v1/messages", `{"model":"qwen","max_tokens":8,"stream":true,` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
 		{"no key", "/v1/messages", `{"model":"qwen","max_tokens":8,` + hello + `}`, nil, 401},
