@@ -18,6 +18,7 @@ import (
 //	output_config.effort low | medium |      with thinking enabled, reasoning_effort low |
 //	  high | max                               medium | high (max as high; it wins over the
 //	                                           budget's); else chat_template_kwargs.reasoning_effort
+//	output_config.task_budget                nothing: advisory, it caps nothing
 //	output_config.format, output_format      response_format {type: json_schema,
 //	  {type: json_schema, schema}              json_schema: {name: "output", schema, strict: true}}
 //	chat_template_kwargs (vLLM's, SGLang's)  merged: the client's own members win
@@ -127,6 +128,10 @@ func (c *controls) readOutputConfig(v wire.Value) *untranslatable {
 			}
 		case "format":
 			u = c.readFormat(m.Value, p)
+		case "task_budget":
+			// Advisory (the task budgets beta): a countdown Anthropic
+			// shows its model, which caps nothing; an engine has no
+			// such countdown, and without it the model works as asked.
 		default:
 			u = &untranslatable{param: p, what: "'" + p + "'"}
 		}

@@ -44,6 +44,8 @@ func TestTranslateControls(t *testing.T) {
 			head + `,"chat_template_kwargs":{"enable_thinking":true}}`},
 		{"effort, no thinking: a kwarg", `"output_config":{"effort":"medium"},`,
 			head + `,"chat_template_kwargs":{"reasoning_effort":"medium"}}`},
+		{"task budget (advisory)", `"output_config":{"effort":"high","task_budget":{"type":"tokens","total":64000}},`,
+			head + `,"chat_template_kwargs":{"reasoning_effort":"high"}}`},
 		{"effort max", `"output_config":{"effort":"max"},`,
 			head + `,"chat_template_kwargs":{"reasoning_effort":"high"}}`},
 		{"effort, thinking disabled", `"thinking":{"type":"disabled"},"output_config":{"effort":"low"},`,
