@@ -247,3 +247,15 @@ func TestSystemMessages(t *testing.T) {
 		t.Fatalf("long system message: %v", aerr)
 	}
 }
+
+// TestBetaHeaders: anthropic-beta, one or several, whatever features it
+// names, and a query string (Claude Code's ?beta=true) are never refused.
+func TestBetaHeaders(t *testing.T) {
+	d := testDoor()
+	r := post(PathMessages+"?beta=true", `{"model":"gemma","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`)
+	r.Header.Add("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14")
+	r.Header.Add("Anthropic-Beta", "some-future-feature-2099-01-01")
+	if _, _, aerr := d.Decode(r); aerr != nil {
+		t.Fatal(aerr)
+	}
+}
