@@ -404,8 +404,8 @@ func TestAnthropicTranslated(t *testing.T) {
 	})
 	t.Run("untranslatable", func(t *testing.T) {
 		f.chat.drain(t)
-		readAnthropicError(t, f.message(t, f.full, `{"model":"gemma","max_tokens":64,"thinking":{"type":"enabled","budget_tokens":1024},`+anthropicHello+`}`),
-			400, "invalid_request_error", "'thinking' (extended thinking) has no equivalent in OpenAI's chat completions")
+		readAnthropicError(t, f.message(t, f.full, `{"model":"gemma","max_tokens":64,"mcp_servers":[{"type":"url","url":"https://mcp.example.com","name":"x"}],`+anthropicHello+`}`),
+			400, "invalid_request_error", "'mcp_servers' has no equivalent in OpenAI's chat completions")
 		if got := f.chat.drain(t); len(got) != 0 {
 			t.Fatalf("the replica got %s", paths(got))
 		}
@@ -660,6 +660,7 @@ func TestAnthropicOpenAPI(t *testing.T) {
 	}{
 		{"message", "/v1/messages", `{"model":"qwen","max_tokens":8,"system":"Be terse.",` + hello + `,"temperature":0.5,"stop_sequences":["x"]}`, []string{"X-Api-Key", f.full}, 200},
 		{"translated", "/v1/messages", `{"model":"gemma","max_tokens":8,` + hello + `}`, []string{"Authorization", "Bearer " + f.full}, 200},
+		{"claude code, translated", "/v1/messages", ccRequest("gemma", ccFirstMessages), []string{"Authorization", "Bearer " + f.full, "Anthropic-Beta", ccBeta}, 200},
 		{"tool call", "/v1/messages", `{"model":"qwen","max_tokens":64,` + anthropicWeatherTool + `,"tool_choice":{"type":"any"},` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
 		{"stream", "/v1/messages", `{"model":"qwen","max_tokens":8,"stream":true,` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
 		{"no key", "/v1/messages", `{"model":"qwen","max_tokens":8,` + hello + `}`, nil, 401},

@@ -169,7 +169,7 @@ func completeReply(ctx context.Context, w http.ResponseWriter, cfg Config, p pla
 	}
 	choices := make([]completionChoice, len(p.Choices))
 	for i, r := range p.Choices {
-		msg := replyMessage{Role: "assistant", ToolCalls: []toolCallOut{}}
+		msg := replyMessage{Role: "assistant", ToolCalls: []toolCallOut{}, ReasoningContent: r.reasoningText()}
 		if r.Call != nil {
 			msg.ToolCalls = []toolCallOut{{ID: r.Call.ID, Type: "function", Function: functionCall{Name: r.Call.Name, Arguments: r.Call.Arguments}}}
 		} else {

@@ -50,6 +50,9 @@ type reply struct {
 	// Call, when set, makes the choice a call of a function whose
 	// arguments are the pieces.
 	Call *toolCall
+	// Reasoning are the tokens of the choice's reasoning, before its
+	// pieces (reasoning.go).
+	Reasoning []string
 }
 
 // toolCall is a function call an answer makes.
@@ -67,7 +70,7 @@ func (p plan) completionTokens() int {
 	}
 	n := 0
 	for _, r := range p.Choices {
-		n += len(r.Pieces)
+		n += r.tokens()
 	}
 	return n
 }
@@ -80,7 +83,7 @@ func (p plan) steps() int {
 	}
 	n := 0
 	for _, r := range p.Choices {
-		n = max(n, len(r.Pieces))
+		n = max(n, r.tokens())
 	}
 	return n
 }
@@ -146,7 +149,7 @@ func planReply(cfg Config, c *chat) (plan, *apiError) {
 			p.Choices[i] = c.continueFrom(cfg, from, prefix, i%n, room)
 			continue
 		}
-		p.Choices[i] = c.generate(cfg, msgs, i%n, room)
+		p.Choices[i] = c.generateReasoned(cfg, d, msgs, i%n, room)
 	}
 	p.Tokens, p.FinishReason = p.Choices[0].Pieces, p.Choices[0].Finish
 	return p, nil

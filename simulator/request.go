@@ -48,6 +48,10 @@ type chatRequest struct {
 	// message rather than answer it (continue.go).
 	ContinueFinalMessage *bool `json:"continue_final_message"`
 	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+
+	// vLLM's template kwargs: enable_thinking asks for reasoning
+	// (reasoning.go).
+	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
 }
 
 type chatMessage struct {
@@ -127,6 +131,8 @@ type chat struct {
 	// ContinueFinal is vLLM's continue_final_message: the reply goes on
 	// from the last message, the assistant's (continue.go).
 	ContinueFinal bool
+	// Thinking asks the model to reason first (reasoning.go).
+	Thinking bool
 	// invalid is the first semantic error found while decoding, which
 	// validate reports after the checks of the messages.
 	invalid *apiError
@@ -159,6 +165,7 @@ func decodeChat(r *http.Request, w http.ResponseWriter) (*chat, error) {
 		Stop:                req.Stop,
 		Seed:                req.Seed,
 		Logprobs:            req.Logprobs != nil && *req.Logprobs,
+		Thinking:            thinks(req.ChatTemplateKwargs, req.ReasoningEffort),
 	}
 	if err := c.readStreamOptions(req.StreamOptions); err != nil {
 		return nil, err

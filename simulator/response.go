@@ -27,8 +27,11 @@ type completionChoice struct {
 type replyMessage struct {
 	Role string `json:"role"`
 	// Content is null when the message is a tool call.
-	Content   *string       `json:"content"`
-	ToolCalls []toolCallOut `json:"tool_calls"`
+	Content *string `json:"content"`
+	// ReasoningContent is the reasoning of an engine that separates it
+	// (reasoning.go).
+	ReasoningContent *string       `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCallOut `json:"tool_calls"`
 }
 
 // toolCallOut is a tool call of a non-streamed answer, in vLLM's field
@@ -98,9 +101,10 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role      string          `json:"role,omitempty"`
-	Content   *string         `json:"content,omitempty"`
-	ToolCalls []deltaToolCall `json:"tool_calls,omitempty"`
+	Role             string          `json:"role,omitempty"`
+	Content          *string         `json:"content,omitempty"`
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        []deltaToolCall `json:"tool_calls,omitempty"`
 }
 
 // deltaToolCall is a streamed piece of a tool call: the first carries its

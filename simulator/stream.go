@@ -79,12 +79,14 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dial
 	if d.keepAlive && !out.raw([]byte(":\n\n")) {
 		return outcomeCancelled
 	}
+	callHead := func(r reply) delta {
+		return delta{ToolCalls: []deltaToolCall{{ID: r.Call.ID, Type: "function", Function: &deltaFunction{Name: r.Call.Name, Arguments: &empty}}}}
+	}
 	for i, r := range p.Choices {
-		if r.Call == nil {
-			continue
+		if r.Call == nil || len(r.Reasoning) > 0 {
+			continue // a call after reasoning is named after it
 		}
-		dl := delta{ToolCalls: []deltaToolCall{{ID: r.Call.ID, Type: "function", Function: &deltaFunction{Name: r.Call.Name, Arguments: &empty}}}}
-		if !send(chunkChoice{Index: i, Delta: dl, Logprobs: jsonNull}, nil) {
+		if !send(chunkChoice{Index: i, Delta: callHead(r), Logprobs: jsonNull}, nil) {
 			return outcomeCancelled
 		}
 	}
@@ -110,19 +112,25 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dial
 	o, ok := emitSteps(ctx, cfg, p.steps(),
 		func(step int) bool {
 			for i, r := range p.Choices {
-				if step >= len(r.Pieces) {
+				if step >= r.tokens() {
 					continue
 				}
-				piece := r.Pieces[step]
+				piece, thinking := r.step(step)
 				var dl delta
-				if r.Call != nil {
+				switch {
+				case thinking:
+					dl.ReasoningContent = &piece
+				case r.Call != nil:
+					if len(r.Reasoning) > 0 && step == len(r.Reasoning) && !send(chunkChoice{Index: i, Delta: callHead(r), Logprobs: jsonNull}, nil) {
+						return false
+					}
 					dl.ToolCalls = []deltaToolCall{{Function: &deltaFunction{Arguments: &piece}}}
-				} else {
+				default:
 					dl.Content = &piece
 				}
 				lp := jsonNull
 				if c.Logprobs {
-					lp = encodeJSON(chatLogprobsOf(cfg.Seed, i%n, r.Pieces[step:step+1], step, c.TopLogprobs))
+					lp = encodeJSON(chatLogprobsOf(cfg.Seed, i%n, []string{piece}, step, c.TopLogprobs))
 				}
 				if !send(chunkChoice{Index: i, Delta: dl, Logprobs: lp}, nil) {
 					return false
@@ -132,7 +140,7 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dial
 		},
 		func(step int) bool {
 			for i, r := range p.Choices {
-				if max(len(r.Pieces), 1) == step+1 && !finish(i) {
+				if max(r.tokens(), 1) == step+1 && !finish(i) {
 					return false
 				}
 			}

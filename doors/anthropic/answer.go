@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strconv"
 
@@ -14,7 +15,8 @@ import (
 // llmedge).
 //
 //	choices[0].message.content             a text block
-//	.reasoning_content (or .reasoning)     a thinking block, first (signature "")
+//	.reasoning_content (or .reasoning)     a thinking block, first, with the gateway's
+//	                                       signature (see signature)
 //	.tool_calls [{id, function}]           tool_use blocks {id, name, input: the arguments
 //	                                       parsed; {} when they are not a JSON object}
 //	finish_reason stop | length |          stop_reason end_turn | max_tokens |
@@ -24,8 +26,9 @@ import (
 //
 // A stream is Anthropic's sequence: message_start (usage zero: the
 // replica's counts come at its end), then per block content_block_start,
-// its deltas (text_delta, thinking_delta, input_json_delta with a tool
-// call's argument fragments as they come) and content_block_stop, then
+// its deltas (text_delta, thinking_delta and a signature_delta last,
+// input_json_delta with a tool call's argument fragments as they come) and
+// content_block_stop, then
 // message_delta with the stop_reason and the usage (input_tokens too,
 // which Anthropic's SDKs take from it), and message_stop.
 
@@ -171,7 +174,9 @@ func appendFromChat(b []byte, a *gateway.Answer) []byte {
 		sep()
 		b = append(b, `{"type":"thinking","thinking":`...)
 		b = jsonx.String(b, r)
-		b = append(b, `,"signature":""}`...)
+		b = append(b, `,"signature":`...)
+		b = jsonx.String(b, signature(a))
+		b = append(b, '}')
 	}
 	if m.Content != nil && *m.Content != "" {
 		sep()
@@ -192,6 +197,16 @@ func appendFromChat(b []byte, a *gateway.Answer) []byte {
 		stop, seq = "stop_sequence", s
 	}
 	return appendTail(b, a, stop, seq)
+}
+
+// signature is the signature of a thinking block made of an engine's
+// reasoning. Anthropic signs its thinking blocks so that its API can check
+// those a client sends back; Claude Code drops a thinking block that has
+// none, and with it the answer of the turn, and sends it back with the next
+// turn, whose translation drops it. So the gateway's own opaque value,
+// which says nothing of the content: the request's ID, encoded.
+func signature(a *gateway.Answer) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("llmedge:" + a.ID))
 }
 
 // appendToolUse appends a tool_use block; a call without an id gets one.
@@ -234,6 +249,8 @@ type stream struct {
 	index   int  // the open block's index
 	next    int  // the next block's index
 	tool    int  // the replica's index of the open tool call
+	// sig is the open thinking block's signature, sent before its end.
+	sig string
 	// finish and stopSeq are the chunk's finish_reason and vLLM's stop
 	// string, when they came.
 	finish, stopSeq string
@@ -290,6 +307,9 @@ func (s *stream) closeBlock(b []byte) []byte {
 	if s.open == blockNone {
 		return b
 	}
+	if s.open == blockThinking {
+		b = s.delta(b, "signature_delta", "signature", s.sig)
+	}
 	s.open = blockNone
 	b = event(b, "content_block_stop")
 	b = append(b, `{"type":"content_block_stop","index":`...)
@@ -337,6 +357,7 @@ func (s *stream) appendChunk(b []byte, a *gateway.Answer, data []byte) []byte {
 					b = s.openBlock(b, blockThinking, func(b []byte) []byte {
 						return append(b, `{"type":"thinking","thinking":"","signature":""}`...)
 					})
+					s.sig = signature(a)
 				}
 				b = s.delta(b, "thinking_delta", "thinking", r)
 			}

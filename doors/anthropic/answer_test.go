@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -51,7 +52,7 @@ func TestWriteAnswer(t *testing.T) {
 		{"tools and reasoning", `{"choices":[{"index":0,"message":{"role":"assistant","content":null,"reasoning_content":"Think",` +
 			`"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"a\": 1}"}},` +
 			`{"type":"function","function":{"name":"g","arguments":"{\"cut"}}]},"finish_reason":"tool_calls"}]}`,
-			`{"id":"msg_r1","type":"message","role":"assistant","model":"qwen","content":[{"type":"thinking","thinking":"Think","signature":""},` +
+			`{"id":"msg_r1","type":"message","role":"assistant","model":"qwen","content":[{"type":"thinking","thinking":"Think","signature":"bGxtZWRnZTpyMQ"},` +
 				`{"type":"tool_use","id":"call_1","name":"f","input":{"a":1}},{"type":"tool_use","id":"toolu_r1_1","name":"g","input":{}}],` +
 				`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":9,"output_tokens":4}}`},
 		{"stop sequence", `{"choices":[{"index":0,"message":{"content":"Hi"},"finish_reason":"stop","stop_reason":"END"}]}`,
@@ -129,6 +130,7 @@ func TestStreamTranslated(t *testing.T) {
 		messageStart,
 		`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
 		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"Hm"}}`,
+		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"bGxtZWRnZTpyMQ"}}`,
 		`content_block_stop {"type":"content_block_stop","index":0}`,
 		`content_block_start {"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`,
 		`content_block_delta {"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Let"}}`,
@@ -227,4 +229,55 @@ func TestStreamError(t *testing.T) {
 	if string(b) != want {
 		t.Fatalf("%q", b)
 	}
+}
+
+// TestReasoningAnswers holds the engines' reasoning output (vLLM's and
+// SGLang's reasoning_content, newer vLLM's reasoning) to the thinking
+// blocks Anthropic's clients read: first, signed by the gateway.
+func TestReasoningAnswers(t *testing.T) {
+	const sig = `"signature":"bGxtZWRnZTpyMQ"`
+	for _, c := range []struct{ name, chat, content string }{
+		{"reasoning_content", `{"choices":[{"index":0,"message":{"content":"Hi","reasoning_content":"Why"},"finish_reason":"stop"}]}`,
+			`[{"type":"thinking","thinking":"Why",` + sig + `},{"type":"text","text":"Hi"}]`},
+		{"reasoning", `{"choices":[{"index":0,"message":{"content":"Hi","reasoning":"Why"},"finish_reason":"stop"}]}`,
+			`[{"type":"thinking","thinking":"Why",` + sig + `},{"type":"text","text":"Hi"}]`},
+		{"empty reasoning", `{"choices":[{"index":0,"message":{"content":"Hi","reasoning_content":""},"finish_reason":"stop"}]}`,
+			`[{"type":"text","text":"Hi"}]`},
+		{"reasoning alone", `{"choices":[{"index":0,"message":{"content":null,"reasoning":"Why"},"finish_reason":"length"}]}`,
+			`[{"type":"thinking","thinking":"Why",` + sig + `}]`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := testAnswer()
+			a.Raw, a.RawFormat = []byte(c.chat), api.FormatOpenAIChat
+			var m struct {
+				Content json.RawMessage `json:"content"`
+			}
+			if err := json.Unmarshal([]byte(writeAnswer(t, a)), &m); err != nil {
+				t.Fatal(err)
+			}
+			jsonEqual(t, string(m.Content), c.content)
+		})
+	}
+
+	// Streamed: newer vLLM's delta.reasoning; a stream that ends in its
+	// thinking still signs the block before its end.
+	d := &Door{}
+	a := testAnswer()
+	chunk := func(s string) *protocols.Delta {
+		return &protocols.Delta{Data: []byte(s), Format: api.FormatOpenAIChat}
+	}
+	b := d.AppendDelta(nil, a, chunk(`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`))
+	b = d.AppendDelta(b, a, chunk(`{"choices":[{"index":0,"delta":{"reasoning":"A"}}]}`))
+	b = d.AppendDelta(b, a, chunk(`{"choices":[{"index":0,"delta":{"reasoning":"B"},"finish_reason":"length"}]}`))
+	b = d.AppendEnd(b, a)
+	checkEvents(t, string(b), []string{
+		messageStart,
+		`content_block_start {"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`,
+		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"A"}}`,
+		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"B"}}`,
+		`content_block_delta {"type":"content_block_delta","index":0,"delta":{"type":"signature_delta",` + sig + `}}`,
+		`content_block_stop {"type":"content_block_stop","index":0}`,
+		`message_delta {"type":"message_delta","delta":{"stop_reason":"max_tokens","stop_sequence":null},"usage":{"input_tokens":9,"output_tokens":4}}`,
+		`message_stop {"type":"message_stop"}`,
+	})
 }

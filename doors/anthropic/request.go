@@ -306,8 +306,8 @@ func (d *Door) model(v wire.Value) (string, *api.Error) {
 }
 
 // readMessages reads the shape of every message: an object with a role,
-// user or assistant, and a content, a string or a list of content blocks,
-// each an object with a type and the members its type requires.
+// user, assistant or system, and a content, a string or a list of content
+// blocks, each an object with a type and the members its type requires.
 func (d *Door) readMessages(req *request) *api.Error {
 	v := req.messages
 	if v.Kind() != wire.Array {
@@ -341,15 +341,18 @@ func (d *Door) readMessages(req *request) *api.Error {
 			}
 			return true
 		})
+		// A system message may come anywhere: Anthropic's API takes one
+		// after a user's turn (Claude Code sends one in the first request
+		// of each conversation), and the gateway carries it at its place.
 		switch {
-		case role.Is("user"), role.Is("assistant"):
+		case role.Is("user"), role.Is("assistant"), role.Is("system"):
 			req.roles[i] = role.Text()
 		case !role.Given():
 			return invalid(path + ".role: Field required")
 		default:
 			r, ok := role.Str()
-			if !ok || (r != "user" && r != "assistant") {
-				return invalid(path + ".role: Input should be 'user' or 'assistant'" + butGot(role))
+			if !ok || (r != "user" && r != "assistant" && r != "system") {
+				return invalid(path + ".role: Input should be 'user', 'assistant' or 'system'" + butGot(role))
 			}
 			req.roles[i] = r
 		}

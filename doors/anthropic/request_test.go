@@ -64,11 +64,16 @@ func TestDecode(t *testing.T) {
 	if w.Format != api.FormatAnthropicMessages || string(w.Body) != body || len(w.Members) != 13 || w.Translate == nil {
 		t.Fatalf("wire %s %s, %d members, translation %v", w.Format, w.Body, len(w.Members), w.Translate != nil)
 	}
-	// thinking has no equivalent in chat completions: the translation
+	// A document has no equivalent in chat completions: the translation
 	// refuses it, naming it, when a replica needs it.
-	_, err := w.Translate()
+	docBody := strings.Replace(body, `"content":"42"}`, `"content":"42"},{"type":"document","source":{"type":"text","data":"x"}}`, 1)
+	chat, _, aerr = d.Decode(post(PathMessages, docBody))
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	_, err := chat.Wire.Translate()
 	var be *protocols.Error
-	if !asError(err, &be) || be.Kind != protocols.KindUnsupported || be.Param != "thinking" {
+	if !asError(err, &be) || be.Kind != protocols.KindUnsupported || be.Param != "messages.2.content.1" {
 		t.Fatalf("translation error %v", err)
 	}
 
@@ -77,8 +82,8 @@ func TestDecode(t *testing.T) {
 	if aerr != nil || chat.Wire.Translate != nil || chat.Wire.Format != api.FormatAnthropicMessages {
 		t.Fatalf("passthrough: %v %+v", aerr, chat.Wire)
 	}
-	_, _, aerr = d.Decode(post(PathMessages, strings.Replace(body, `"qwen"`, `"gemma"`, 1)))
-	if aerr == nil || aerr.Status != 400 || !strings.Contains(message(aerr), "'thinking' (extended thinking) has no equivalent") {
+	_, _, aerr = d.Decode(post(PathMessages, strings.Replace(docBody, `"qwen"`, `"gemma"`, 1)))
+	if aerr == nil || aerr.Status != 400 || !strings.Contains(message(aerr), "a content block of type 'document' (messages.2.content.1) has no equivalent") {
 		t.Fatalf("translate: %v", aerr)
 	}
 	chat, _, aerr = d.Decode(post(PathMessages, `{"model":"gemma","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`))
@@ -143,7 +148,7 @@ func TestDecodeErrors(t *testing.T) {
 		{"no messages", `{"model":"qwen","max_tokens":5}`, nil, 400, "messages: Field required"},
 		{"empty messages", `{"model":"qwen","max_tokens":5,"messages":[]}`, nil, 400, "messages: at least one message"},
 		{"too many messages", `{"model":"qwen","max_tokens":5,"messages":[` + strings.Repeat(`{"role":"user","content":"a"},`, 4) + `{"role":"user","content":"a"}]}`, nil, 400, "at most 4 messages"},
-		{"system role", `{"model":"qwen","max_tokens":5,"messages":[{"role":"system","content":"x"}]}`, nil, 400, "messages.0.role: Input should be 'user' or 'assistant'"},
+		{"tool role", `{"model":"qwen","max_tokens":5,"messages":[{"role":"tool","content":"x"}]}`, nil, 400, "messages.0.role: Input should be 'user', 'assistant' or 'system', got the string \"tool\""},
 		{"no content", `{"model":"qwen","max_tokens":5,"messages":[{"role":"user"}]}`, nil, 400, "messages.0.content: Field required"},
 		{"content type", `{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":{}}]}`, nil, 400, "messages.0.content: Input should be a valid string or a list of content blocks, got an object"},
 		{"block without type", `{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":[{"text":"x"}]}]}`, nil, 400, "messages.0.content.0.type: Field required"},
@@ -212,5 +217,45 @@ func jsonEqual(t *testing.T, got, want string) {
 	}
 	if !reflect.DeepEqual(g, w) {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestSystemMessages: a system message inside messages (Claude Code sends
+// one after the first user turn) is accepted on every path: carried as
+// written, routed on at its place, counted.
+func TestSystemMessages(t *testing.T) {
+	d := testDoor()
+	body := `{"model":"llama","max_tokens":5,"system":[{"type":"text","text":"S","cache_control":{"type":"ephemeral"}}],"messages":[` +
+		`{"role":"user","content":"Hi"},{"role":"system","content":"Mid"},{"role":"system","content":[{"type":"text","text":"A"},{"type":"text","text":"B"}]}]}`
+	chat, raw, aerr := d.Decode(post(PathMessages, body))
+	if aerr != nil {
+		t.Fatal(aerr)
+	}
+	if string(raw) != body || string(chat.Wire.Body) != body || chat.Wire.Format != api.FormatAnthropicMessages {
+		t.Fatalf("not carried as written: %s", chat.Wire.Body)
+	}
+	want := []api.Message{{Role: "system", Content: "S"}, {Role: "user", Content: "Hi"}, {Role: "system", Content: "Mid"}, {Role: "system", Content: "A\nB"}}
+	if !reflect.DeepEqual(chat.Messages, want) {
+		t.Fatalf("routing messages %+v", chat.Messages)
+	}
+	if _, _, aerr := (CountTokens{d}).Decode(post(PathCountTokens, strings.Replace(body, `"max_tokens":5,`, "", 1))); aerr != nil {
+		t.Fatalf("count_tokens: %v", aerr)
+	}
+	// Its text is bounded as any message's.
+	long := strings.Replace(body, `"Mid"`, `"`+strings.Repeat("m", 21)+`"`, 1)
+	if _, _, aerr := d.Decode(post(PathMessages, long)); aerr == nil || !strings.Contains(message(aerr), "messages.1.content: the text is too long") {
+		t.Fatalf("long system message: %v", aerr)
+	}
+}
+
+// TestBetaHeaders: anthropic-beta, one or several, whatever features it
+// names, and a query string (Claude Code's ?beta=true) are never refused.
+func TestBetaHeaders(t *testing.T) {
+	d := testDoor()
+	r := post(PathMessages+"?beta=true", `{"model":"gemma","max_tokens":5,"messages":[{"role":"user","content":"Hi"}]}`)
+	r.Header.Add("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14")
+	r.Header.Add("Anthropic-Beta", "some-future-feature-2099-01-01")
+	if _, _, aerr := d.Decode(r); aerr != nil {
+		t.Fatal(aerr)
 	}
 }

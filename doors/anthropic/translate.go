@@ -16,7 +16,7 @@ import (
 // translate, or auto for a replica found without /v1/messages, or one
 // whose protocol speaks only OpenAI's chat: Ollama's /api/chat, another
 // llmedge). Every member is mapped or refused, naming it; none is dropped
-// silently but those that ask for nothing:
+// silently but those that ask nothing of the model:
 //
 //	model, max_tokens, temperature, top_p, stream   the same members
 //	top_k                                           top_k (vLLM's, llama.cpp's extra)
@@ -27,31 +27,50 @@ import (
 //	tools [{name, description, input_schema}]       [{type: function, function: {name, description, parameters}}]
 //	tool_choice auto | any | none | tool {name}     "auto" | "required" | "none" | {type: function, function: {name}}
 //	tool_choice.disable_parallel_tool_use: true     parallel_tool_calls: false
-//	thinking {type: disabled}, service_tier,
-//	  cache_control, container: null               nothing (they ask for nothing)
+//	thinking, output_config, output_format,
+//	  chat_template_kwargs                          chat_template_kwargs.enable_thinking, reasoning_effort,
+//	                                                response_format (controls.go)
+//	context_management                              applied by the gateway to the messages (context.go)
+//	service_tier, speed, container: null,
+//	  cache_control (here and on every block,
+//	  tool and system block)                        nothing (they ask nothing of a model)
 //	priority, cache_salt                            nothing (the gateway sets its own)
 //
 // Messages: a string content stays a string; text blocks become text
-// parts (one alone, a string); an image block (a base64 source, or a url
-// one) an image_url part (a data: URL for base64); an assistant's
+// parts (one alone, a string); a system message (anywhere: Anthropic's API
+// takes one after a user's turn) a message of role system at its place,
+// its text blocks joined with newlines; an image block (a base64 source,
+// or a url one) an image_url part (a data: URL for base64); an assistant's
 // tool_use blocks its tool_calls (id, name, input as a JSON string); a
 // user's tool_result blocks tool messages (tool_call_id, the text of its
 // content; "Error: " before it when is_error), put before the rest of
 // their message, as chat completions want a tool's result right after the
-// call; thinking and redacted_thinking blocks of earlier turns are dropped
-// (as Anthropic's API drops them from the prompt). Documents, server tools
-// and their blocks, thinking enabled and any member the door does not know
-// are refused.
+// call, its images (a tool message carries text alone) image_url parts of
+// the rest of the user's message; thinking and redacted_thinking blocks of
+// earlier turns are dropped (as Anthropic's API drops them from the
+// prompt). Documents, server tools and their blocks, and any member the
+// door does not know are refused.
+//
+// The anthropic-beta header asks for features of Anthropic's service; the
+// door reads none and refuses none: what a feature adds to the body is
+// translated as above, or refused by name.
 
-// untranslatable names what a translation cannot carry.
+// untranslatable names what a translation cannot carry, or (msg) what is
+// malformed in a member only the translation reads.
 type untranslatable struct {
-	param, what string
+	param, what, msg string
 }
 
 func (u *untranslatable) Error() string {
+	if u.msg != "" {
+		return u.msg
+	}
 	return u.what + " has no equivalent in OpenAI's chat completions, to which this model's requests are " +
 		"translated for replicas that do not serve Anthropic's Messages API; leave it out"
 }
+
+// malformed is the error of a member of the wrong shape, at param.
+func malformed(param, msg string) *untranslatable { return &untranslatable{param: param, msg: msg} }
 
 // lazyTranslation is the request's translation, made when a replica first
 // needs it (attempts run one after another: no lock is needed).
@@ -93,6 +112,15 @@ func translate(req *request) (*api.Wire, *untranslatable) {
 
 // appendChat appends the chat completions body of req.
 func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
+	var edits *contextEdits
+	for _, m := range req.members {
+		if m.Name == "context_management" && m.Value.Given() {
+			var u *untranslatable
+			if edits, u = readContextManagement(req, m.Value); u != nil {
+				return nil, u
+			}
+		}
+	}
 	b = append(b, `{"model":`...)
 	b = append(b, req.model.Raw...)
 	b = append(b, `,"messages":[`...)
@@ -110,17 +138,19 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 	}
 	for i, m := range req.items {
 		var u *untranslatable
-		if b, u = appendMessage(b, req, i, m, &n); u != nil {
+		if b, u = appendMessage(b, req, i, m, &n, edits); u != nil {
 			return nil, u
 		}
 	}
 	b = append(b, ']')
+	var ctl controls
 	for _, m := range req.members {
 		if !m.Value.Given() {
 			continue
 		}
+		var u *untranslatable
 		switch m.Name {
-		case "model", "messages", "system":
+		case "model", "messages", "system", "context_management":
 		case "max_tokens", "temperature", "top_p", "top_k", "stream":
 			b = appendMember(b, m.Name, m.Value.Raw)
 		case "stop_sequences":
@@ -130,26 +160,31 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 				b = appendMember(b, "user", jsonx.String(nil, user))
 			}
 		case "tools":
-			var u *untranslatable
-			if b, u = appendTools(b, m.Value); u != nil {
-				return nil, u
-			}
+			b, u = appendTools(b, m.Value)
 		case "tool_choice":
 			b = appendToolChoice(b, m.Value)
 		case "thinking":
-			if !isDisabled(m.Value) {
-				return nil, &untranslatable{param: "thinking", what: "'thinking' (extended thinking)"}
-			}
-		case "service_tier", "cache_control", "container":
+			u = ctl.readThinking(m.Value)
+		case "output_config":
+			u = ctl.readOutputConfig(m.Value)
+		case "output_format":
+			u = ctl.readFormat(m.Value, m.Name) // the structured outputs beta's name
+		case "chat_template_kwargs":
+			u = ctl.readKwargs(m.Value)
+		case "service_tier", "cache_control", "container", "speed":
 			// Hints about Anthropic's own service: they ask nothing of a
 			// model.
 		case "priority", "cache_salt":
 			// The gateway's own (boundary/members): it sets its values on
 			// the translation, never the client's.
 		default:
-			return nil, &untranslatable{param: m.Name, what: "'" + m.Name + "'"}
+			u = &untranslatable{param: m.Name, what: "'" + m.Name + "'"}
+		}
+		if u != nil {
+			return nil, u
 		}
 	}
+	b = ctl.append(b)
 	return append(b, '}'), nil
 }
 
@@ -171,24 +206,16 @@ func appendMember(b []byte, name string, value []byte) []byte {
 	return append(b, value...)
 }
 
-// isDisabled reports thinking {"type":"disabled"}.
-func isDisabled(v wire.Value) bool {
-	disabled := false
-	_ = v.Members(func(m wire.Member) bool {
-		if m.Name == "type" {
-			disabled = m.Value.Is("disabled")
-		}
-		return true
-	})
-	return disabled
-}
-
 // appendMessage appends message i as chat messages: a user's tool results
-// first, each a tool message, then the rest.
-func appendMessage(b []byte, req *request, i int, m wire.Value, n *int) ([]byte, *untranslatable) {
+// first, each a tool message, then the rest; edits clear tool results and
+// inputs.
+func appendMessage(b []byte, req *request, i int, m wire.Value, n *int, edits *contextEdits) ([]byte, *untranslatable) {
 	role := req.roles[i]
 	blocks := req.blocks[i]
 	path := "messages." + strconv.Itoa(i)
+	if role == "system" && blocks != nil {
+		return appendSystemMessage(b, blocks, path, n)
+	}
 	if blocks == nil {
 		b = next(b, n)
 		b = append(b, `{"role":`...)
@@ -230,18 +257,32 @@ func appendMessage(b []byte, req *request, i int, m wire.Value, n *int) ([]byte,
 			call = append(call, `,"type":"function","function":{"name":`...)
 			call = append(call, f.name.Raw...)
 			call = append(call, `,"arguments":`...)
-			call = jsonx.String(call, string(compact(f.input.Raw)))
+			if edits.clearsInput(f.id) {
+				call = append(call, `"{}"`...)
+			} else {
+				call = jsonx.String(call, string(compact(f.input.Raw)))
+			}
 			calls = append(calls, append(call, "}}"...))
 		case "tool_result":
 			if role != "user" {
 				return nil, &untranslatable{param: p, what: "a tool_result block in an assistant's message (" + p + ")"}
 			}
-			text, u := toolResultText(f.content, p)
-			if u != nil {
-				return nil, u
-			}
-			if f.isError.Kind() == wire.True {
-				text = "Error: " + text
+			text := clearedResult
+			if !edits.clearsResult(f.toolUseID) {
+				var images [][]byte
+				var u *untranslatable
+				if text, images, u = toolResultText(f.content, p); u != nil {
+					return nil, u
+				}
+				if f.isError.Kind() == wire.True {
+					text = "Error: " + text
+				}
+				if len(images) > 0 {
+					// A tool message carries text alone: its images
+					// follow in the user's message, after the results.
+					text += imagesFollow
+					parts = append(parts, images...)
+				}
 			}
 			b = next(b, n)
 			b = append(b, `{"role":"tool","tool_call_id":`...)
@@ -282,6 +323,27 @@ func appendMessage(b []byte, req *request, i int, m wire.Value, n *int) ([]byte,
 		b = append(b, bytes.Join(calls, []byte{','})...)
 		b = append(b, ']')
 	}
+	return append(b, '}'), nil
+}
+
+// appendSystemMessage appends a system message given as blocks: a
+// system message of their texts, joined with newlines (their
+// cache_control asks nothing of an engine).
+func appendSystemMessage(b []byte, blocks []block, path string, n *int) ([]byte, *untranslatable) {
+	var text []byte
+	for j, bl := range blocks {
+		if bl.typ != "text" {
+			p := path + ".content." + strconv.Itoa(j)
+			return nil, &untranslatable{param: p, what: "a block of type '" + bl.typ + "' in a system message (" + p + ")"}
+		}
+		if j > 0 {
+			text = append(text, '\n')
+		}
+		text = append(text, bl.text.Text()...)
+	}
+	b = next(b, n)
+	b = append(b, `{"role":"system","content":`...)
+	b = jsonx.String(b, string(text))
 	return append(b, '}'), nil
 }
 
@@ -328,42 +390,57 @@ func imageURL(source wire.Value, p string) ([]byte, *untranslatable) {
 	return nil, &untranslatable{param: p + ".source", what: "an image source of type '" + t + "' (" + p + ".source)"}
 }
 
+// imagesFollow ends the text of a tool's result whose images follow it.
+const imagesFollow = "\n[the images of this result follow]"
+
 // toolResultText is a tool_result's content as text: a string, or its
-// text blocks joined with newlines; an image or another block in it cannot
-// be carried by a tool message.
-func toolResultText(content wire.Value, p string) (string, *untranslatable) {
+// text blocks joined with newlines; and its images, as image_url parts
+// (a tool message cannot carry them: Claude Code's Read tool answers with
+// one for an image file). Another block in it is refused.
+func toolResultText(content wire.Value, p string) (string, [][]byte, *untranslatable) {
 	switch content.Kind() {
 	case wire.String:
-		return content.Text(), nil
+		return content.Text(), nil, nil
 	case wire.Array:
 		var texts []byte
+		var images [][]byte
 		var u *untranslatable
 		_ = content.Elements(func(k int, e wire.Value) bool {
-			var typ, text wire.Value
+			var typ, text, source wire.Value
 			_ = e.Members(func(m wire.Member) bool {
 				switch m.Name {
 				case "type":
 					typ = m.Value
 				case "text":
 					text = m.Value
+				case "source":
+					source = m.Value
 				}
 				return true
 			})
-			if !typ.Is("text") || text.Kind() != wire.String {
+			q := p + ".content." + strconv.Itoa(k)
+			switch {
+			case typ.Is("image"):
+				var url []byte
+				if url, u = imageURL(source, q); u == nil {
+					part := append([]byte(`{"type":"image_url","image_url":{"url":`), url...)
+					images = append(images, append(part, "}}"...))
+				}
+				return u == nil
+			case !typ.Is("text") || text.Kind() != wire.String:
 				t, _ := typ.Str()
-				q := p + ".content." + strconv.Itoa(k)
 				u = &untranslatable{param: q, what: "a block of type '" + t + "' in a tool's result (" + q + ")"}
 				return false
 			}
-			if k > 0 {
+			if len(texts) > 0 {
 				texts = append(texts, '\n')
 			}
 			texts = append(texts, text.Text()...)
 			return true
 		})
-		return string(texts), u
+		return string(texts), images, u
 	}
-	return "", nil
+	return "", nil, nil
 }
 
 // appendTools appends tools as OpenAI's function tools.

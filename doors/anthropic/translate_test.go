@@ -31,8 +31,13 @@ func TestTranslate(t *testing.T) {
 			`{"model":"qwen","max_tokens":5,"metadata":{"user_id":"u-7","other":1},"messages":[` + user + `]}`,
 			`{"model":"qwen","messages":[` + user + `],"max_tokens":5,"user":"u-7"}`},
 		{"inert members",
-			`{"model":"qwen","max_tokens":5,"thinking":{"type":"disabled"},"service_tier":"auto","container":null,"messages":[` + user + `]}`,
+			`{"model":"qwen","max_tokens":5,"service_tier":"auto","speed":"fast","container":null,"cache_control":{"type":"ephemeral"},"messages":[` + user + `]}`,
 			`{"model":"qwen","messages":[` + user + `],"max_tokens":5}`},
+		{"system messages at their place",
+			`{"model":"qwen","max_tokens":5,"system":"S","messages":[` + user + `,{"role":"system","content":"Mid"},` +
+				`{"role":"assistant","content":"Yes"},{"role":"system","content":[{"type":"text","text":"A","cache_control":{"type":"ephemeral"}},{"type":"text","text":"B"}]}]}`,
+			`{"model":"qwen","messages":[{"role":"system","content":"S"},` + user + `,{"role":"system","content":"Mid"},` +
+				`{"role":"assistant","content":"Yes"},{"role":"system","content":"A\nB"}],"max_tokens":5}`},
 		{"text blocks and images",
 			`{"model":"qwen","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":"What is"},` +
 				`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}},` +
@@ -56,6 +61,12 @@ func TestTranslate(t *testing.T) {
 				`{"role":"user","content":"Thanks"}],"max_tokens":5,` +
 				`"tools":[{"type":"function","function":{"name":"get_weather","description":"Weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},{"type":"function","function":{"name":"noop","parameters":{"type":"object"}}}],` +
 				`"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false}`},
+		{"images in a tool result follow it",
+			`{"model":"qwen","max_tokens":5,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"Read","input":{"file_path":"x.png"}}]},` +
+				`{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"x.png"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBO"}}]},{"type":"text","text":"What is it?"}]}]}`,
+			`{"model":"qwen","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"Read","arguments":"{\"file_path\":\"x.png\"}"}}]},` +
+				`{"role":"tool","tool_call_id":"a","content":"x.png\n[the images of this result follow]"},` +
+				`{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBO"}},{"type":"text","text":"What is it?"}]}],"max_tokens":5}`},
 		{"tool calls alone",
 			`{"model":"qwen","max_tokens":5,"tool_choice":{"type":"any"},"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a"}]}]}`,
 			`{"model":"qwen","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":""}],"max_tokens":5,"tool_choice":"required"}`},
@@ -90,14 +101,15 @@ func TestTranslateRefuses(t *testing.T) {
 	for _, c := range []struct {
 		name, body, param, what string
 	}{
-		{"thinking", `"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"Hi"}]`, "thinking", "'thinking' (extended thinking)"},
+		{"system image", `"messages":[{"role":"user","content":"Hi"},{"role":"system","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]`, "messages.1.content.0", "a block of type 'image' in a system message"},
 		{"unknown member", `"mcp_servers":[{"url":"x"}],"messages":[{"role":"user","content":"Hi"}]`, "mcp_servers", "'mcp_servers'"},
 		{"server tool", `"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"Hi"}]`, "tools.0", "the server tool 'web_search_20250305'"},
 		{"document", `"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","data":"x"}}]}]`, "messages.0.content.0", "a content block of type 'document'"},
 		{"file image", `"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]`, "messages.0.content.0.source", "an image source of type 'file'"},
 		{"assistant image", `"messages":[{"role":"assistant","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]`, "messages.0.content.0", "an image in an assistant's message"},
 		{"user tool_use", `"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]}]`, "messages.0.content.0", "a tool_use block in a user's message"},
-		{"image result", `"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{}}]}]}]`, "messages.0.content.0.content.0", "a block of type 'image' in a tool's result"},
+		{"document result", `"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"document","source":{}}]}]}]`, "messages.0.content.0.content.0", "a block of type 'document' in a tool's result"},
+		{"image result source", `"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}]`, "messages.0.content.0.content.0.source", "an image source of type 'file'"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d := testDoor()

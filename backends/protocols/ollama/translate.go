@@ -30,6 +30,15 @@ import (
 //	frequency_penalty, presence_penalty, and the vendor members top_k,
 //	min_p, repeat_penalty (repetition_penalty, vLLM's name for it)
 //	                     options
+//	chat_template_kwargs.enable_thinking false, reasoning_effort "none"
+//	                     think false; thinking asked for (enable_thinking
+//	                     true, another effort) sends no think: Ollama
+//	                     refuses think true for a model without thinking
+//	                     (400 "does not support thinking", v0.17), and its
+//	                     models with thinking think unless told not to; the
+//	                     template's other kwargs are dropped: Ollama's
+//	                     templates take none, and vLLM, whose they are,
+//	                     ignores those a template does not use
 //
 // What /api/chat cannot carry is refused (KindUnsupported, naming the
 // member and the protocol) before anything is sent: logprobs, n > 1,
@@ -46,6 +55,7 @@ type wireRequest struct {
 	Stream   bool            `json:"stream"`
 	Tools    json.RawMessage `json:"tools,omitempty"`
 	Format   json.RawMessage `json:"format,omitempty"`
+	Think    *bool           `json:"think,omitempty"`
 	Options  wireOptions     `json:"options"`
 }
 
@@ -92,7 +102,8 @@ type wireOptions struct {
 var translated = protocols.Carried{"model": true, "messages": true, "stream": true, "stream_options": true,
 	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true,
 	"tools": true, "tool_choice": true, "response_format": true, "frequency_penalty": true, "presence_penalty": true,
-	"top_k": true, "min_p": true, "repeat_penalty": true, "repetition_penalty": true}
+	"top_k": true, "min_p": true, "repeat_penalty": true, "repetition_penalty": true,
+	"chat_template_kwargs": true, "reasoning_effort": true}
 
 // protocolName names the protocol in refusals.
 const protocolName = "ollama"
@@ -140,6 +151,14 @@ func translate(req *protocols.Request) (*wireRequest, *protocols.Error) {
 			body.Options.MinP, err = number(m.Name, v)
 		case "repeat_penalty", "repetition_penalty":
 			body.Options.RepeatPenalty, err = number(m.Name, v)
+		case "chat_template_kwargs":
+			err = thinkKwarg(&body.Think, v)
+		case "reasoning_effort":
+			if e, ok := v.Str(); !ok {
+				err = refuse(m.Name, "a 'reasoning_effort' that is not a string")
+			} else if e == "none" && !kwargsThink(w) {
+				body.Think = &thinkOff
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -163,6 +182,50 @@ func translate(req *protocols.Request) (*wireRequest, *protocols.Error) {
 		body.Messages = append(body.Messages, wireMessage{Role: api.RoleAssistant, Content: req.Continue})
 	}
 	return body, nil
+}
+
+// thinkOff is /api/chat's think: false.
+var thinkOff = false
+
+// thinkKwarg turns thinking off when chat_template_kwargs' enable_thinking
+// is false; true leaves think out (see translate's comment).
+func thinkKwarg(think **bool, v wire.Value) *protocols.Error {
+	if v.Kind() != wire.Object {
+		return refuse("chat_template_kwargs", "a 'chat_template_kwargs' that is not an object")
+	}
+	var bad *protocols.Error
+	_ = v.Members(func(m wire.Member) bool {
+		if m.Name != "enable_thinking" || !m.Value.Given() {
+			return true
+		}
+		if k := m.Value.Kind(); k != wire.True && k != wire.False {
+			bad = refuse("chat_template_kwargs.enable_thinking", "an 'enable_thinking' that is not a boolean")
+			return false
+		}
+		if m.Value.Kind() == wire.False {
+			*think = &thinkOff
+		} else {
+			*think = nil
+		}
+		return true
+	})
+	return bad
+}
+
+// kwargsThink reports a request whose chat_template_kwargs set
+// enable_thinking: it wins over reasoning_effort, which it is more
+// precise than.
+func kwargsThink(w *api.Wire) bool {
+	m, ok := w.Member("chat_template_kwargs")
+	if !ok {
+		return false
+	}
+	set := false
+	_ = m.Value.Members(func(k wire.Member) bool {
+		set = set || (k.Name == "enable_thinking" && k.Value.Given())
+		return !set
+	})
+	return set
 }
 
 // number is a numeric option as written.

@@ -111,6 +111,48 @@ for (const model of ['qwen', 'gemma']) {
   });
 }
 
+// Claude Code's request (2.1.x), as the SDK's beta API sends it, to a
+// model translated to chat completions: every member it sends by default is
+// carried, and the engine's reasoning comes back as a thinking block the
+// SDK's stream helper builds, signed (Claude Code drops one that is not).
+test('gemma: Claude Code\'s request shape, thinking streamed back', async () => {
+  const params = {
+    model: 'gemma',
+    max_tokens: 64,
+    system: [{ type: 'text', text: system, cache_control: { type: 'ephemeral' } }],
+    messages: [...messages, { role: 'system', content: 'The working directory is /tmp/project.' }],
+    tools: tools.map((t) => ({ ...t, cache_control: { type: 'ephemeral' } })),
+    thinking: { type: 'adaptive' },
+    context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+    output_config: { effort: 'high' },
+    metadata: { user_id: JSON.stringify({ device_id: 'd', session_id: 's' }) },
+    betas: ['interleaved-thinking-2025-05-14', 'context-management-2025-06-27', 'effort-2025-11-24'],
+  };
+  const stream = client.beta.messages.stream(params);
+  let thinking = '';
+  stream.on('thinking', (delta) => { thinking += delta; });
+  const call = await stream.finalMessage();
+  assert.equal(call.stop_reason, 'tool_use');
+  assert.deepEqual(call.content.map((b) => b.type), ['thinking', 'tool_use']);
+  assert.equal(call.content[0].thinking, thinking);
+  assert.ok(thinking.length > 0);
+  assert.ok(call.content[0].signature.length > 0, 'the thinking block is signed');
+
+  // The next turn sends the thinking block back, with the tool's result.
+  const use = call.content[1];
+  const answer = await client.beta.messages.create({
+    ...params,
+    messages: [
+      ...params.messages,
+      { role: 'assistant', content: call.content },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'Sunny', cache_control: { type: 'ephemeral' } }] },
+    ],
+  });
+  assert.equal(answer.stop_reason, 'end_turn');
+  assert.deepEqual(answer.content.map((b) => b.type), ['thinking', 'text']);
+  assert.ok(answer.content[0].signature.length > 0);
+});
+
 test('count_tokens where the replica counts', async () => {
   const { input_tokens: n } = await client.messages.countTokens({ model: 'qwen', system, messages });
   const m = await client.messages.create({ model: 'qwen', max_tokens: 8, system, messages });
