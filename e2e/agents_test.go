@@ -388,4 +388,3 @@ func TestAgentsRealEngine(t *testing.T) {
 
 // agentCtx is the tiny model's context for the agents' long prompts.
 const agentCtx = 32768
-
