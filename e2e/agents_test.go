@@ -186,13 +186,20 @@ func runAgent(t *testing.T, bin, agent string, s agentSession) string {
 }
 
 // apiErrors is what an agent's debug log (Claude Code's, which works
-// around refused requests quietly) says of its API errors.
+// around refused requests quietly) says of its API errors. The log may
+// be written a moment after the agent exits.
 func apiErrors(s agentSession) string {
-	b, err := os.ReadFile(filepath.Join(s.home, "claude-debug.log"))
-	if err != nil {
-		return "(no debug log: see its output above)"
+	file := filepath.Join(s.home, "claude-debug.log")
+	var errs string
+	pollEvery(3*time.Second, 100*time.Millisecond, func() bool {
+		b, _ := os.ReadFile(file)
+		errs = grepLines(string(b), "API error")
+		return errs != ""
+	})
+	if errs == "" {
+		return "(none logged: see its output above)"
 	}
-	return grepLines(string(b), "API error")
+	return errs
 }
 
 // startAgent runs agent on s, in its own process group (the CLIs start
@@ -356,7 +363,7 @@ func TestAgentsRealEngine(t *testing.T) {
 	e := startOllama(t, ollamatest.Options{})
 	// An agent's first request is some ten thousand tokens of
 	// instructions and tool schemas: a context that holds it.
-	e.CreateModel(t, "tiny-agent", tinymodel.Config{Seed: 1, AnswerWords: tinyWords, ContextLength: agentCtx}, agentCtx)
+	e.CreateToolsModel(t, "tiny-agent", tinymodel.Config{Seed: 1, AnswerWords: tinyWords, ContextLength: agentCtx}, agentCtx)
 	for _, c := range []struct{ agent, door, model string }{
 		{"claude", "messages", "anthropic passthrough"},
 		{"codex", "responses", ""},
@@ -387,4 +394,4 @@ func TestAgentsRealEngine(t *testing.T) {
 }
 
 // agentCtx is the tiny model's context for the agents' long prompts.
-const agentCtx = 32768
+const agentCtx = 4096
