@@ -142,7 +142,7 @@ enabled = false
 				"provider": map[string]any{"llmedge": map[string]any{
 					"npm":     "@ai-sdk/openai-compatible",
 					"name":    "llmedge",
-					"options": map[string]any{"baseURL": s.g.Base + "/v1", "apiKey": s.key},
+					"options": map[string]any{"baseURL": s.g.Base + "/v1", "apiKey": "{env:LLMEDGE_API_KEY}"},
 					"models":  map[string]any{s.model: map[string]any{"name": s.model, "tool_call": true}},
 				}},
 				"permission": map[string]any{
@@ -153,6 +153,7 @@ enabled = false
 			b, _ := json.Marshal(cfg)
 			writeFile(t, filepath.Join(s.home, ".config", "opencode", "opencode.json"), string(b))
 			env := []string{
+				"LLMEDGE_API_KEY=" + s.key,
 				"OPENCODE_DISABLE_AUTOUPDATE=1",
 				"OPENCODE_DISABLE_MODELS_FETCH=1",
 				"OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
