@@ -105,8 +105,9 @@ type agentCell struct {
 
 func (c agentCell) name() string { return c.agent + "/" + c.door + "/" + c.engine }
 
-// Replicas without Anthropic's or OpenAI's Responses API, as SGLang, TGI
-// and llama.cpp's server are.
+// The replicas of the translation cells: without Anthropic's and OpenAI's
+// Responses API (as SGLang, TGI and older vLLM and llama.cpp builds), or
+// speaking Ollama's /api/chat.
 var (
 	chatOnly   = []string{"-no-messages", "-no-responses"}
 	ollamaSim  = []string{"-dialect", "ollama"}
