@@ -3,7 +3,7 @@ GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1 -timeout 40m
 
-.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama oidcprovider sdk clean bench
+.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama oidcprovider sdk agents clean bench
 
 all: build
 
@@ -18,7 +18,7 @@ run-real: build ollama ## the same demo with real engines: Ollama with tiny rand
 	$(GO) build -o $(BIN)/tinymodel ./cmd/tinymodel
 	./scripts/run-real.sh
 
-test: vet consul ollama oidcprovider sdk ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
+test: vet consul ollama oidcprovider sdk agents ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 50000x
 
@@ -44,6 +44,13 @@ sdk: e2e/sdk/node/node_modules/.package-lock.json ## the npm openai package the 
 # only when the lock file is newer.
 e2e/sdk/node/node_modules/.package-lock.json: e2e/sdk/node/package-lock.json
 	npm ci --prefix e2e/sdk/node --no-audit --no-fund
+
+agents: e2e/agents/node_modules/.package-lock.json ## the coding agents the agents' tests run (Claude Code, Codex, opencode, Qwen Code, and a Node 22 for them; pinned in e2e/agents/package-lock.json)
+
+# About 40 s and 550 MB of downloads on a cold npm cache, 1.5 GB installed
+# (the agents ship native binaries of 180 to 400 MB each).
+e2e/agents/node_modules/.package-lock.json: e2e/agents/package-lock.json
+	npm ci --prefix e2e/agents --no-audit --no-fund
 
 # About 5 minutes on 2 cores, 180 MB: built only when missing (or when the
 # pin changes), into the git-ignored bin/. The committed go.sum verifies it.

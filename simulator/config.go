@@ -211,6 +211,10 @@ type Config struct {
 	// NoResponses stops serving OpenAI's /v1/responses, which vLLM
 	// serves: it answers 404.
 	NoResponses bool `json:"no_responses,omitempty"`
+	// ToolFile, when set, is the file a coding agent's read tool (or, for
+	// an agent without one, its shell tool) is called to read (tools.go):
+	// a test's scratch file.
+	ToolFile string `json:"tool_file,omitempty"`
 
 	// LoRA adapters (lora.go), as vLLM serves them with --enable-lora and
 	// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. EnableLoRA serves

@@ -160,9 +160,9 @@ func planReply(cfg Config, c *chat) (plan, *apiError) {
 // or text of cfg.Tokens words, ended early by a stop string.
 func (c *chat) generate(cfg Config, msgs []api.Message, j, room int) reply {
 	seed := choiceSeed(cfg.Seed, j)
-	if t := c.toolToCall(); t != nil {
+	if t := c.toolToCall(cfg.ToolFile); t != nil {
 		rng := rand.New(rand.NewPCG(uint64(seed), messagesHash(msgs)^hashString(seedWord, t.Name)))
-		r := reply{Pieces: jsonPieces(generateJSON(t.Parameters, rng)), Finish: finishToolCalls}
+		r := reply{Pieces: jsonPieces(callArguments(t, cfg.ToolFile, rng)), Finish: finishToolCalls}
 		r.cap(room)
 		r.Call = &toolCall{ID: toolCallID(), Name: t.Name, Arguments: r.text()}
 		return r

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -53,8 +55,9 @@ type outputFormat struct {
 // given) the first function is called unless the last message is a tool
 // result, which is answered in text; "required" calls the first function
 // and a named choice that one, whatever the last message (as vLLM's guided
-// decoding forces them); "none" never calls.
-func (c *chat) toolToCall() *toolDef {
+// decoding forces them); "none" never calls. "First" prefers a coding
+// agent's harmless tool when one is offered (agentTool).
+func (c *chat) toolToCall(file string) *toolDef {
 	if len(c.Tools) == 0 {
 		return nil
 	}
@@ -67,14 +70,117 @@ func (c *chat) toolToCall() *toolDef {
 		}
 		return nil
 	case toolChoiceRequired:
-		return &c.Tools[0]
+		return c.firstTool(file)
 	case toolChoiceAuto:
 		if c.LastRole == "tool" {
 			return nil
 		}
-		return &c.Tools[0]
+		return c.firstTool(file)
 	}
 	return nil
+}
+
+// Coding agents (Claude Code, Codex, opencode, Qwen Code) offer tools that
+// act on the machine they run on (a shell, file edits, subagents) beside
+// ones that only read. A simulated model that called whichever came first
+// would have an agent under test run a made-up command, or spawn subagents
+// that do the same, without end. So a request that offers one of the
+// agents' read-only file tools gets that one called; with a file
+// configured (Config.ToolFile), its path names that file, and an agent
+// whose only way to read is its shell (Codex) gets `cat` of it, which the
+// agent runs in its own read-only sandbox. The file's content then comes
+// back as the tool's result: proof of a whole round trip.
+
+// readTools are the agents' read-only file tools, most specific first.
+var readTools = []string{
+	"Read",      // Claude Code
+	"read_file", // Qwen Code, Gemini CLI
+	"read",      // opencode
+	"view",      // editors' and some agents' viewers
+}
+
+// shellTools are the agents' shell tools, used only to read the
+// configured file.
+var shellTools = []string{
+	"exec_command",      // Codex
+	"run_shell_command", // Qwen Code
+}
+
+// pathKeys and commandKeys are the parameter names those tools take a
+// file's path and a command line by.
+var (
+	pathKeys    = []string{"file_path", "filePath", "absolute_path", "path"}
+	commandKeys = []string{"cmd", "command"}
+)
+
+// firstTool is the tool an auto or required choice calls: a read tool
+// when one is offered, a shell tool when file is set and one is, and
+// otherwise the first function.
+func (c *chat) firstTool(file string) *toolDef {
+	if t := c.offered(readTools); t != nil {
+		return t
+	}
+	if file != "" {
+		if t := c.offered(shellTools); t != nil {
+			return t
+		}
+	}
+	return &c.Tools[0]
+}
+
+// offered is the first of names that c offers, or nil.
+func (c *chat) offered(names []string) *toolDef {
+	for _, name := range names {
+		for i := range c.Tools {
+			if c.Tools[i].Name == name {
+				return &c.Tools[i]
+			}
+		}
+	}
+	return nil
+}
+
+// callArguments is the JSON arguments of a call of t: generated from its
+// schema, then, with file set, the path of a read tool or the command of
+// a shell tool naming file (when the schema has such a string parameter).
+func callArguments(t *toolDef, file string, rng *rand.Rand) string {
+	args := generateJSON(t.Parameters, rng)
+	if file == "" {
+		return args
+	}
+	keys, value := pathKeys, file
+	switch {
+	case slices.Contains(readTools, t.Name):
+	case slices.Contains(shellTools, t.Name):
+		keys, value = commandKeys, "cat -- "+shellQuote(file)
+	default:
+		return args
+	}
+	var props struct {
+		Properties map[string]struct {
+			Type json.RawMessage `json:"type"`
+		} `json:"properties"`
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(t.Parameters, &props) != nil || json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
+		return args
+	}
+	for _, k := range keys {
+		if p, ok := props.Properties[k]; ok && string(bytes.TrimSpace(p.Type)) == `"string"` {
+			obj[k] = encodeJSON(value)
+			b, err := json.Marshal(obj)
+			if err != nil {
+				return args
+			}
+			return string(b)
+		}
+	}
+	return args
+}
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // correctToolChoice is vLLM's hint in its tool_choice errors.

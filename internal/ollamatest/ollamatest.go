@@ -243,6 +243,18 @@ func (e *Engine) Log() string { return e.log.String() }
 // that the first request does not pay for loading.
 func (e *Engine) CreateModel(t testing.TB, name string, cfg tinymodel.Config, numCtx int) {
 	t.Helper()
+	e.create(t, name, cfg, tinymodel.Modelfile, numCtx)
+}
+
+// CreateToolsModel is CreateModel with a template that renders tools, so
+// that Ollama takes requests that offer them (coding agents' requests).
+func (e *Engine) CreateToolsModel(t testing.TB, name string, cfg tinymodel.Config, numCtx int) {
+	t.Helper()
+	e.create(t, name, cfg, tinymodel.ToolsModelfile, numCtx)
+}
+
+func (e *Engine) create(t testing.TB, name string, cfg tinymodel.Config, modelfileOf func(string, int) string, numCtx int) {
+	t.Helper()
 	gguf := filepath.Join(e.dir, name+".gguf")
 	f, err := os.Create(gguf)
 	if err != nil {
@@ -255,7 +267,7 @@ func (e *Engine) CreateModel(t testing.TB, name string, cfg tinymodel.Config, nu
 		t.Fatal(err)
 	}
 	modelfile := filepath.Join(e.dir, name+".Modelfile")
-	if err := os.WriteFile(modelfile, []byte(tinymodel.Modelfile(gguf, numCtx)), 0o644); err != nil {
+	if err := os.WriteFile(modelfile, []byte(modelfileOf(gguf, numCtx)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(e.bin, "create", name, "-f", modelfile)

@@ -89,6 +89,17 @@ const OllamaTemplate = `{{- range $i, $_ := .Messages }}
 {{ end }}
 {{- end }}`
 
+// OllamaToolsTemplate is OllamaTemplate with the tools a request offers
+// rendered first, as a system turn. Ollama takes a model whose template
+// uses .Tools as one that supports tools and refuses a request with tools
+// for any other ("does not support tools"); coding agents send tools on
+// every request. The tiny model never calls one: it answers its words.
+const OllamaToolsTemplate = `{{- if .Tools }}<|im_start|>system
+{{- range .Tools }}
+{{ . }}
+{{- end }}<|im_end|>
+{{ end }}` + OllamaTemplate
+
 // Config chooses the model.
 type Config struct {
 	// Seed picks the words, their order and the weights.
@@ -262,8 +273,18 @@ func Answer(c Config, n int) []string {
 // others spin for a whole time slice, and decoding fell from about 1,000
 // to 5 tokens/s when we left it at the default (one thread per core).
 func Modelfile(path string, numCtx int) string {
+	return modelfile(path, OllamaTemplate, numCtx)
+}
+
+// ToolsModelfile is Modelfile with OllamaToolsTemplate: a model Ollama
+// lets take tools.
+func ToolsModelfile(path string, numCtx int) string {
+	return modelfile(path, OllamaToolsTemplate, numCtx)
+}
+
+func modelfile(path, template string, numCtx int) string {
 	return fmt.Sprintf("FROM %s\nTEMPLATE \"\"\"%s\"\"\"\nPARAMETER stop \"<|im_end|>\"\nPARAMETER num_ctx %d\nPARAMETER num_thread 1\n",
-		path, OllamaTemplate, numCtx)
+		path, template, numCtx)
 }
 
 // vocab is a SentencePiece-style vocabulary: control tokens, 256
