@@ -153,11 +153,24 @@ func appendCallItem(b []byte, id, callID, name, args, status string) []byte {
 	b = append(b, status...)
 	b = append(b, `","call_id":`...)
 	b = jsonx.String(b, callID)
-	b = append(b, `,"name":`...)
-	b = jsonx.String(b, name)
+	b = appendCallName(b, name)
 	b = append(b, `,"arguments":`...)
 	b = jsonx.String(b, args)
 	return append(b, '}')
+}
+
+// appendCallName appends a call's "name" and, for a function of a
+// namespace tool (flattened as namespace.name by the translation), its
+// "namespace".
+func appendCallName(b []byte, name string) []byte {
+	ns, fn := splitNamespaced(name)
+	b = append(b, `,"name":`...)
+	b = jsonx.String(b, fn)
+	if ns != "" {
+		b = append(b, `,"namespace":`...)
+		b = jsonx.String(b, ns)
+	}
+	return b
 }
 
 // callID is a call's id: the replica's, or one made up for a call
@@ -372,8 +385,7 @@ func (s *responsesStream) openItem(b []byte, a *gateway.Answer, kind int) []byte
 		}
 		b = append(b, `,"type":"function_call","status":"in_progress","call_id":`...)
 		b = jsonx.String(b, s.callID)
-		b = append(b, `,"name":`...)
-		b = jsonx.String(b, s.name)
+		b = appendCallName(b, s.name)
 		return append(b, `,"arguments":""}`...)
 	})
 	switch kind {
@@ -433,8 +445,7 @@ func (s *responsesStream) closeItem(b []byte) []byte {
 		item = appendMessageItem(nil, s.id, text)
 	case itemCall:
 		b = s.event(b, "response.function_call_arguments.done", func(b []byte) []byte {
-			b = append(s.itemFields(b, false), `,"name":`...)
-			b = jsonx.String(b, s.name)
+			b = appendCallName(s.itemFields(b, false), s.name)
 			b = append(b, `,"arguments":`...)
 			return jsonx.String(b, text)
 		})

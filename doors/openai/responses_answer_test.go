@@ -19,6 +19,7 @@ type outputItem struct {
 	Role      string `json:"role,omitempty"`
 	CallID    string `json:"call_id,omitempty"`
 	Name      string `json:"name,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
 	Arguments string `json:"arguments,omitempty"`
 	Content   []struct {
 		Type string `json:"type"`
@@ -60,7 +61,11 @@ func (r *responseJSON) summary() []string {
 	for _, it := range r.Output {
 		switch it.Type {
 		case "function_call":
-			out = append(out, it.Type+":"+it.CallID+" "+it.Name+" "+it.Arguments)
+			name := it.Name
+			if it.Namespace != "" {
+				name = it.Namespace + "/" + name
+			}
+			out = append(out, it.Type+":"+it.CallID+" "+name+" "+it.Arguments)
 		default:
 			var text strings.Builder
 			for _, c := range it.Content {
@@ -92,6 +97,8 @@ func TestResponseFromChat(t *testing.T) {
 			"stop", "completed", "", []string{"reasoning:reasoning_text=Hmm.", "message:output_text="}, 0},
 		{"calls alone", `{"choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"id":"x","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
 			"tool_calls", "completed", "", []string{"function_call:x f {}"}, 0},
+		{"a namespace tool's function", `{"choices":[{"index":0,"message":{"role":"assistant","content":"","tool_calls":[{"id":"x","function":{"name":"multi_agent_v1.spawn_agent","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
+			"tool_calls", "completed", "", []string{"function_call:x multi_agent_v1/spawn_agent {}"}, 0},
 		{"unreadable: the text", `[1]`, "stop", "completed", "", []string{"message:output_text=Hello there"}, 0},
 	}
 	for _, tc := range tests {

@@ -26,6 +26,8 @@ import (
 //	  parameters, strict}]                      [{type: function, function: {...}}]
 //	tool_choice auto | none | required |
 //	  {type: function, name}                    the same, {type: function, function: {name}}
+//	tools [{type: namespace, name, tools}]      each of its functions, named namespace.name
+//	                                            (a call of one answered with name and namespace)
 //	tools of type web_search (and _preview)     nothing: an offer the engine cannot take up
 //	                                            (see isWebSearch)
 //	tools: [], and then tool_choice auto or
@@ -183,7 +185,7 @@ func appendResponsesChat(b []byte, members []wire.Member) ([]byte, *refusal) {
 				u = &refusal{param: "top_logprobs", what: "top_logprobs"}
 			}
 		case "store", "background", "include", "metadata", "service_tier", "prompt_cache_key",
-			"prompt_cache_retention", "safety_identifier", "stream_options":
+			"prompt_cache_retention", "safety_identifier", "stream_options", "client_metadata":
 			// Asked of OpenAI's service (the door refused store and
 			// background true): nothing of the model.
 		case "priority", "cache_salt":
@@ -284,7 +286,7 @@ func (cw *chatWriter) input(v wire.Value) *refusal {
 
 // itemFields are the members of an input item the translation reads.
 type itemFields struct {
-	typ, role, content, callID, name, arguments, output wire.Value
+	typ, role, content, callID, name, namespace, arguments, output wire.Value
 }
 
 func (f *itemFields) field(name string) *wire.Value {
@@ -299,6 +301,8 @@ func (f *itemFields) field(name string) *wire.Value {
 		return &f.callID
 	case "name":
 		return &f.name
+	case "namespace":
+		return &f.namespace
 	case "arguments":
 		return &f.arguments
 	case "output":
@@ -333,7 +337,14 @@ func (cw *chatWriter) item(item wire.Value, p string) *refusal {
 		}
 		call := append([]byte(`{"id":`), f.callID.Raw...)
 		call = append(call, `,"type":"function","function":{"name":`...)
-		call = append(call, f.name.Raw...)
+		if ns, ok := f.namespace.Str(); ok && ns != "" {
+			// A call of a namespace tool's function, named as the
+			// translation named it (appendChatTools).
+			fn, _ := f.name.Str()
+			call = jsonx.String(call, ns+"."+fn)
+		} else {
+			call = append(call, f.name.Raw...)
+		}
 		call = append(call, `,"arguments":`...)
 		call = append(call, f.arguments.Raw...)
 		cw.calls = append(cw.calls, append(call, "}}"...))
@@ -511,63 +522,115 @@ func appendToolMember(b []byte, name string, v wire.Value) ([]byte, *refusal) {
 	return appendMember(b, name, v.Raw), nil
 }
 
-// appendChatTools appends tools as chat's function tools.
+// appendChatTools appends tools as chat's function tools: a function tool
+// as one, a namespace tool (a group of functions, as Codex CLI sends its
+// subagent tools) as one function per member, named namespace.name (see
+// splitNamespaced).
 func appendChatTools(b []byte, tools wire.Value) ([]byte, *refusal) {
 	b = append(b, `,"tools":[`...)
 	var u *refusal
 	n := 0 // tools written
 	_ = tools.Elements(func(i int, t wire.Value) bool {
 		p := "tools[" + strconv.Itoa(i) + "]"
-		var typ, name, description, parameters, strict wire.Value
-		_ = t.Members(func(m wire.Member) bool {
-			switch m.Name {
-			case "type":
-				typ = m.Value
-			case "name":
-				name = m.Value
-			case "description":
-				description = m.Value
-			case "parameters":
-				parameters = m.Value
-			case "strict":
-				strict = m.Value
-			}
-			return true
-		})
 		if isWebSearch(t) {
 			return true // an offer the engine cannot take up: see isWebSearch
 		}
-		if !typ.Is("function") {
-			ts, _ := typ.Str()
-			u = &refusal{param: p + ".type", what: "a tool of type '" + ts + "' (" + p + "): only function tools are carried"}
+		namespace, inner, isNamespace := namespaceOf(t)
+		if !isNamespace {
+			b, u = appendFunctionTool(b, &n, t, "", p)
+			return u == nil
+		}
+		if namespace == "" || strings.Contains(namespace, ".") {
+			u = &refusal{param: p + ".name", what: "a namespace tool without a name of letters, digits, _ and - (" + p + ")"}
 			return false
 		}
-		if name.Kind() != wire.String {
-			u = &refusal{param: p + ".name", what: "a function tool without a name (" + p + ")"}
-			return false
-		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"type":"function","function":{"name":`...)
-		b = append(b, name.Raw...)
-		if description.Kind() == wire.String {
-			b = append(b, `,"description":`...)
-			b = append(b, description.Raw...)
-		}
-		if parameters.Kind() == wire.Object {
-			b = append(b, `,"parameters":`...)
-			b = append(b, parameters.Raw...)
-		}
-		if k := strict.Kind(); k == wire.True || k == wire.False {
-			b = append(b, `,"strict":`...)
-			b = append(b, strict.Raw...)
-		}
-		b = append(b, "}}"...)
-		return true
+		_ = inner.Elements(func(j int, f wire.Value) bool {
+			b, u = appendFunctionTool(b, &n, f, namespace, p+".tools["+strconv.Itoa(j)+"]")
+			return u == nil
+		})
+		return u == nil
 	})
 	return append(b, ']'), u
+}
+
+// namespaceOf reads tool t as a namespace tool: its name and its
+// functions; isNamespace is false for a tool of another type.
+func namespaceOf(t wire.Value) (name string, tools wire.Value, isNamespace bool) {
+	_ = t.Members(func(m wire.Member) bool {
+		switch m.Name {
+		case "type":
+			isNamespace = m.Value.Is("namespace")
+		case "name":
+			name, _ = m.Value.Str()
+		case "tools":
+			tools = m.Value
+		}
+		return true
+	})
+	return name, tools, isNamespace
+}
+
+// splitNamespaced splits a chat function's name made by the translation
+// from a namespace tool's function (namespace.name) into the two. Names
+// of the Responses API's functions and namespaces have no dots (OpenAI
+// takes letters, digits, _ and -), so a dot can only be the translation's.
+func splitNamespaced(name string) (namespace, fn string) {
+	if i := strings.IndexByte(name, '.'); i > 0 && i < len(name)-1 {
+		return name[:i], name[i+1:]
+	}
+	return "", name
+}
+
+// appendFunctionTool appends function tool t (at path p) as chat's, its
+// name prefixed with namespace and a dot when it belongs to one.
+func appendFunctionTool(b []byte, n *int, t wire.Value, namespace, p string) ([]byte, *refusal) {
+	var typ, name, description, parameters, strict wire.Value
+	_ = t.Members(func(m wire.Member) bool {
+		switch m.Name {
+		case "type":
+			typ = m.Value
+		case "name":
+			name = m.Value
+		case "description":
+			description = m.Value
+		case "parameters":
+			parameters = m.Value
+		case "strict":
+			strict = m.Value
+		}
+		return true
+	})
+	if !typ.Is("function") {
+		ts, _ := typ.Str()
+		return b, &refusal{param: p + ".type", what: "a tool of type '" + ts + "' (" + p + "): only function tools (alone or in a namespace) are carried"}
+	}
+	fn, ok := name.Str()
+	if !ok || fn == "" {
+		return b, &refusal{param: p + ".name", what: "a function tool without a name (" + p + ")"}
+	}
+	if *n > 0 {
+		b = append(b, ',')
+	}
+	*n++
+	b = append(b, `{"type":"function","function":{"name":`...)
+	if namespace != "" {
+		b = jsonx.String(b, namespace+"."+fn)
+	} else {
+		b = append(b, name.Raw...)
+	}
+	if description.Kind() == wire.String {
+		b = append(b, `,"description":`...)
+		b = append(b, description.Raw...)
+	}
+	if parameters.Kind() == wire.Object {
+		b = append(b, `,"parameters":`...)
+		b = append(b, parameters.Raw...)
+	}
+	if k := strict.Kind(); k == wire.True || k == wire.False {
+		b = append(b, `,"strict":`...)
+		b = append(b, strict.Raw...)
+	}
+	return append(b, "}}"...), nil
 }
 
 // isWebSearch reports OpenAI's hosted web search tool (web_search,

@@ -82,6 +82,15 @@ func TestTranslateResponses(t *testing.T) {
 		{"system later, refusal, string content", `{"model":"qwen","input":[{"role":"user","content":"a"},{"role":"system","content":"late"},` +
 			`{"role":"assistant","content":[{"type":"refusal","refusal":"no"}]},{"role":"user","content":"b"}]}`,
 			`{"model":"qwen","messages":[{"role":"user","content":"a"},{"role":"system","content":"late"},{"role":"assistant","content":"no"},{"role":"user","content":"b"}]}`},
+		{"namespace tools, as Codex sends its subagents'", `{"model":"qwen","input":[{"role":"user","content":"a"},` +
+			`{"type":"function_call","call_id":"c","name":"spawn_agent","namespace":"multi_agent_v1","arguments":"{}"},` +
+			`{"type":"function_call_output","call_id":"c","name":"spawn_agent","namespace":"multi_agent_v1","output":"1"}],` +
+			`"tools":[{"type":"function","name":"exec_command"},{"type":"namespace","name":"multi_agent_v1","description":"Sub-agents.",` +
+			`"tools":[{"type":"function","name":"spawn_agent","parameters":{"type":"object"}},{"type":"function","name":"close_agent"}]}],` +
+			`"client_metadata":{"session_id":"s"}}`,
+			`{"model":"qwen","messages":[{"role":"user","content":"a"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"multi_agent_v1.spawn_agent","arguments":"{}"}}]},` +
+				`{"role":"tool","tool_call_id":"c","content":"1"}],"tools":[{"type":"function","function":{"name":"exec_command"}},` +
+				`{"type":"function","function":{"name":"multi_agent_v1.spawn_agent","parameters":{"type":"object"}}},{"type":"function","function":{"name":"multi_agent_v1.close_agent"}}]}`},
 		{"a call alone", `{"model":"qwen","input":[{"role":"user","content":"a"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},` +
 			`{"type":"function_call_output","call_id":"c","output":"1"}]}`,
 			`{"model":"qwen","messages":[{"role":"user","content":"a"},{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
