@@ -12,6 +12,10 @@ type Chat struct {
 	// named the model.
 	Asked    string
 	Messages []Message
+	// Items is the length of the request's list that max_messages bounds
+	// (messages, or input items) as its door counted it; 0 when it is
+	// len(Messages).
+	Items int
 	// SystemMessage, when set, replaces a leading system message.
 	SystemMessage *string
 	// Stream asks for the answer as a stream of deltas.

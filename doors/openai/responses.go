@@ -109,6 +109,7 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 		return chat, aerr
 	}
 	chat.Messages = append(chat.Messages, msgs...)
+	chat.Items = len(msgs) // the input items: instructions are not one
 	if v := o.Member("stream"); v.Given() {
 		b, ok := v.Bool()
 		if !ok {
