@@ -229,7 +229,9 @@ func (d *Door) validate(req *request, e endpoint) (api.Chat, *api.Error) {
 		return chat, aerr
 	}
 	chat.Messages = msgs
-	chat.Items = len(req.items) // the system prompt is not one of max_messages
+	if len(msgs) != len(req.items) || e == endpointCountTokens {
+		chat.Items = len(req.items) // the system prompt is not one of max_messages
+	}
 
 	if req.stream.Given() {
 		b, ok := req.stream.Bool()

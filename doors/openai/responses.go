@@ -108,8 +108,10 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 	if aerr != nil {
 		return chat, aerr
 	}
+	if len(chat.Messages) > 0 {
+		chat.Items = len(msgs) // the input items: instructions are not one
+	}
 	chat.Messages = append(chat.Messages, msgs...)
-	chat.Items = len(msgs) // the input items: instructions are not one
 	if v := o.Member("stream"); v.Given() {
 		b, ok := v.Bool()
 		if !ok {
