@@ -52,7 +52,7 @@ func TestOfLargeBody(t *testing.T) {
 		if c.Bytes < len(body)*9/10 || c.Messages < 20 || c.Largest != "messages" {
 			t.Fatalf("%d bytes counted as %+v", len(body), c)
 		}
-		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(len(body)/64) {
+		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > uint64(len(body)/16) {
 			t.Errorf("counting %d bytes allocated %d", len(body), alloc)
 		}
 	}
