@@ -41,13 +41,13 @@ func (s *Server) handleTokenize(w http.ResponseWriter, r *http.Request, d *diale
 	// The body is read twice: once for a prompt, once as a chat.
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
-		badRequest("reading the request body: " + err.Error()).writeAs(w, d)
+		badRequest("reading the request body: "+err.Error()).writeAs(w, d)
 		return
 	}
 	var n int
 	var tr tokenizeRequest
 	if err := json.Unmarshal(body, &tr); err != nil {
-		badRequest("invalid JSON body: " + err.Error()).writeAs(w, d)
+		badRequest("invalid JSON body: "+err.Error()).writeAs(w, d)
 		return
 	}
 	if tr.Prompt != nil {
