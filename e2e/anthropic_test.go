@@ -676,7 +676,7 @@ func TestAnthropicOpenAPI(t *testing.T) {
 		{"scope", "/v1/messages", `{"model":"gemma","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.limited}, 403},
 		{"unknown model", "/v1/messages", `{"model":"claude","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
 		{"count", "/v1/messages/count_tokens", `{"model":"qwen",` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
-		{"count not served", "/v1/messages/count_tokens", `{"model":"gemma",` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
+		{"count not served", "/v1/messages/count_tokens", `{"model":"olla",` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
 		{"count stream", "/v1/messages/count_tokens", `{"model":"qwen","stream":true,` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
 		{"bad version", "/v1/messages", `{"model":"qwen","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full, "Anthropic-Version", "latest"}, 400},
 		{"system blocks", "/v1/messages", `{"model":"qwen","max_tokens":8,"system":[{"type":"image","source":{}}],` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
