@@ -228,7 +228,7 @@ func gunzip(raw []byte, limit int64, pooled bool) ([]byte, *Lease, *Error) {
 		return nil, nil, invalidGzip()
 	case over:
 		return nil, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
-			Detail: fmt.Sprintf("Request body too large: the limit is %d bytes, after decompression", limit)}
+			Detail: fmt.Sprintf("Request body too large: the limit is %d bytes (max_body_size), after decompression", limit)}
 	}
 	return body, l, nil
 }
@@ -240,7 +240,7 @@ func invalidGzip() *Error {
 
 func tooLarge(limit int64) *Error {
 	return unread(&Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
-		Detail: fmt.Sprintf("Request body too large: the limit is %d bytes", limit)})
+		Detail: fmt.Sprintf("Request body too large: the limit is %d bytes (max_body_size)", limit)})
 }
 
 // readError is the answer to a body that could not be read: 408 when its

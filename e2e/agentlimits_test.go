@@ -78,7 +78,7 @@ func TestAgentBodyLimits(t *testing.T) {
 				t.Fatalf("a body just under the limit: %d %.300s", status, raw)
 			}
 			status, raw := post(d.path, agentBody(d.head, d.tail, "qwen", limit+1))
-			if status != 413 || !strings.Contains(raw, fmt.Sprint(limit)) || !doorShape(d.name, raw, "request_too_large") {
+			if status != 413 || !strings.Contains(raw, fmt.Sprintf("the limit is %d bytes (max_body_size)", limit)) || !doorShape(d.name, raw, "request_too_large") {
 				t.Fatalf("a body a byte over the limit: %d %.300s", status, raw)
 			}
 			// A model's own limit: checked once the body names the model.
