@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -74,5 +76,83 @@ func TestCountTokensWithEngineTokenizer(t *testing.T) {
 	}
 	if got := sglang.drain(t); len(got) != 0 {
 		t.Fatalf("the engine was asked again: %s", bodies(got))
+	}
+}
+
+// TestUsageIsTheEngines: every door reports the engine's own prompt
+// count, not an estimate of the gateway's: the figure the engine's
+// tokenizer gives for the same conversation (the simulator charges what
+// its /tokenize counts).
+func TestUsageIsTheEngines(t *testing.T) {
+	sim := startSim(t, "-tokens", "3")
+	g := startGateway(t, GatewayConfig{Models: map[string]string{
+		"qwen":  staticModel(sim),
+		"gemma": staticModel(sim) + "\n\t\t\tanthropic translate",
+	}})
+	key := credentialKinds[1].get(t, g, "demo")
+	token := g.Token(t, "demo", "demo", "")
+	const msgs = `"messages":[{"role":"system","content":"You are terse, precise and kind."},{"role":"user","content":"Name three rivers of Europe, please."}]`
+	engine := func(body string) int {
+		t.Helper()
+		resp, err := http.Post(sim.URL+"/tokenize", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c struct {
+			Count int `json:"count"`
+		}
+		if raw := readJSON(t, resp, &c); resp.StatusCode != 200 || c.Count == 0 {
+			t.Fatalf("/tokenize: %s %s", resp.Status, raw)
+		}
+		return c.Count
+	}
+	chatCount := engine(`{"model":"m",` + msgs + `}`)
+	post := func(path, body string) []byte {
+		t.Helper()
+		req, _ := http.NewRequest("POST", g.Base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+		resp, err := g.Client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := readJSON(t, resp, nil)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%s: %s %s", path, resp.Status, raw)
+		}
+		return raw
+	}
+	var u struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+			InputTokens  int `json:"input_tokens"`
+		} `json:"usage"`
+	}
+	for _, tc := range []struct {
+		door, path, body string
+		want             int
+	}{
+		{"openai chat", "/v1/chat/completions", `{"model":"qwen",` + msgs + `}`, chatCount},
+		{"openai completions", "/v1/completions", `{"model":"qwen","prompt":"Name three rivers of Europe.","max_tokens":3}`,
+			engine(`{"model":"m","prompt":"Name three rivers of Europe."}`)},
+		{"anthropic, translated", "/v1/messages", `{"model":"gemma","max_tokens":3,"system":"You are terse, precise and kind.",` +
+			`"messages":[{"role":"user","content":"Name three rivers of Europe, please."}]}`, chatCount},
+	} {
+		u.Usage.PromptTokens, u.Usage.InputTokens = 0, 0
+		raw := post(tc.path, tc.body)
+		if err := json.Unmarshal(raw, &u); err != nil || u.Usage.PromptTokens+u.Usage.InputTokens != tc.want {
+			t.Errorf("%s reports %s, the engine counts %d", tc.door, raw, tc.want)
+		}
+	}
+	// The native door.
+	resp := g.Infer(t, token, `{"model_type":"qwen",`+msgs+`}`)
+	var n struct {
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		} `json:"usage"`
+	}
+	if raw := readJSON(t, resp, &n); resp.StatusCode != 200 || n.Usage.PromptTokens != chatCount {
+		t.Errorf("native door reports %s, the engine counts %d", raw, chatCount)
 	}
 }
