@@ -56,7 +56,7 @@ func (b *Protocol) count(ctx context.Context, client *http.Client, req *protocol
 		client = http.DefaultClient
 	}
 	call := &tokenizeCall{client: client, base: req.BaseURL, apiKey: req.APIKey, maxBody: b.maxBodyBytes()}
-	n, ok, err := countWithTokenizer(ctx, call, body)
+	n, ok, err := countWithTokenizer(ctx, call, body, b.Tokenizer)
 	if err != nil {
 		return 0, err
 	}

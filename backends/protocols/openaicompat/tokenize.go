@@ -20,7 +20,8 @@ import (
 // template applied to the messages and tools, by the model's own
 // tokenizer. Anthropic's count_tokens over an engine that does not serve
 // it is answered with that count (countTokens, anthropic_count.go). The
-// engines' endpoints differ; a replica's is found by asking each shape in
+// engines' endpoints differ; a replica's is the one of the engine its
+// protocol names (Protocol.Tokenizer), else found by asking each shape in
 // turn (a path it does not serve answers 404, or an answer without the
 // shape's member), and remembered for the replica:
 //
@@ -189,10 +190,17 @@ type probed struct {
 // unserved is.
 var tokenizerOf sync.Map
 
+// noTokenizer is the Tokenizer hint of an engine without a chat
+// tokenizer: it is not asked.
+const noTokenizer = "none"
+
 // countWithTokenizer counts chat's prompt with the replica's tokenizer:
-// the one found before, or each shape in turn. ok is false when the
-// replica has none.
-func countWithTokenizer(ctx context.Context, call *tokenizeCall, chat []byte) (n int, ok bool, err error) {
+// the one found before, or each shape in turn, the one hint names (the
+// protocol's engine) first. ok is false when the replica has none.
+func countWithTokenizer(ctx context.Context, call *tokenizeCall, chat []byte, hint string) (n int, ok bool, err error) {
+	if hint == noTokenizer {
+		return 0, false, nil
+	}
 	if v, found := tokenizerOf.Load(call.base); found {
 		p := v.(probed)
 		if time.Since(p.at) < reprobeAfter {
@@ -206,7 +214,7 @@ func countWithTokenizer(ctx context.Context, call *tokenizeCall, chat []byte) (n
 		}
 		tokenizerOf.Delete(call.base) // changed: probe again
 	}
-	for _, t := range tokenizers {
+	for _, t := range ordered(hint) {
 		n, err = t.Count(ctx, call, chat)
 		switch {
 		case err == nil:
@@ -218,6 +226,17 @@ func countWithTokenizer(ctx context.Context, call *tokenizeCall, chat []byte) (n
 	}
 	tokenizerOf.Store(call.base, probed{at: time.Now()})
 	return 0, false, nil
+}
+
+// ordered are the shapes to ask, the one named hint first.
+func ordered(hint string) []Tokenizer {
+	for i, t := range tokenizers {
+		if t.Name() == hint && i > 0 {
+			out := append([]Tokenizer{t}, tokenizers[:i]...)
+			return append(out, tokenizers[i+1:]...)
+		}
+	}
+	return tokenizers
 }
 
 // templateMembers are the members of a chat request an engine's template

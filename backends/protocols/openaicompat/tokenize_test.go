@@ -138,3 +138,42 @@ func llamaTokenize() http.HandlerFunc {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A protocol that names its engine asks the engine's tokenizer first
+// (none for one without a chat tokenizer), the other shapes only on a 404.
+func TestCountTokensEngineHint(t *testing.T) {
+	json := func(s string) http.HandlerFunc { return bodyHandler(200, "application/json", s) }
+	tgi := map[string]http.HandlerFunc{"/chat_tokenize": json(`{"tokenize_response":[{},{}]}`)}
+	for _, tc := range []struct {
+		hint  string
+		serve map[string]http.HandlerFunc
+		want  int // -1: the estimate
+		paths string
+	}{
+		{"tgi", tgi, 2, "/chat_tokenize"},
+		{"llamacpp", map[string]http.HandlerFunc{"/apply-template": json(`{"prompt":"x"}`), "/tokenize": json(`{"tokens":[1,2,3]}`)},
+			3, "/apply-template /tokenize"},
+		{"none", map[string]http.HandlerFunc{"/tokenize": json(`{"count":9}`)}, -1, ""},
+		{"vllm", tgi, 2, "/tokenize /apply-template /chat_tokenize"}, // named wrong: found by its 404s
+	} {
+		t.Run(tc.hint, func(t *testing.T) {
+			rep := &replica{serve: tc.serve}
+			srv := httptest.NewServer(rep)
+			defer srv.Close()
+			req := countRequest(t, srv.URL, true)
+			res, err := (&Protocol{Tokenizer: tc.hint}).Chat(context.Background(), nil, req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if want < 0 {
+				tw, _ := req.Wire.Tokenize()
+				est := reserve.Of(tw)
+				want = est.PromptTokens()
+			}
+			if string(res.Raw) != `{"input_tokens":`+itoa(want)+`}` || strings.Join(rep.paths, " ") != tc.paths {
+				t.Fatalf("answer %s after asking %v; want %d after %s", res.Raw, rep.paths, want, tc.paths)
+			}
+		})
+	}
+}
