@@ -68,9 +68,9 @@ func readBody(r *http.Request, limit int64, pooled bool) (body []byte, l *Lease,
 	if e != nil || !gz {
 		return raw, l, e
 	}
-	body, e = gunzip(raw, limit)
+	body, zl, e := gunzip(raw, limit, pooled)
 	l.Release() // the compressed bytes are read
-	return body, nil, e
+	return body, zl, e
 }
 
 // readRaw reads the body as it was sent.
@@ -112,15 +112,59 @@ func readRaw(r *http.Request, limit int64, pooled bool) ([]byte, *Lease, *Error)
 		}
 		return body, l, nil
 	}
-	// Unknown: let the buffer grow rather than trust the header.
-	buf := bytes.NewBuffer(make([]byte, 0, 512))
-	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
+	// Unknown: read in pooled pieces rather than trust the header, then
+	// into one exact buffer.
+	body, l, over, err := readPieces(r.Body, limit, pooled)
+	switch {
+	case err != nil:
 		return nil, nil, readError(err)
-	}
-	if int64(buf.Len()) > limit {
+	case over:
 		return nil, nil, tooLarge(limit)
 	}
-	return buf.Bytes(), nil, nil
+	return body, l, nil
+}
+
+// readPieces reads src to its end, up to limit bytes, in pieces of
+// trustedLength from the heads pool, and then copies them once into one
+// buffer of the body's size (leased when pooled and large). A growing
+// buffer would copy a 16 MiB body about five times and leave up to twice
+// its size allocated; this holds the body once, with its pieces only for
+// the copy. over reports a body above limit (read up to limit+1 bytes).
+func readPieces(src io.Reader, limit int64, pooled bool) (body []byte, l *Lease, over bool, err error) {
+	var pieces []*[]byte
+	defer func() {
+		for _, p := range pieces {
+			heads.Put(p)
+		}
+	}()
+	lr := io.LimitReader(src, limit+1)
+	var n int64
+	for {
+		p := heads.Get().(*[]byte)
+		pieces = append(pieces, p)
+		k, rerr := fill(lr, *p)
+		n += int64(k)
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return nil, nil, false, rerr
+		}
+	}
+	if n > limit {
+		return nil, nil, true, nil
+	}
+	if pooled {
+		body, l = leaseBody(n)
+	}
+	if body == nil {
+		body = make([]byte, n)
+	}
+	at := 0
+	for _, p := range pieces {
+		at += copy(body[at:], *p)
+	}
+	return body, l, false, nil
 }
 
 // trustedLength is the Content-Length read into an exact buffer at once.
@@ -155,23 +199,38 @@ func bodyEncoding(r *http.Request) (gz bool, e *Error) {
 		Headers: map[string]string{"Accept-Encoding": "gzip"}})
 }
 
-// gunzip decompresses a gzip body, up to limit bytes.
-func gunzip(raw []byte, limit int64) ([]byte, *Error) {
+// fill reads into p until it is full or src ends (io.EOF, which
+// io.ReadFull would turn into io.ErrUnexpectedEOF, the error of a
+// truncated gzip stream that must stay one).
+func fill(src io.Reader, p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		k, err := src.Read(p[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// gunzip decompresses a gzip body, up to limit bytes (in a leased buffer
+// when pooled, as readRaw's).
+func gunzip(raw []byte, limit int64, pooled bool) ([]byte, *Lease, *Error) {
 	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
-		return nil, invalidGzip()
+		return nil, nil, invalidGzip()
 	}
 	defer zr.Close()
-	// Bodies compress about 4 to 10 times; start there, grow if needed.
-	buf := bytes.NewBuffer(make([]byte, 0, min(limit+1, int64(len(raw))*4+512)))
-	if _, err := buf.ReadFrom(io.LimitReader(zr, limit+1)); err != nil {
-		return nil, invalidGzip()
+	body, l, over, err := readPieces(zr, limit, pooled)
+	switch {
+	case err != nil:
+		return nil, nil, invalidGzip()
+	case over:
+		return nil, nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
+			Detail: fmt.Sprintf("Request body too large: the limit is %d bytes (max_body_size), after decompression", limit)}
 	}
-	if int64(buf.Len()) > limit {
-		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
-			Detail: fmt.Sprintf("Request body too large: the limit is %d bytes, after decompression", limit)}
-	}
-	return buf.Bytes(), nil
+	return body, l, nil
 }
 
 func invalidGzip() *Error {
@@ -181,7 +240,7 @@ func invalidGzip() *Error {
 
 func tooLarge(limit int64) *Error {
 	return unread(&Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge,
-		Detail: fmt.Sprintf("Request body too large: the limit is %d bytes", limit)})
+		Detail: fmt.Sprintf("Request body too large: the limit is %d bytes (max_body_size)", limit)})
 }
 
 // readError is the answer to a body that could not be read: 408 when its

@@ -12,6 +12,10 @@ type Chat struct {
 	// named the model.
 	Asked    string
 	Messages []Message
+	// Items is the length of the request's list that max_messages bounds
+	// (messages, or input items) as its door counted it; 0 when it is
+	// len(Messages).
+	Items int
 	// SystemMessage, when set, replaces a leading system message.
 	SystemMessage *string
 	// Stream asks for the answer as a stream of deltas.
@@ -67,6 +71,15 @@ type Wire struct {
 	// error (a *protocols.Error of kind KindUnsupported) names what the
 	// translation cannot carry.
 	Translate func() (*Wire, error)
+	// Tokenize, set on a count request (Anthropic's count_tokens), gives
+	// it in OpenAI's chat format, for a protocol that counts its prompt
+	// with the engine's tokenizer where the replica has no count endpoint
+	// of Format. It never generates: unlike Translate, a protocol that
+	// cannot count ignores it. TokenizeOnly: the model's replicas are
+	// never asked in Format (its requests are translated): count with the
+	// tokenizer at once.
+	Tokenize     func() (*Wire, error)
+	TokenizeOnly bool
 }
 
 // Member returns the member named name, if the body has it (not null).

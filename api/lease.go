@@ -98,15 +98,29 @@ func (r *leasedReader) Close() error {
 	return nil
 }
 
-// Pooled buffers come in powers of two from twice trustedLength up to
-// maxPooled; a larger body (an operator's limit of many megabytes) is
-// allocated as before.
+// Pooled buffers come in quarter steps between powers of two (5/4, 6/4,
+// 7/4 and 8/4 of the power below), from just above trustedLength up to
+// maxPooled: a body holds at most a quarter more than its own size, not
+// the up to twice that powers of two alone would hold (an agent's 20 MiB
+// body in a 32 MiB buffer). A larger body (an operator's limit above
+// maxPooled) is allocated as before.
 const (
-	minPooledShift = 17 // 128 KiB: the first class above trustedLength
-	maxPooledShift = 24 // 16 MiB
+	minPooledShift = 17 // classes of (64 KiB, 128 KiB]: the first above trustedLength
+	maxPooledShift = 25 // 32 MiB: the default max_body_size
+	stepsPerPower  = 4
 )
 
-var bodyPools [maxPooledShift - minPooledShift + 1]sync.Pool
+var bodyPools [(maxPooledShift - minPooledShift + 1) * stepsPerPower]sync.Pool
+
+// sizeClass is the pool of a body of n bytes (trustedLength < n <=
+// 1<<maxPooledShift) and the size of its buffers: the least multiple of
+// an eighth of the power of two at or above n.
+func sizeClass(n int64) (class, size int) {
+	shift := max(bits.Len64(uint64(n-1)), minPooledShift)
+	step := int64(1) << (shift - 3)
+	m := max((n+step-1)/step, 5) // 5..8 eighths: above the half, up to the whole
+	return (shift-minPooledShift)*stepsPerPower + int(m-5), int(m * step)
+}
 
 // leaseBody returns a buffer of n bytes from the pool, with its lease held
 // once (by the request), or nil when n is outside the pooled sizes.
@@ -114,11 +128,10 @@ func leaseBody(n int64) (body []byte, l *Lease) {
 	if n <= trustedLength || n > 1<<maxPooledShift {
 		return nil, nil
 	}
-	shift := max(bits.Len64(uint64(n-1)), minPooledShift)
-	class := shift - minPooledShift
+	class, size := sizeClass(n)
 	buf, _ := bodyPools[class].Get().(*[]byte)
 	if buf == nil {
-		b := make([]byte, 1<<shift)
+		b := make([]byte, size)
 		buf = &b
 	}
 	l = &Lease{buf: buf, class: class}

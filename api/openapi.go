@@ -20,7 +20,9 @@ var openAPITemplate []byte
 // configures it: its model types (the model_type and model enums and the
 // token scopes) and its limits, for every door: the native API, OpenAI's
 // (chat completions, completions, embeddings, responses) and Anthropic's
-// (messages, count_tokens).
+// (messages, count_tokens). v's limits are the doors' (the largest of any
+// model's, when a model sets its own): the document gives the most any
+// model takes.
 func OpenAPI(v *Validator) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(openAPITemplate, &doc); err != nil {

@@ -30,11 +30,19 @@ type Limits struct {
 	MaxHeaderBytes int `json:"max_header_bytes,omitempty"`
 }
 
-// Default limits (README, "The API").
+// Default limits (docs/configuration.md, "Limits for agents"). They fit
+// what a coding agent sends with a 256k-token context: about 1 MiB of
+// text at ~4 bytes a token (up to twice that as JSON, with escapes and
+// each message's structure), tens to hundreds of KiB of tool schemas, and
+// images as base64 (4/3 of the file; up to 5 MB each as Anthropic's API
+// takes them): 32 MiB, the request size Anthropic's Messages API itself
+// accepts. A message is at least ~32 tokens of template and content, so
+// 256k tokens hold at most 8192 of them; one message's text is at most
+// the whole context, ~1M characters.
 const (
-	DefaultMaxBodyBytes    = 1 << 20
-	DefaultMaxMessages     = 256
-	DefaultMaxContentChars = 100_000
+	DefaultMaxBodyBytes    = 32 << 20
+	DefaultMaxMessages     = 8192
+	DefaultMaxContentChars = 1 << 20
 	DefaultMaxHeaderBytes  = 16 << 10
 	DefaultTemperature     = 0.3
 	MaxTemperature         = 2.0

@@ -520,7 +520,8 @@ func TestAnthropicErrors(t *testing.T) {
 }
 
 // TestAnthropicCountTokens: count_tokens where the replica serves it, the
-// same count /v1/messages reports; 404 where it does not.
+// same count /v1/messages reports; where it does not, its engine's
+// tokenizer's; 404 for a protocol that cannot count (Ollama's /api/chat).
 func TestAnthropicCountTokens(t *testing.T) {
 	f := startAnthropicFixture(t, credentialKinds[1])
 	g := f.g
@@ -552,8 +553,16 @@ func TestAnthropicCountTokens(t *testing.T) {
 			t.Fatalf("%s %s; the replica got %d requests: %s", resp.Status, raw, len(got), bodies(got))
 		}
 	}
-	readAnthropicError(t, count(g.Base, "gemma"), 404, "not_found_error", "count_tokens is not available for model gemma")
-	readAnthropicError(t, count(g.Base, "detect"), 404, "not_found_error", "count_tokens is not available")
+	// Replicas without count_tokens (translated, or found without it):
+	// their engine's tokenizer counts, as /v1/messages charges.
+	for _, model := range []string{"gemma", "detect"} {
+		resp := count(g.Base, model)
+		raw := readJSON(t, resp, &c)
+		m := readMessage(t, f.message(t, f.full, `{"model":"`+model+`","max_tokens":8,"system":"Be terse.",`+anthropicHello+`}`))
+		if resp.StatusCode != 200 || c.InputTokens != m.Usage.InputTokens {
+			t.Fatalf("%s: %s %s, the message counts %d", model, resp.Status, raw, m.Usage.InputTokens)
+		}
+	}
 	readAnthropicError(t, count(g.Base, "olla"), 404, "not_found_error", "count_tokens is not available")
 	readAnthropicError(t, count(g.Base, "qwen", "X-Api-Key", "nope"), 401, "authentication_error", "")
 }
@@ -668,7 +677,7 @@ func TestAnthropicOpenAPI(t *testing.T) {
 		{"scope", "/v1/messages", `{"model":"gemma","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.limited}, 403},
 		{"unknown model", "/v1/messages", `{"model":"claude","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
 		{"count", "/v1/messages/count_tokens", `{"model":"qwen",` + hello + `}`, []string{"X-Api-Key", f.full}, 200},
-		{"count not served", "/v1/messages/count_tokens", `{"model":"gemma",` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
+		{"count not served", "/v1/messages/count_tokens", `{"model":"olla",` + hello + `}`, []string{"X-Api-Key", f.full}, 404},
 		{"count stream", "/v1/messages/count_tokens", `{"model":"qwen","stream":true,` + hello + `}`, []string{"X-Api-Key", f.full}, 400},
 		{"bad version", "/v1/messages", `{"model":"qwen","max_tokens":8,` + hello + `}`, []string{"X-Api-Key", f.full, "Anthropic-Version", "latest"}, 400},
 		{"system blocks", "/v1/messages", `{"model":"qwen","max_tokens":8,"system":[{"type":"image","source":{}}],` + hello + `}`, []string{"X-Api-Key", f.full}, 400},

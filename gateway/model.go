@@ -56,6 +56,12 @@ type Model struct {
 	// Discovery reports the state of the replica source for /readyz; nil
 	// is a static list, always synced.
 	Discovery func() discovery.Status
+	// MaxBodyBytes and MaxMessages, when positive, are the model's own
+	// limits, below the doors' (which take the largest of every model's):
+	// a body is checked against them once its model is known (see
+	// withinModelLimits). 0 leaves the doors' limits.
+	MaxBodyBytes int64
+	MaxMessages  int
 	// Aliases are the model's other names, as the configuration gives
 	// them (the Gateway's Aliases map them to Name).
 	Aliases []string

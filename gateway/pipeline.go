@@ -231,6 +231,10 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		// for, and what the answer gives.
 		ex.Chat.Asked, ex.Chat.Model, ex.Adapter = chat.Model, m, adapter
 	}
+	if e := p.Gateway.withinModelLimits(&ex.Chat, len(body)); e != nil {
+		p.reject(w, ex, e, "")
+		return false
+	}
 	return true
 }
 

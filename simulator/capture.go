@@ -64,9 +64,9 @@ type capture struct {
 var withheldHeaders = []string{"Authorization", "Proxy-Authorization", "X-Api-Key"}
 
 // capturePath tells whether requests to path are captured: the API paths
-// (/v1/...) and the engines' own chat paths.
+// (/v1/...), the engines' own chat paths and vLLM's /tokenize.
 func capturePath(path string) bool {
-	return strings.HasPrefix(path, "/v1/") || path == "/api/chat" || path == "/tasks/assistant_inference"
+	return strings.HasPrefix(path, "/v1/") || path == "/api/chat" || path == "/tasks/assistant_inference" || path == "/tokenize"
 }
 
 // add reads r's body (up to maxBodyBytes and one byte more, which is

@@ -197,6 +197,8 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, d *dialect)
 		case "/v1/responses":
 			s.handleGenerate(w, r, d, endpoint{decode: decodeResponses, reply: responsesReply, record: true})
 		}
+	case r.Method == http.MethodPost && path == "/tokenize" && d.name == DialectVLLM:
+		s.handleTokenize(w, r, d) // tokenize.go
 	case r.Method == http.MethodPost && (path == pathLoadLoRA || path == pathUnloadLoRA) && loraEnabled(s.Config()):
 		cfg := s.Config()
 		if !authorized(cfg.APIKey, r) {

@@ -78,33 +78,19 @@ func (a *Mount) serveMessages(w http.ResponseWriter, r *http.Request) {
 
 // serveCountTokens serves POST /v1/messages/count_tokens through the
 // pipeline: authentication, the model's scope and the tenant's limits
-// apply (a request, no tokens), and a replica of the model counts. A model
-// whose requests are translated has no replica that counts: 404, once the
-// credential is known to cover the model.
+// apply (a request, no tokens), and a replica of the model counts: with
+// its own count_tokens, or, where it has none (or the model's requests are
+// translated), with its engine's tokenizer, or the gateway's estimate
+// where the engine has no tokenizer either (see the protocol's
+// countTokens).
 func (a *Mount) serveCountTokens(w http.ResponseWriter, r *http.Request) {
 	if !allow(w, r) {
 		return
 	}
-	r, ex, ok := a.pipeline.Through(w, r, a.count, gateway.StageAuthorized)
-	if ok {
-		if a.door.Mode(ex.Chat.Model) == ModeTranslate {
-			e := notCounted(ex.Chat.Model)
-			ex.Stage, ex.Status = gateway.StageRouted, e.Status
-			a.count.WriteError(w, e)
-			a.pipeline.Gateway.Observe(ex)
-		} else {
-			_, ex, _ = a.pipeline.Through(w, r, a.count, gateway.StageRouted)
-		}
-	}
+	ex := a.pipeline.Serve(w, r, a.count)
 	if a.done != nil {
 		a.done(r, ex)
 	}
-}
-
-// notCounted is the 404 of a model whose replicas do not count tokens.
-func notCounted(model string) *api.Error {
-	return api.NewError(http.StatusNotFound, "count_tokens is not available for model "+model+
-		": its replicas do not serve Anthropic's API (its requests are translated to chat completions)")
 }
 
 // allow answers 405, in Anthropic's shape, unless r is a POST.

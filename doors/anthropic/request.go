@@ -138,6 +138,11 @@ func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 			chat.SystemMessage = &sys
 		}
 		chat.Messages, chat.Sampling = nil, api.Sampling{MaxTokens: 1}
+		// A replica without count_tokens counts with its tokenizer the
+		// chat form of the request, as /v1/messages would translate it;
+		// a model whose requests are translated, at once.
+		w.Tokenize = lazyTranslation(req)
+		w.TokenizeOnly = d.modes[chat.Model] == ModeTranslate
 		chat.Wire = w
 		return chat, nil
 	}
@@ -229,6 +234,9 @@ func (d *Door) validate(req *request, e endpoint) (api.Chat, *api.Error) {
 		return chat, aerr
 	}
 	chat.Messages = msgs
+	if len(msgs) != len(req.items) || e == endpointCountTokens {
+		chat.Items = len(req.items) // the system prompt is not one of max_messages
+	}
 
 	if req.stream.Given() {
 		b, ok := req.stream.Bool()

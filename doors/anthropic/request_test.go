@@ -51,6 +51,7 @@ func TestDecode(t *testing.T) {
 			{Role: "assistant", Content: "Let me see.\n" + `{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}`},
 			{Role: "user", Content: `{"type":"tool_result","tool_use_id":"t1","content":"42"}`},
 		},
+		Items:    3, // the system prompt is not one of max_messages
 		Stream:   true,
 		Sampling: api.Sampling{Temperature: &temp, TopP: &topP, MaxTokens: 64, Stop: []string{"END"}},
 		User:     "u1",

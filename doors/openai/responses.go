@@ -108,6 +108,9 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 	if aerr != nil {
 		return chat, aerr
 	}
+	if len(chat.Messages) > 0 {
+		chat.Items = len(msgs) // the input items: instructions are not one
+	}
 	chat.Messages = append(chat.Messages, msgs...)
 	if v := o.Member("stream"); v.Given() {
 		b, ok := v.Bool()

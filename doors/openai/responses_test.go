@@ -32,7 +32,7 @@ func TestResponsesDecode(t *testing.T) {
 				{Role: "user", Content: `one` + "\n" + `{"type":"input_image","image_url":"data:x"}`},
 				{Role: "assistant", Content: `{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"}`},
 				{Role: "tool", Content: `{"type":"function_call_output","call_id":"c1","output":"42"}`}},
-				Sampling: api.Sampling{MaxTokens: 9, Temperature: ptr(0.5), TopP: ptr(1.0)}}},
+				Sampling: api.Sampling{MaxTokens: 9, Temperature: ptr(0.5), TopP: ptr(1.0)}, Items: 4}},
 		{"text formats", `{"model":"qwen","input":"hi","text":{"format":{"type":"json_object"},"verbosity":"low"}}`,
 			api.Chat{Model: "qwen", Messages: []api.Message{{Role: "user", Content: "hi"}}}},
 	}

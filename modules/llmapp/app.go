@@ -247,7 +247,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		return err
 	}
 	names.apply(a.fleet.Models())
-	a.validator = &api.Validator{Limits: a.Limits.WithDefaults(), Models: names.accepted, Aliases: names.aliases, DefaultModel: a.DefaultModel}
+	a.validator = &api.Validator{Limits: a.doorLimits(), Models: names.accepted, Aliases: names.aliases, DefaultModel: a.DefaultModel}
 	authn, err := a.authenticators(ctx)
 	if err != nil {
 		return err

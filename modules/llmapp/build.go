@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/fleet"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
@@ -45,6 +46,9 @@ type modelDeps struct {
 	dialects map[string]scrape.Dialect
 	// share passes routing decisions between instances; nil for none.
 	share *share.Hub
+	// limits are the app's body limits (with defaults), and doors the
+	// doors' (the largest of any model's): see applyModelLimits.
+	limits, doors api.Limits
 }
 
 // buildFleet resolves every model's guest modules and hands the models to
@@ -54,7 +58,8 @@ func (a *App) buildFleet(ctx caddy.Context, repl *caddy.Replacer) (*fleet.Fleet,
 	if err != nil {
 		return nil, err
 	}
-	d := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, consul: a.Consul.resolved(), dialects: dialects, share: a.share}
+	d := &modelDeps{ctx: ctx, repl: repl, logger: a.logger, consul: a.Consul.resolved(), dialects: dialects, share: a.share,
+		limits: a.Limits.WithDefaults(), doors: a.doorLimits()}
 	specs := make([]fleet.Spec, 0, len(a.Models))
 	closeAll := func() {
 		for _, s := range specs {
@@ -119,6 +124,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	if mc.DialTimeout > 0 {
 		m.Client = newReplicaClient(time.Duration(mc.DialTimeout))
 	}
+	mc.applyModelLimits(m, d.limits, d.doors)
 	m.EnginePriority = slices.Clone(mc.EnginePriority)
 	m.Adapters = mc.Adapters.build()
 	if err := mc.applyBoundary(m); err != nil {

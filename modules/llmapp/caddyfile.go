@@ -304,14 +304,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			rl.Limit.Budgets = budgets
 			a.RateLimits = rl
 		case "max_body_size":
-			var s string
-			if err = oneString(d, &s); err == nil {
-				var n uint64
-				if n, err = humanize.ParseBytes(s); err != nil || n == 0 {
-					return d.Errf("max_body_size %q: want a positive size such as 1MiB", s)
-				}
-				a.Limits.MaxBodyBytes = int64(n)
-			}
+			err = bodySize(d, &a.Limits.MaxBodyBytes)
 		case "body_timeout":
 			err = durationOrOff(d, d.Val(), &a.BodyTimeout)
 		case "token_body_timeout":

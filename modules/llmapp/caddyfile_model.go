@@ -77,6 +77,10 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneString(d, &m.SystemMessage)
 		case "max_tokens":
 			err = positiveInt(d, opt, &m.MaxTokens)
+		case "max_body_size":
+			err = bodySize(d, &m.MaxBodyBytes)
+		case "max_messages":
+			err = positiveInt(d, opt, &m.MaxMessages)
 		case "max_generations", "max_prompt_tokens":
 			_, err = parseCapsOption(d, "model "+m.Name, opt, &m.CapsConfig)
 		case "price":

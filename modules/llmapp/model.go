@@ -94,6 +94,10 @@ type ModelConfig struct {
 	// SlowReplicas configures the detection of replicas much slower than
 	// their peers (docs/resilience.md); on by default.
 	SlowReplicas *SlowReplicasConfig `json:"slow_replicas,omitempty"`
+	// MaxBodyBytes and MaxMessages, when set, replace the app's
+	// max_body_size and max_messages for this model's requests.
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+	MaxMessages  int   `json:"max_messages,omitempty"`
 	// RateLimits limit each user's requests to this model, on top of the
 	// user's own limits.
 	RateLimits *limits.Limit `json:"rate_limits,omitempty"`
@@ -160,10 +164,14 @@ func (mc *ModelConfig) validate() error {
 	for _, n := range []struct {
 		name string
 		v    int
-	}{{"max_tokens", mc.MaxTokens}, {"max_concurrency", mc.MaxConcurrency}, {"max_attempts", mc.MaxAttempts}} {
+	}{{"max_tokens", mc.MaxTokens}, {"max_concurrency", mc.MaxConcurrency}, {"max_attempts", mc.MaxAttempts},
+		{"max_messages", mc.MaxMessages}} {
 		if n.v < 0 {
 			return fmt.Errorf("model %q: %s must be positive, got %d", mc.Name, n.name, n.v)
 		}
+	}
+	if mc.MaxBodyBytes < 0 {
+		return fmt.Errorf("model %q: max_body_size must be positive, got %d", mc.Name, mc.MaxBodyBytes)
 	}
 	if err := mc.CapsConfig.validate("model " + mc.Name); err != nil {
 		return err

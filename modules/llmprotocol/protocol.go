@@ -67,22 +67,22 @@ func (OpenAI) CaddyModule() caddy.ModuleInfo {
 
 // CaddyModule returns the Caddy module information.
 func (VLLM) CaddyModule() caddy.ModuleInfo {
-	return info("vllm", func() caddy.Module { return new(VLLM) })
+	return info("vllm", func() caddy.Module { return &VLLM{openaicompat.Protocol{Tokenizer: "vllm"}} })
 }
 
 // CaddyModule returns the Caddy module information.
 func (SGLang) CaddyModule() caddy.ModuleInfo {
-	return info("sglang", func() caddy.Module { return new(SGLang) })
+	return info("sglang", func() caddy.Module { return &SGLang{openaicompat.Protocol{Tokenizer: "none"}} })
 }
 
 // CaddyModule returns the Caddy module information.
 func (TGI) CaddyModule() caddy.ModuleInfo {
-	return info("tgi", func() caddy.Module { return new(TGI) })
+	return info("tgi", func() caddy.Module { return &TGI{openaicompat.Protocol{Tokenizer: "tgi"}} })
 }
 
 // CaddyModule returns the Caddy module information.
 func (LlamaCPP) CaddyModule() caddy.ModuleInfo {
-	return info("llamacpp", func() caddy.Module { return new(LlamaCPP) })
+	return info("llamacpp", func() caddy.Module { return &LlamaCPP{openaicompat.Protocol{Tokenizer: "llamacpp"}} })
 }
 
 // CaddyModule returns the Caddy module information.

@@ -72,10 +72,31 @@ func isUnserved(baseURL string, now time.Time) bool {
 	return false
 }
 
+// uncounted maps the base URL of a replica found not to serve
+// /v1/messages/count_tokens to when that was found: its counts go to its
+// tokenizer for unservedFor (an engine may serve /v1/messages without it).
+var uncounted sync.Map
+
+func isUncounted(baseURL string, now time.Time) bool {
+	v, ok := uncounted.Load(baseURL)
+	if !ok {
+		return false
+	}
+	if now.Sub(v.(time.Time)) < unservedFor {
+		return true
+	}
+	uncounted.CompareAndDelete(baseURL, v)
+	return false
+}
+
 // chatAnthropic runs a request in one of Anthropic's formats: to the path
 // of the format, or translated when the replica is known not to serve it.
 func (b *Protocol) chatAnthropic(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	w := req.Wire
+	counting := w.Format == api.FormatAnthropicCountTokens && w.Tokenize != nil
+	if counting && (w.TokenizeOnly || isUncounted(req.BaseURL, time.Now())) {
+		return b.countTokens(ctx, client, req) // anthropic_count.go
+	}
 	if w.Translate != nil && isUnserved(req.BaseURL, time.Now()) {
 		return b.translated(ctx, client, req, onDelta)
 	}
@@ -85,6 +106,10 @@ func (b *Protocol) chatAnthropic(ctx context.Context, client *http.Client, req *
 		return res, err
 	}
 	// The path is not served: nothing was passed on yet.
+	if counting {
+		uncounted.Store(req.BaseURL, time.Now())
+		return b.countTokens(ctx, client, req)
+	}
 	if w.Format == api.FormatAnthropicCountTokens {
 		return nil, &protocols.Error{Kind: protocols.KindUnsupported, Status: be.Status, Param: string(w.Format),
 			Message: "the replica does not serve /v1/messages/count_tokens (" + be.Message + ")"}

@@ -53,6 +53,12 @@ type Protocol struct {
 	// MaxBodyBytes bounds a non-streamed response body; a longer one fails
 	// with KindProtocol. 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Tokenizer names the engine's tokenizer endpoint when the protocol
+	// names the engine (vllm, llamacpp, tgi; "none" for an engine without
+	// a chat tokenizer, SGLang): counts ask it first, and the other
+	// shapes only if it answers 404. "" asks each shape in turn (see
+	// tokenize.go).
+	Tokenizer string `json:"-"`
 }
 
 var _ protocols.Protocol = (*Protocol)(nil)
