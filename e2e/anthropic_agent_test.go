@@ -151,10 +151,11 @@ func TestAnthropicClaudeCode(t *testing.T) {
 	chat.drain(t)
 	pass.drain(t)
 
-	// The first request of a conversation: a tool call, after thinking.
+	// The first request of a conversation: a tool call, after thinking
+	// (the simulator calls an agent's read-only file tool first).
 	first := readCCStream(t, ccPost(t, g, cred, ccRequest("qwen", ccFirstMessages)))
 	think := first.thinkingFirst(t)
-	if len(first.blocks) != 2 || first.blocks[1].Type != "tool_use" || first.blocks[1].Name != "Bash" || first.stop != "tool_use" ||
+	if len(first.blocks) != 2 || first.blocks[1].Type != "tool_use" || first.blocks[1].Name != "Read" || first.stop != "tool_use" ||
 		!json.Valid([]byte(first.blocks[1].json)) {
 		t.Fatalf("first answer %+v %+v", first, first.blocks[1])
 	}
@@ -206,7 +207,7 @@ func TestAnthropicClaudeCode(t *testing.T) {
 		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_old","name":"Read","input":{"file_path":"/tmp/project/README"}}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_old","content":"` + strings.Repeat("old text ", 50) + `"}]},` +
 		`{"role":"assistant","content":[{"type":"thinking","thinking":` + quote(think.Thinking) + `,"signature":` + quote(think.Signature) + `},` +
-		`{"type":"tool_use","id":"` + callID + `","name":"Bash","input":` + first.blocks[1].json + `}]},` +
+		`{"type":"tool_use","id":"` + callID + `","name":` + quote(first.blocks[1].Name) + `,"input":` + first.blocks[1].json + `}]},` +
 		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + callID + `","content":[{"type":"text","text":"README main.go"}],"cache_control":{"type":"ephemeral"}}]}`
 	second := readCCStream(t, ccPost(t, g, cred, ccRequest("qwen", next)))
 	second.thinkingFirst(t)
