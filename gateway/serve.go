@@ -395,6 +395,8 @@ func outcome(err error, clientGone bool) pool.Outcome {
 			return pool.Success
 		case protocols.KindOverloaded, protocols.KindUnsupported:
 			return pool.Excluded
+		case protocols.KindConnect:
+			return pool.Unreachable // its process may be gone (restarting)
 		}
 	}
 	return pool.Failure

@@ -7,8 +7,9 @@
 // (e.g. Ollama's /v1 behind protocol openai), and taking it out of
 // rotation forever would be worse than not knowing.
 //
-// A replica that passes after failing was restarted: its circuit breaker,
-// which its death may have opened, is closed at once (see round), and a
+// A replica that passes after failing (or after a request found it
+// unreachable) was restarted: its circuit breaker, which its death may
+// have opened, is closed at once (see round), and a
 // replica out of rotation is probed every second, so that a restart is
 // seen within a second of it.
 //
@@ -125,9 +126,11 @@ func out(r *pool.Replica) bool {
 
 // round probes the replicas of t concurrently (every one when all, else
 // those out of rotation) and records the outcomes. A replica that passes
-// after failing was restarted (or recovered by itself): it is readmitted
-// (pool.Replica.Readmit) rather than kept out by its breaker's open
-// timeout.
+// after failing, or after a request found it unreachable, was restarted
+// (or recovered by itself): it is readmitted (pool.Replica.Readmit)
+// rather than kept out by its breaker's open timeout. One whose probe
+// never failed and that no request found unreachable (it fails requests
+// while its health path answers) waits out its breaker.
 func (p *Prober) round(ctx context.Context, t Target, all bool) {
 	timeout := t.Timeout
 	if timeout <= 0 {
@@ -158,7 +161,7 @@ func (p *Prober) round(ctx context.Context, t Target, all bool) {
 					zap.String("replica", r.URL), zap.Bool("healthy", ok))
 			}
 			r.SetHealthy(ok)
-			if ok && !was && r.Readmit() && p.Logger != nil {
+			if ok && (!was || r.Unreachable()) && r.Readmit() && p.Logger != nil {
 				p.Logger.Info("replica readmitted: its health probe passes again, its circuit breaker is closed",
 					zap.String("model_type", t.Pool.Name()), zap.String("replica", r.URL))
 			}

@@ -188,6 +188,30 @@ func TestProberReadmitsRestartedReplica(t *testing.T) {
 	}
 }
 
+// A replica restarted faster than the probes could see it down is
+// readmitted too, when a request found it unreachable (connection
+// refused): a probe that passes after that is a new process.
+func TestProberReadmitsReplicaFoundUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	a := replica(t, srv.URL)
+	p := pool.NewWithOptions("m", &routing.RoundRobin{}, pool.Options{Breaker: pool.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	p.Set([]*pool.Replica{a})
+	defer p.Close()
+	l, err := p.Acquire(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(pool.Unreachable)
+	if a.BreakerState() != pool.StateOpen {
+		t.Fatal("breaker did not open")
+	}
+	pr := &Prober{Targets: []Target{{Pool: p, Interval: time.Hour, Recheck: 10 * time.Millisecond, Timeout: time.Second}}}
+	pr.Start()
+	defer pr.Stop()
+	waitFor(t, "the replica readmitted", func() bool { return a.BreakerState() == pool.StateClosed })
+}
+
 func other(a, b, r *pool.Replica) *pool.Replica {
 	if r == a {
 		return b

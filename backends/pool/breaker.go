@@ -94,6 +94,10 @@ const (
 	// Excluded: says nothing about the replica (the client went away,
 	// the replica was merely overloaded).
 	Excluded
+	// Unreachable: a Failure to reach the replica at all (connection
+	// refused or reset before an answer): its process may be gone, and a
+	// health probe that passes after it readmits the replica (Readmit).
+	Unreachable
 )
 
 // Sentinel errors carry an Outcome through gobreaker's done(err).
@@ -104,7 +108,7 @@ var (
 
 func (o Outcome) err() error {
 	switch o {
-	case Failure:
+	case Failure, Unreachable:
 		return errOutcomeFailure
 	case Excluded:
 		return errOutcomeExcluded
@@ -141,6 +145,20 @@ type breaker struct {
 	readmitted time.Time
 	flapping   bool
 	now        func() time.Time // time.Now; tests move it
+	// unreachable: a request could not reach the replica since it last
+	// answered one (or was readmitted).
+	unreachable atomic.Bool
+}
+
+// outcome records what the breaker's own counts do not keep: whether the
+// replica was unreachable since it last answered.
+func (b *breaker) outcome(o Outcome) {
+	switch {
+	case o == Unreachable:
+		b.unreachable.Store(true)
+	case o == Success && b.unreachable.Load():
+		b.unreachable.Store(false)
+	}
 }
 
 func newBreaker(name string, s BreakerSettings) *breaker {
@@ -220,6 +238,7 @@ func (b *breaker) readmit() bool {
 	// A closed breaker is replaced too: the failures it counted were the
 	// dead process's, and would trip the new one early.
 	b.cb.Store(b.fresh())
+	b.unreachable.Store(false)
 	if from != StateClosed {
 		b.readmitted = b.now()
 	}

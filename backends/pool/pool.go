@@ -244,6 +244,9 @@ func (l *Lease) Release(o Outcome) {
 	}
 	l.Replica = nil
 	r.Release()
+	if b := r.breaker.Load(); b != nil {
+		b.outcome(o)
+	}
 	if l.done != nil {
 		l.done(o.err())
 		l.done = nil

@@ -128,3 +128,28 @@ func TestRelistedReplicaComesBackClosed(t *testing.T) {
 		t.Errorf("relisted replica's breaker %v, want closed", got)
 	}
 }
+
+// A request that could not reach a replica marks it unreachable until it
+// answers one again, or is readmitted; an unreachable failure counts as a
+// failure for the breaker.
+func TestUnreachableOutcome(t *testing.T) {
+	p, rs := newTestPool(t, Options{Breaker: BreakerSettings{ConsecutiveFailures: 2, OpenTimeout: time.Hour}}, "http://a:1")
+	a := rs[0]
+	runOn(t, p, a, Failure)
+	if a.Unreachable() {
+		t.Fatal("a failure that reached the replica marked it unreachable")
+	}
+	runOn(t, p, a, Unreachable)
+	if !a.Unreachable() || a.BreakerState() != StateOpen {
+		t.Fatalf("unreachable %v, breaker %v; want true, open", a.Unreachable(), a.BreakerState())
+	}
+	a.Readmit()
+	if a.Unreachable() {
+		t.Error("readmitted, still unreachable")
+	}
+	runOn(t, p, a, Unreachable)
+	runOn(t, p, a, Success)
+	if a.Unreachable() {
+		t.Error("answered, still unreachable")
+	}
+}
