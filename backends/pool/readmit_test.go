@@ -153,3 +153,19 @@ func TestUnreachableOutcome(t *testing.T) {
 		t.Error("answered, still unreachable")
 	}
 }
+
+// A stream that ends on a replica that left the pool meanwhile (drained)
+// leaves no latency figures behind: the replica, listed again, starts
+// afresh.
+func TestDrainedReplicaLeavesNoFigures(t *testing.T) {
+	p, rs, clock := slowPool(t, SlowSettings{}, 2, 0)
+	a := rs[0]
+	p.Set(rs[1:])
+	answer(p, a, clock, 50*time.Millisecond, 10*time.Millisecond)
+	p.slow.mu.Lock()
+	_, kept := p.slow.reps[a.URL]
+	p.slow.mu.Unlock()
+	if kept {
+		t.Error("a drained replica's answer was recorded")
+	}
+}
