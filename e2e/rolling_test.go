@@ -135,7 +135,7 @@ func TestRollingRestart(t *testing.T) {
 		problem      string
 	}
 	const workers, rounds = 9, 6
-	doors := []string{"native", "openai"}
+	doors := []string{"native", "openai", "anthropic"}
 	type answer struct {
 		text               string
 		prompt, completion float64
@@ -160,6 +160,7 @@ func TestRollingRestart(t *testing.T) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", g.Base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+tok)
 		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Anthropic-Version", "2023-06-01") // read by the Anthropic door alone
 		resp, err := g.Client.Do(req)
 		if err == nil && resp.StatusCode != 200 {
 			resp.Body.Close()
@@ -223,6 +224,37 @@ func TestRollingRestart(t *testing.T) {
 			default:
 				o.ok = true
 			}
+		case "anthropic":
+			resp, err := post("/v1/messages",
+				fmt.Sprintf(`{"model":"qwen","max_tokens":1000,"stream":true,"messages":[{"role":"user","content":%q}]}`, prompt))
+			if err != nil {
+				o.problem = err.Error()
+				break
+			}
+			onText()
+			s := readStream(t, resp)
+			trailer := resp.Trailer.Get("Llmedge-Route")
+			o.continued, o.hops = trailer != "", hops(trailer)
+			deltas := 0
+			for _, n := range s.names {
+				if n == "content_block_delta" {
+					deltas++
+				}
+			}
+			switch {
+			case s.err != "":
+				o.problem = "ended with error " + s.err
+			case s.text != w.text:
+				o.problem = fmt.Sprintf("text %q, want %q", s.text, w.text)
+			case fmt.Sprint(s.names) != fmt.Sprint(sequence(deltas)) || len(s.blocks) != 1 || s.blocks[0] != "text" || s.stop != "end_turn":
+				o.problem = fmt.Sprintf("events %v, blocks %v, stop %q: not one message", s.names, s.blocks, s.stop)
+			case s.usage.input != int(w.prompt) || s.usage.output != int(w.completion):
+				o.problem = fmt.Sprintf("usage %+v, want %v+%v", s.usage, w.prompt, w.completion)
+			case o.continued && !afterRE.MatchString(trailer):
+				o.problem = "trailer " + trailer
+			default:
+				o.ok = true
+			}
 		}
 		mu.Lock()
 		outcomes = append(outcomes, o)
@@ -260,9 +292,11 @@ func TestRollingRestart(t *testing.T) {
 	wg.Wait()
 
 	completed, continued, multi := 0, 0, 0
+	byDoor := map[string]int{} // continued streams
 	for _, o := range outcomes {
 		if o.continued {
 			continued++
+			byDoor[o.door]++
 		}
 		if o.hops > 1 {
 			multi++
@@ -274,6 +308,12 @@ func TestRollingRestart(t *testing.T) {
 		t.Errorf("%s stream %q: %s", o.door, o.prompt, o.problem)
 	}
 	t.Logf("%d of %d streams completed whole, %d of them continued, %d more than once", completed, len(outcomes), continued, multi)
+	t.Logf("continued by door: %v", byDoor)
+	for _, door := range doors {
+		if byDoor[door] == 0 {
+			t.Errorf("no %s stream was continued: the door's continuation went untested", door)
+		}
+	}
 	if multi == 0 {
 		t.Error("no stream was continued more than once: the continuation of a continuation went untested")
 	}

@@ -110,7 +110,19 @@ func (sp *splice) failedOn(rep *pool.Replica) {
 // continuation is call, asked to continue text, which holds tokens
 // tokens: the reply cap lowered by them. ok is false when the cap is
 // reached (nothing is left to continue).
+//
+// A request in a format that has no way to ask for a continuation
+// (Anthropic's Messages) is continued through its door's translation into
+// OpenAI's chat format, which has (the door writes the translation's
+// events as the same stream's).
 func continuation(call protocols.Request, text string, tokens int) (protocols.Request, bool) {
+	if w := call.Wire; w != nil && w.Format == api.FormatAnthropicMessages && w.Translate != nil {
+		tw, err := w.Translate()
+		if err != nil || tw == nil {
+			return call, false
+		}
+		call.Wire = tw
+	}
 	call.Continue = text
 	if call.MaxTokens > 0 {
 		left := call.MaxTokens - tokens

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -275,4 +276,26 @@ func TestContinueNotForAGoneClient(t *testing.T) {
 		t.Errorf("calls %v, status %d", fb.calls, ex.Status)
 	}
 	checkBalanced(t, g)
+}
+
+// A request in Anthropic's format (which cannot ask for a continuation)
+// is continued through its translation into OpenAI's chat format; one
+// whose translation fails is not continued.
+func TestContinuationTranslated(t *testing.T) {
+	chat := &api.Wire{Format: api.FormatOpenAIChat}
+	call := protocols.Request{Wire: &api.Wire{Format: api.FormatAnthropicMessages,
+		Translate: func() (*api.Wire, error) { return chat, nil }}}
+	got, ok := continuation(call, "text", 1)
+	if !ok || got.Wire != chat || got.Continue != "text" {
+		t.Errorf("got %+v %v", got, ok)
+	}
+	call.Wire.Translate = func() (*api.Wire, error) { return nil, errors.New("untranslatable") }
+	if _, ok := continuation(call, "text", 1); ok {
+		t.Error("continued without a translation")
+	}
+	// Other formats keep theirs.
+	call = protocols.Request{Wire: chat}
+	if got, _ := continuation(call, "text", 1); got.Wire != chat {
+		t.Error("a chat request's wire replaced")
+	}
 }
