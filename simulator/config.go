@@ -211,6 +211,12 @@ type Config struct {
 	// NoResponses stops serving OpenAI's /v1/responses, which vLLM
 	// serves: it answers 404.
 	NoResponses bool `json:"no_responses,omitempty"`
+	// ContinueCompletions has a text completion whose prompt ends with
+	// the beginning of the answer to the prompt before it continue that
+	// answer, as an engine goes on from any text (continue.go): for tests
+	// of a gateway continuing completions. Off, a prompt is answered as
+	// it is, whatever it ends with.
+	ContinueCompletions bool `json:"continue_completions,omitempty"`
 
 	// LoRA adapters (lora.go), as vLLM serves them with --enable-lora and
 	// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. EnableLoRA serves
