@@ -81,6 +81,78 @@ func readNativeStream(resp *http.Response, onText func()) nativeStream {
 	return r
 }
 
+// readCompletionStream reads a whole text completions stream.
+func readCompletionStream(resp *http.Response, onText func()) (openAIStream, error) {
+	defer resp.Body.Close()
+	s := openAIStream{ids: map[string]bool{}, created: map[string]bool{}}
+	var text strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		switch {
+		case !ok:
+			continue
+		case data == "[DONE]":
+			s.done = true
+			continue
+		}
+		var c struct {
+			ID      string `json:"id"`
+			Created int64  `json:"created"`
+			Error   any    `json:"error"`
+			Choices []struct {
+				Text         string  `json:"text"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage map[string]any `json:"usage"`
+		}
+		if err := json.Unmarshal([]byte(data), &c); err != nil {
+			return s, fmt.Errorf("chunk %q: %w", data, err)
+		}
+		if c.Error != nil {
+			s.errData = data
+			continue
+		}
+		s.ids[c.ID] = true
+		s.created[strconv.FormatInt(c.Created, 10)] = true
+		for _, ch := range c.Choices {
+			text.WriteString(ch.Text)
+			if ch.Text != "" {
+				onText()
+			}
+			if ch.FinishReason != nil {
+				s.finishes = append(s.finishes, *ch.FinishReason)
+			}
+		}
+		if c.Usage != nil {
+			s.usage = c.Usage
+		}
+	}
+	s.text = text.String()
+	s.trailer = resp.Trailer.Get("Llmedge-Route")
+	return s, sc.Err()
+}
+
+// cleanCompletion is the unbroken text completion of prompt from model:
+// its text and usage.
+func cleanCompletion(t *testing.T, g *Gateway, tok, model, prompt string) (string, float64, float64) {
+	t.Helper()
+	resp := g.v1(t, "POST", "/v1/completions", tok, fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":1000}`, model, prompt))
+	var c struct {
+		Choices []struct{ Text string }
+		Usage   struct {
+			PromptTokens     float64 `json:"prompt_tokens"`
+			CompletionTokens float64 `json:"completion_tokens"`
+		}
+	}
+	readJSON(t, resp, &c)
+	if len(c.Choices) != 1 || c.Usage.CompletionTokens == 0 {
+		t.Fatalf("clean completion %+v", c)
+	}
+	return c.Choices[0].Text, c.Usage.PromptTokens, c.Usage.CompletionTokens
+}
+
 // hops is the number of continuations a Llmedge-Route trailer counts.
 func hops(trailer string) int {
 	m := afterRE.FindStringSubmatch(trailer)
@@ -118,7 +190,7 @@ func restartSim(t *testing.T, s *Sim, down time.Duration, args ...string) *Sim {
 // as its probe passes, its breaker (opened by its streams' failures)
 // closed rather than waiting out its open timeout.
 func TestRollingRestart(t *testing.T) {
-	args := []string{"-tokens", "200", "-itl", "30ms", "-seed", "9"}
+	args := []string{"-tokens", "200", "-itl", "30ms", "-seed", "9", "-continue-completions"}
 	sims := []*Sim{startSim(t, args...), startSim(t, args...), startSim(t, args...)}
 	clean := startSim(t, "-tokens", "200", "-seed", "9") // the same answers, at once
 	g := startGateway(t, GatewayConfig{Models: map[string]string{
@@ -135,7 +207,7 @@ func TestRollingRestart(t *testing.T) {
 		problem      string
 	}
 	const workers, rounds = 9, 6
-	doors := []string{"native", "openai", "anthropic"}
+	doors := []string{"native", "openai", "completions", "anthropic"}
 	type answer struct {
 		text               string
 		prompt, completion float64
@@ -148,7 +220,11 @@ func TestRollingRestart(t *testing.T) {
 		for _, door := range doors {
 			for r := range rounds {
 				p := promptOf(door, w, r)
-				text, pt, ct := cleanAnswer(t, g, tok, "clean", p)
+				clean := cleanAnswer
+				if door == "completions" {
+					clean = cleanCompletion
+				}
+				text, pt, ct := clean(t, g, tok, "clean", p)
 				want[p] = answer{text, pt, ct}
 			}
 		}
@@ -217,6 +293,31 @@ func TestRollingRestart(t *testing.T) {
 				o.problem = fmt.Sprintf("text %q, want %q", s.text, w.text)
 			case len(s.ids) != 1 || len(s.created) != 1 || s.roles != 1 || len(s.finishes) != 1 || s.finishes[0] != "stop":
 				o.problem = fmt.Sprintf("ids %v, created %v, %d roles, finishes %q: not one stream", s.ids, s.created, s.roles, s.finishes)
+			case s.usage == nil || s.usage["prompt_tokens"] != w.prompt || s.usage["completion_tokens"] != w.completion:
+				o.problem = fmt.Sprintf("usage %v, want %v+%v", s.usage, w.prompt, w.completion)
+			case o.continued && !afterRE.MatchString(s.trailer):
+				o.problem = "trailer " + s.trailer
+			default:
+				o.ok = true
+			}
+		case "completions":
+			resp, err := post("/v1/completions",
+				fmt.Sprintf(`{"model":"qwen","prompt":%q,"max_tokens":1000,"stream":true,"stream_options":{"include_usage":true}}`, prompt))
+			if err != nil {
+				o.problem = err.Error()
+				break
+			}
+			s, err := readCompletionStream(resp, onText)
+			o.continued, o.hops = s.trailer != "", hops(s.trailer)
+			switch {
+			case err != nil:
+				o.problem = err.Error()
+			case s.errData != "" || !s.done:
+				o.problem = fmt.Sprintf("ended with error %q, [DONE] %v", s.errData, s.done)
+			case s.text != w.text:
+				o.problem = fmt.Sprintf("text %q, want %q", s.text, w.text)
+			case len(s.ids) != 1 || len(s.created) != 1 || len(s.finishes) != 1 || s.finishes[0] != "stop":
+				o.problem = fmt.Sprintf("ids %v, created %v, finishes %q: not one stream", s.ids, s.created, s.finishes)
 			case s.usage == nil || s.usage["prompt_tokens"] != w.prompt || s.usage["completion_tokens"] != w.completion:
 				o.problem = fmt.Sprintf("usage %v, want %v+%v", s.usage, w.prompt, w.completion)
 			case o.continued && !afterRE.MatchString(s.trailer):
