@@ -77,10 +77,10 @@ func (m *Model) continuations() int {
 
 // mayContinue reports whether a stream whose attempt failed with err,
 // after the client saw some of it (recorded by failedOn), may be
-// continued on another replica:
-// while its continuations bring text (and the total timeout, checked by
-// the caller, allows), up to MaxContinuations; a stream whose last
-// continuations brought none stops after the model's bound of them.
+// continued on another replica: as long as its continuations bring text
+// (and the total timeout, which the caller checks, allows), up to
+// MaxContinuations; after the model's bound of continuations in a row
+// that brought none, it is not.
 func mayContinue(m *Model, ex *Exchange, sp *splice, err error) bool {
 	bound := m.continuations()
 	if bound == 0 || len(sp.after) >= MaxContinuations || sp.opaque || sp.tokens == 0 && sp.before == 0 || !retryable(err) {
