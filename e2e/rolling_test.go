@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/consultest"
 )
 
 // Rolling restarts (docs/resilience.md): every replica of a model
@@ -430,35 +432,52 @@ func TestRollingRestart(t *testing.T) {
 
 // TestRestartedReplicaReadmitted: a replica whose breaker opened while it
 // was down serves requests as soon as its health probe passes again,
-// long before the breaker's open timeout.
+// long before the breaker's open timeout: a static replica (probed by the
+// gateway), and one listed in Consul whose restart Consul did not notice
+// (no check: it stays listed), which the gateway probes while its breaker
+// is open.
 func TestRestartedReplicaReadmitted(t *testing.T) {
 	args := []string{"-tokens", "5", "-seed", "3"}
-	a, b := startSim(t, args...), startSim(t, args...)
-	g := startGateway(t, GatewayConfig{Models: map[string]string{
-		"qwen": staticModel(a, b) + "\n\t\t\tlb_policy round_robin\n\t\t\tbreaker {\n\t\t\t\tconsecutive_failures 1\n\t\t\t\topen_timeout 5m\n\t\t\t}",
-	}})
-	tok := g.Token(t, "demo", "demo", "")
-	ask := func() {
-		t.Helper()
-		resp := g.Infer(t, tok, map[string]any{"model_type": "qwen", "messages": []map[string]string{{"role": "user", "content": "hi"}}})
-		readJSON(t, resp, &map[string]any{})
-	}
-	u, _ := url.Parse(a.URL)
-	a.Kill()
-	// Requests find a's connection refused (and are answered by b): its
-	// breaker opens for five minutes.
-	waitFor(t, 10*time.Second, func() bool {
-		ask()
-		return strings.Contains(g.Log(), `"replica circuit breaker open"`) && strings.Contains(g.Log(), a.URL)
-	})
-	a = startSim(t, append(args, "-addr", u.Host)...)
-	restarted := time.Now()
-	waitFor(t, 10*time.Second, func() bool {
-		ask()
-		return a.Stats(t).Completed > 0
-	})
-	t.Logf("the restarted replica served a request %v after it started", time.Since(restarted).Round(100*time.Millisecond))
-	if !strings.Contains(g.Log(), "replica readmitted") {
-		t.Error("the log does not say the replica was readmitted")
+	breaker := "\n\t\t\tlb_policy round_robin\n\t\t\tbreaker {\n\t\t\t\tconsecutive_failures 1\n\t\t\t\topen_timeout 5m\n\t\t\t}"
+	for _, source := range []string{"static", "consul"} {
+		t.Run(source, func(t *testing.T) {
+			a, b := startSim(t, args...), startSim(t, args...)
+			cfg := GatewayConfig{Models: map[string]string{"qwen": staticModel(a, b) + breaker}}
+			if source == "consul" {
+				agent := startConsul(t)
+				agent.Register(t, consultest.Instance("llm-qwen", "a", a.Port(t), nil))
+				agent.Register(t, consultest.Instance("llm-qwen", "b", b.Port(t), nil))
+				cfg = GatewayConfig{Options: "\t\tconsul " + agent.Addr,
+					Models: map[string]string{"qwen": "\t\t\tconsul_service llm-qwen" + breaker}}
+			}
+			g := startGateway(t, cfg)
+			if source == "consul" {
+				g.waitReplicas(t, "qwen", 2, 10*time.Second)
+			}
+			tok := g.Token(t, "demo", "demo", "")
+			ask := func() {
+				t.Helper()
+				resp := g.Infer(t, tok, map[string]any{"model_type": "qwen", "messages": []map[string]string{{"role": "user", "content": "hi"}}})
+				readJSON(t, resp, &map[string]any{})
+			}
+			u, _ := url.Parse(a.URL)
+			a.Kill()
+			// Requests find a's connection refused (and are answered by
+			// b): its breaker opens for five minutes.
+			waitFor(t, 10*time.Second, func() bool {
+				ask()
+				return strings.Contains(g.Log(), `"replica circuit breaker open"`) && strings.Contains(g.Log(), a.URL)
+			})
+			a = startSim(t, append(args, "-addr", u.Host)...)
+			restarted := time.Now()
+			waitFor(t, 10*time.Second, func() bool {
+				ask()
+				return a.Stats(t).Completed > 0
+			})
+			t.Logf("the restarted replica served a request %v after it started", time.Since(restarted).Round(100*time.Millisecond))
+			if !strings.Contains(g.Log(), "replica readmitted") {
+				t.Error("the log does not say the replica was readmitted")
+			}
+		})
 	}
 }

@@ -48,6 +48,10 @@ type Target struct {
 	// open breaker) is probed between full rounds; 0 means
 	// DefaultRecheck, and never more than Interval.
 	Recheck time.Duration
+	// OutOnly probes the replicas out of rotation alone, never in full
+	// rounds: their source checks their health (Consul), and the probes
+	// are there to readmit a restarted one at once.
+	OutOnly bool
 }
 
 // Prober probes targets until stopped. Start and Stop may each be called
@@ -101,7 +105,7 @@ func (p *Prober) run(ctx context.Context, t Target) {
 	defer tick.Stop()
 	next := time.Now()
 	for {
-		all := !time.Now().Before(next)
+		all := !t.OutOnly && !time.Now().Before(next)
 		if all {
 			next = time.Now().Add(interval)
 		}

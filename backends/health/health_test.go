@@ -212,6 +212,43 @@ func TestProberReadmitsReplicaFoundUnreachable(t *testing.T) {
 	waitFor(t, "the replica readmitted", func() bool { return a.BreakerState() == pool.StateClosed })
 }
 
+// A target whose source checks its replicas' health is probed only
+// where a replica is out of rotation: one whose breaker is closed is
+// never probed, one whose breaker opened is, and is readmitted.
+func TestProberOutOnly(t *testing.T) {
+	var probes [2]atomic.Int32
+	var down atomic.Bool
+	servers := make([]*httptest.Server, 2)
+	for i := range servers {
+		servers[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			probes[i].Add(1)
+			if i == 1 && down.Load() {
+				w.WriteHeader(503)
+			}
+		}))
+		defer servers[i].Close()
+	}
+	in, out := replica(t, servers[0].URL), replica(t, servers[1].URL)
+	p := pool.NewWithOptions("m", &routing.RoundRobin{}, pool.Options{Breaker: pool.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	p.Set([]*pool.Replica{in, out})
+	defer p.Close()
+	l, err := p.Acquire(nil, []*pool.Replica{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(pool.Failure)
+	down.Store(true)
+	pr := &Prober{Targets: []Target{{Pool: p, Recheck: 10 * time.Millisecond, Timeout: time.Second, OutOnly: true}}}
+	pr.Start()
+	defer pr.Stop()
+	waitFor(t, "the replica out seen down", func() bool { return !out.Healthy() })
+	down.Store(false)
+	waitFor(t, "the replica out readmitted", func() bool { return out.BreakerState() == pool.StateClosed })
+	if n := probes[0].Load(); n != 0 {
+		t.Errorf("a replica in rotation was probed %d times", n)
+	}
+}
+
 func other(a, b, r *pool.Replica) *pool.Replica {
 	if r == a {
 		return b
