@@ -1,17 +1,18 @@
-// Package health actively probes static replicas: every interval it GETs
-// each replica's engine-specific health path and marks the replica
-// unusable (pool.Replica.SetHealthy) on a connection failure, a timeout or
-// a non-2xx answer — vLLM refuses connections while it loads a model,
-// llama.cpp and SGLang answer 503 — and usable again on a 2xx. A 404 or
-// 405 counts as usable: the server is up but has no such health endpoint
-// (e.g. Ollama's /v1 behind protocol openai), and taking it out of
-// rotation forever would be worse than not knowing.
+// Package health actively probes the replicas nobody else checks (static
+// ones; those from Consul only while their breaker is open: OutOnly).
+// Every interval it GETs each replica's engine-specific health path and
+// marks the replica unusable (pool.Replica.SetHealthy) on a connection
+// failure, a timeout or a non-2xx answer — vLLM refuses connections while
+// it loads a model, llama.cpp and SGLang answer 503 — and usable again on
+// a 2xx. A 404 or 405 counts as usable: the server is up but has no such
+// health endpoint (e.g. Ollama's /v1 behind protocol openai), and taking
+// it out of rotation forever would be worse than not knowing.
 //
 // A replica that passes after failing (or after a request found it
 // unreachable) was restarted: its circuit breaker, which its death may
-// have opened, is closed at once (see round), and a
-// replica out of rotation is probed every second, so that a restart is
-// seen within a second of it.
+// have opened, is closed at once (see round), and a replica out of
+// rotation is probed every second, so that a restart is seen within a
+// second of it.
 //
 // The package imports nothing from Caddy.
 package health
