@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/backends/protocols"
 )
 
@@ -17,9 +18,17 @@ import (
 // reasoning) is never spliced: it ends with an error event, as without
 // continuation.
 
-// DefaultContinuations is how many times one stream may be continued
-// when the model sets no bound.
-const DefaultContinuations = 2
+// DefaultContinuations is how many continuations in a row may bring no
+// text before a stream is given up, when the model sets no bound.
+const DefaultContinuations = 3
+
+// MaxContinuations caps the continuations of one stream, whatever they
+// bring: a stream is continued as often as its replicas die (a rolling
+// restart takes each of them down in turn) within the request's total
+// timeout, but an answer that breaks every replica it reaches (a
+// request that crashes the engine) is not carried around the fleet
+// forever.
+const MaxContinuations = 16
 
 // splice is what the attempts of one request know of its stream, for a
 // continuation.
@@ -40,6 +49,12 @@ type splice struct {
 	after  []int
 	// cause is the failure that broke the stream first.
 	cause error
+	// stalled counts the continuations in a row that brought no text;
+	// failed lists the replicas that failed the stream since it last
+	// brought text: a continuation goes to none of them, while one that
+	// failed before the last text, restarted since, may take it.
+	stalled int
+	failed  []*pool.Replica
 }
 
 // continues reports whether p can continue call (a copy: only a
@@ -48,7 +63,8 @@ func continues(p protocols.Protocol, call protocols.Request) bool {
 	return protocols.Continues(p, &call)
 }
 
-// continuations is the model's bound on continuations per request.
+// continuations is the model's bound on the continuations in a row that
+// bring no text.
 func (m *Model) continuations() int {
 	switch {
 	case m.Continuations < 0:
@@ -60,10 +76,18 @@ func (m *Model) continuations() int {
 }
 
 // mayContinue reports whether a stream whose attempt failed with err,
-// after the client saw some of it, may be continued on another replica.
-func mayContinue(m *Model, ex *Exchange, sp *splice, err error, done int) bool {
-	if done >= m.continuations() || sp.opaque || sp.tokens == 0 && sp.before == 0 || !retryable(err) {
+// after the client saw some of it (recorded by failedOn), may be
+// continued on another replica: as long as its continuations bring text
+// (and the total timeout, which the caller checks, allows), up to
+// MaxContinuations; after the model's bound of continuations in a row
+// that brought none, it is not.
+func mayContinue(m *Model, ex *Exchange, sp *splice, err error) bool {
+	bound := m.continuations()
+	if bound == 0 || len(sp.after) >= MaxContinuations || sp.opaque || sp.tokens == 0 && sp.before == 0 || !retryable(err) {
 		return false
+	}
+	if sp.stalled >= bound {
+		return false // this continuation brought nothing, nor the ones before it
 	}
 	if _, ok := ex.Door.(Continuer); !ok {
 		return false
@@ -71,10 +95,34 @@ func mayContinue(m *Model, ex *Exchange, sp *splice, err error, done int) bool {
 	return true
 }
 
+// failedOn records that rep failed the stream, for the choice of the
+// next continuation's replica: a stream that brought text since its last
+// failures forgets them (those replicas may be back).
+func (sp *splice) failedOn(rep *pool.Replica) {
+	if sp.tokens > 0 {
+		sp.failed, sp.stalled = sp.failed[:0], 0
+	} else if sp.continuing {
+		sp.stalled++
+	}
+	sp.failed = append(sp.failed, rep)
+}
+
 // continuation is call, asked to continue text, which holds tokens
 // tokens: the reply cap lowered by them. ok is false when the cap is
 // reached (nothing is left to continue).
+//
+// A request in a format that has no way to ask for a continuation
+// (Anthropic's Messages) is continued through its door's translation into
+// OpenAI's chat format, which has (the door writes the translation's
+// events as the same stream's).
 func continuation(call protocols.Request, text string, tokens int) (protocols.Request, bool) {
+	if w := call.Wire; w != nil && w.Format == api.FormatAnthropicMessages && w.Translate != nil {
+		tw, err := w.Translate()
+		if err != nil || tw == nil {
+			return call, false
+		}
+		call.Wire = tw
+	}
 	call.Continue = text
 	if call.MaxTokens > 0 {
 		left := call.MaxTokens - tokens

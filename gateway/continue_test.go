@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -61,6 +62,7 @@ func TestContinueMidStream(t *testing.T) {
 		// whether the replicas' protocol continues.
 		continuations int
 		noProtocol    bool
+		noBreaker     bool // the replicas' breakers off
 		// want is the text the client reads, and whether the stream
 		// ends with an error event; continued, each call's Continue.
 		want      string
@@ -82,11 +84,33 @@ func TestContinueMidStream(t *testing.T) {
 			"http://b:1": {err: errConnect},
 			"http://c:1": {deltas: []string{"b"}},
 		}, want: "ab", continued: []string{"", "a", "a"}, after: []int{1, 1}},
-		{name: "bound reached", continuations: 1, scripts: map[string]script{
+		{name: "continued as long as continuations bring text", continuations: 1, scripts: map[string]script{
 			"http://a:1": {deltas: []string{"a"}, err: errServer},
 			"http://b:1": {deltas: []string{"b"}, err: errServer},
 			"http://c:1": {deltas: []string{"c"}},
-		}, want: "ab", wantErr: "server error", continued: []string{"", "a"}, after: []int{1}},
+		}, want: "abc", continued: []string{"", "a", "ab"}, after: []int{1, 2}},
+		{name: "bound of continuations bringing nothing reached", continuations: 1, scripts: map[string]script{
+			"http://a:1": {deltas: []string{"a"}, err: errServer},
+			"http://b:1": {err: errConnect},
+			"http://c:1": {deltas: []string{"c"}},
+		}, want: "a", wantErr: "server error", continued: []string{"", "a"}, after: []int{1}},
+		{name: "the default bound: three in a row bringing nothing", scripts: map[string]script{
+			"http://a:1": {deltas: []string{"a"}, err: errServer},
+			"http://b:1": {err: errConnect},
+			"http://c:1": {err: errConnect},
+			"http://d:1": {err: errConnect},
+			"http://e:1": {deltas: []string{"e"}},
+		}, want: "a", wantErr: "server error", continued: []string{"", "a", "a", "a"}, after: []int{1, 1, 1}},
+		{name: "rolling restart: a replica failed before is back for a later continuation", scripts: map[string]script{
+			"http://a:1": {deltas: []string{"a"}, err: errServer, again: &script{deltas: []string{"d"}}},
+			"http://b:1": {deltas: []string{"b"}, err: errServer},
+			"http://c:1": {deltas: []string{"c"}, err: errServer},
+		}, want: "abcd", continued: []string{"", "a", "ab", "abc"}, after: []int{1, 2, 3}},
+		{name: "a replica dying at every call is continued until the cap", noBreaker: true, scripts: map[string]script{
+			"http://a:1": {deltas: []string{"a"}, err: errServer},
+			"http://b:1": {deltas: []string{"b"}, err: errServer},
+		}, want: strings.Repeat("ab", MaxContinuations/2+1)[:MaxContinuations+1], wantErr: "server error",
+			continued: continuedPrefixes("ab", MaxContinuations+1), after: countTo(MaxContinuations)},
 		{name: "off", continuations: -1, scripts: map[string]script{
 			"http://a:1": {deltas: []string{"a"}, err: errServer},
 			"http://b:1": {deltas: []string{"b"}},
@@ -117,6 +141,9 @@ func TestContinueMidStream(t *testing.T) {
 			slices.Sort(urls)
 			g, fb := newTestGateway(t, tt.scripts, urls...)
 			inOrder(t, g, urls)
+			if tt.noBreaker {
+				g.Models["qwen"].Pool = testPool(t, t.Name()+"/no-breaker", first{}, pool.Options{Breaker: pool.BreakerSettings{Disabled: true}}, urls...)
+			}
 			g.Models["qwen"].Continuations = tt.continuations
 			g.Models["qwen"].Timeouts.Idle = 100 * time.Millisecond
 			w, ex := serveContinuing(g, fb, !tt.noProtocol)
@@ -143,6 +170,25 @@ func TestContinueMidStream(t *testing.T) {
 			checkBalanced(t, g)
 		})
 	}
+}
+
+// continuedPrefixes are the Continue of n calls alternating between
+// replicas that each write one letter of pair: "", then the text so far.
+func continuedPrefixes(pair string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = strings.Repeat(pair, i/2+1)[:i]
+	}
+	return out
+}
+
+// countTo is 1..n.
+func countTo(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
 }
 
 // readTestStream reads the test door's stream: the text of its deltas,
@@ -230,4 +276,26 @@ func TestContinueNotForAGoneClient(t *testing.T) {
 		t.Errorf("calls %v, status %d", fb.calls, ex.Status)
 	}
 	checkBalanced(t, g)
+}
+
+// A request in Anthropic's format (which cannot ask for a continuation)
+// is continued through its translation into OpenAI's chat format; one
+// whose translation fails is not continued.
+func TestContinuationTranslated(t *testing.T) {
+	chat := &api.Wire{Format: api.FormatOpenAIChat}
+	call := protocols.Request{Wire: &api.Wire{Format: api.FormatAnthropicMessages,
+		Translate: func() (*api.Wire, error) { return chat, nil }}}
+	got, ok := continuation(call, "text", 1)
+	if !ok || got.Wire != chat || got.Continue != "text" {
+		t.Errorf("got %+v %v", got, ok)
+	}
+	call.Wire.Translate = func() (*api.Wire, error) { return nil, errors.New("untranslatable") }
+	if _, ok := continuation(call, "text", 1); ok {
+		t.Error("continued without a translation")
+	}
+	// Other formats keep theirs.
+	call = protocols.Request{Wire: chat}
+	if got, _ := continuation(call, "text", 1); got.Wire != chat {
+		t.Error("a chat request's wire replaced")
+	}
 }

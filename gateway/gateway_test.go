@@ -26,6 +26,9 @@ type script struct {
 	// hangAfter, when > 0, stops the script after that many deltas until
 	// the caller gives up (a replica that stalls mid-answer).
 	hangAfter int
+	// again, when set, is what the replica plays from its second call on
+	// (a replica restarted meanwhile); every call plays it once more.
+	again *script
 }
 
 // fakeBackend plays one script per replica URL and records the requests.
@@ -36,6 +39,8 @@ type fakeBackend struct {
 	last    *protocols.Request
 	// continued records each call's Request.Continue.
 	continued []string
+	// played counts the calls per replica, for script.again.
+	played map[string]int
 }
 
 func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
@@ -44,6 +49,12 @@ func (f *fakeBackend) Chat(ctx context.Context, _ *http.Client, req *protocols.R
 	f.last = req
 	f.continued = append(f.continued, req.Continue)
 	s := f.scripts[req.BaseURL]
+	if f.played == nil {
+		f.played = map[string]int{}
+	}
+	if f.played[req.BaseURL]++; f.played[req.BaseURL] > 1 && s.again != nil {
+		s = *s.again
+	}
 	f.mu.Unlock()
 	res := &protocols.Result{Sent: time.Now()}
 	for i, d := range s.deltas {

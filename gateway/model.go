@@ -46,9 +46,10 @@ type Model struct {
 	// from the request's arrival; 0 leaves only MaxAttempts and the total
 	// timeout.
 	TryDuration time.Duration
-	// Continuations bounds the continuations of one stream on another
-	// replica after its replica failed mid-stream (see continue.go); 0
-	// means DefaultContinuations, negative turns continuation off.
+	// Continuations bounds the continuations in a row of one stream that
+	// bring no text, on other replicas after its replica failed mid-stream
+	// (see continue.go); 0 means DefaultContinuations, negative turns
+	// continuation off. MaxContinuations caps them all.
 	Continuations int
 	// Client, when set, replaces the Gateway's client for this model's
 	// replicas (e.g. for its own dial timeout).

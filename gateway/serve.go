@@ -208,16 +208,12 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		queued := time.Now()
 		preq.Waited = ex.Queue // the queue limit bounds the request's waits together
-		exclude := tried
-		var err error
-		if adapter != "" {
-			// Only the replicas that have the adapter (loading it on one
-			// when none has).
-			exclude, err = g.placeAdapter(ctx, m, ex, tried)
-		}
-		var lease pool.Lease
-		if err == nil {
-			lease, err = m.Pool.AcquireWait(ctx, preq, exclude)
+		lease, err := g.acquire(ctx, m, ex, preq, adapter, tried)
+		if err != nil && sp.continuing && errors.Is(err, pool.ErrNoReplicas) && len(sp.failed) < len(tried) {
+			// Every replica has failed this stream once: those that
+			// failed before it last brought text may be back (a rolling
+			// restart takes them down in turn).
+			lease, err = g.acquire(ctx, m, ex, preq, adapter, sp.failed)
 		}
 		ex.Queue += time.Since(queued)
 		if errors.Is(err, pool.ErrShed) {
@@ -326,8 +322,12 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			break
 		}
 		if sse != nil && sse.isStarted() {
+			sp.failedOn(rep)
 			next, ok := g.continueStream(m, ex, ans, sp, call, &content, err)
 			if !ok {
+				if sp.continuing && sp.cause != nil {
+					lastErr = sp.cause // the failure that broke the stream
+				}
 				break
 			}
 			cur = next
@@ -337,6 +337,21 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		lastErr = pool.ErrNoReplicas // no attempt could start (try_duration)
 	}
 	return lastErr
+}
+
+// acquire takes a slot for an attempt on a replica of m not in exclude
+// (and, for an adapter, one that has it or may load it).
+func (g *Gateway) acquire(ctx context.Context, m *Model, ex *Exchange, preq *pool.Request, adapter string,
+	exclude []*pool.Replica) (pool.Lease, error) {
+	if adapter != "" {
+		// Only the replicas that have the adapter (loading it on one
+		// when none has).
+		var err error
+		if exclude, err = g.placeAdapter(ctx, m, ex, exclude); err != nil {
+			return pool.Lease{}, err
+		}
+	}
+	return m.Pool.AcquireWait(ctx, preq, exclude)
 }
 
 // routeHeader tells the client how its request was placed: the policy,
@@ -380,6 +395,8 @@ func outcome(err error, clientGone bool) pool.Outcome {
 			return pool.Success
 		case protocols.KindOverloaded, protocols.KindUnsupported:
 			return pool.Excluded
+		case protocols.KindConnect:
+			return pool.Unreachable // its process may be gone (restarting)
 		}
 	}
 	return pool.Failure
@@ -401,7 +418,7 @@ func retryable(err error) bool {
 // there is to be one: call, asked to continue the text so far.
 func (g *Gateway) continueStream(m *Model, ex *Exchange, ans *Answer, sp *splice,
 	call protocols.Request, content *strings.Builder, err error) (protocols.Request, bool) {
-	if !mayContinue(m, ex, sp, err, len(sp.after)) {
+	if !mayContinue(m, ex, sp, err) {
 		return call, false
 	}
 	before := sp.before + sp.tokens

@@ -215,6 +215,12 @@ type Config struct {
 	// an agent without one, its shell tool) is called to read (tools.go):
 	// a test's scratch file.
 	ToolFile string `json:"tool_file,omitempty"`
+	// ContinueCompletions has a text completion whose prompt ends with
+	// the beginning of the answer to the prompt before it continue that
+	// answer, as an engine goes on from any text (continue.go): for tests
+	// of a gateway continuing completions. Off, a prompt is answered as
+	// it is, whatever it ends with.
+	ContinueCompletions bool `json:"continue_completions,omitempty"`
 
 	// LoRA adapters (lora.go), as vLLM serves them with --enable-lora and
 	// VLLM_ALLOW_RUNTIME_LORA_UPDATING=True. EnableLoRA serves

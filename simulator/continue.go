@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"math/rand/v2"
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
@@ -91,4 +92,60 @@ func faultAt(cfg Config, p plan, n int) int {
 		return 0
 	}
 	return n
+}
+
+// With ContinueCompletions, a text completion continues as a real
+// engine's does, with no member to ask for it: a gateway continuing one appends the text so far to the
+// prompt, and the engine goes on from there. The simulator, whose answer
+// is a function of its prompt, finds the prompt the text was the answer
+// to: a prompt that ends with the beginning of the answer to the prompt
+// before that beginning (at a token's end) gets the rest of that answer,
+// and counts that beginning by its words, as a chat continuation does.
+
+// FNV-1a, 64 bits, as messagesHash runs it (hash/fnv's constants).
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
+
+// completionContinued reports whether c, a text completion of one prompt
+// and one choice, continues the answer to a shorter prompt, and returns
+// that prompt (as the conversation it is) and the answer's beginning.
+func (c *chat) completionContinued(cfg Config) ([]api.Message, string, bool) {
+	if !cfg.ContinueCompletions || !c.Raw || len(c.Groups) != 1 || len(c.Groups[0]) != 1 || c.N > 1 || c.Echo || c.Format != nil || len(c.Tools) > 0 {
+		return nil, "", false
+	}
+	prompt := c.Groups[0][0].Content
+	// The hash of {Content: prompt[:i]} for every i at once: the role's
+	// (empty) and its terminator, then the bytes.
+	h := uint64(fnvOffset64)
+	h = (h ^ 0) * fnvPrime64
+	for i := 0; i < len(prompt)-1; i++ {
+		h = (h ^ uint64(prompt[i])) * fnvPrime64
+		from := prompt[:i+1]
+		rest := prompt[i+1:]
+		if n, ok := answerPrefix(cfg, (h^0)*fnvPrime64, rest); ok && n <= cfg.Tokens {
+			return []api.Message{{Content: from}}, rest, true
+		}
+	}
+	return nil, "", false
+}
+
+// answerPrefix reports whether text is the beginning of the answer whose
+// messages hash to hash, ending at a token's end, and of how many tokens.
+func answerPrefix(cfg Config, hash uint64, text string) (int, bool) {
+	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), hash))
+	at, n := 0, 0
+	for at < len(text) && n < cfg.Tokens {
+		w := words[rng.IntN(len(words))]
+		if n > 0 {
+			w = " " + w
+		}
+		if !strings.HasPrefix(text[at:], w) {
+			return 0, false
+		}
+		at += len(w)
+		n++
+	}
+	return n, at == len(text) && n > 0
 }

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"encoding/json"
 	"net/http"
 
 	"strings"
@@ -112,5 +113,48 @@ func TestFaultAt(t *testing.T) {
 	}
 	if len(seen) < 4 {
 		t.Errorf("8 conversations struck at %d points", len(seen))
+	}
+}
+
+// TestContinueCompletion: with ContinueCompletions, a text completion
+// whose prompt ends with the beginning of the answer to the prompt before
+// it gets the rest of that answer, its prompt counting the words
+// continued from; without it, the same prompt is answered anew.
+func TestContinueCompletion(t *testing.T) {
+	type completion struct {
+		Choices []struct{ Text string }
+		Usage   struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	ask := func(t *testing.T, url, prompt string) completion {
+		t.Helper()
+		body, _ := json.Marshal(map[string]any{"model": "m", "prompt": prompt, "max_tokens": 100})
+		resp, b := do(t, http.MethodPost, url+"/v1/completions", string(body))
+		var c completion
+		if resp.StatusCode != 200 || json.Unmarshal(b, &c) != nil || len(c.Choices) != 1 {
+			t.Fatalf("%s %s", resp.Status, b)
+		}
+		return c
+	}
+	ts, _ := start(t, Config{Tokens: 10, Seed: 3, ContinueCompletions: true})
+	whole := ask(t, ts.URL, "tell me about 3")
+	text := whole.Choices[0].Text
+	words := strings.SplitAfter(text, " ")
+	for _, k := range []int{1, 4, 9} {
+		prefix := strings.TrimSuffix(strings.Join(words[:k], ""), " ")
+		c := ask(t, ts.URL, "tell me about 3"+prefix)
+		if got := prefix + c.Choices[0].Text; got != text {
+			t.Errorf("after %d tokens: %q + %q, want %q", k, prefix, c.Choices[0].Text, text)
+		}
+		if c.Usage.PromptTokens != whole.Usage.PromptTokens+k || c.Usage.CompletionTokens != 10-k {
+			t.Errorf("after %d tokens: usage %+v, want prompt %d + %d, completion %d", k, c.Usage, whole.Usage.PromptTokens, k, 10-k)
+		}
+	}
+	off, _ := start(t, Config{Tokens: 10, Seed: 3})
+	prefix := strings.TrimSuffix(strings.Join(words[:4], ""), " ")
+	if c := ask(t, off.URL, "tell me about 3"+prefix); len(strings.Fields(c.Choices[0].Text)) != 10 {
+		t.Errorf("continued without ContinueCompletions: %q", c.Choices[0].Text)
 	}
 }

@@ -96,6 +96,9 @@ func planReply(cfg Config, c *chat) (plan, *apiError) {
 	prompt := c.enginePrompt()
 	p := plan{Prompt: prompt, PromptTokens: promptTokens(prompt), FinishReason: finishStop}
 	from, prefix, cont := c.continued(d)
+	if !cont {
+		from, prefix, cont = c.completionContinued(cfg)
+	}
 	p.Conversation = c.Messages
 	if cont {
 		// The assistant's turn is left open: its words, no template tokens.

@@ -47,6 +47,11 @@ type Spec struct {
 // Probe configures active health checks of a model's replicas.
 type Probe struct {
 	Interval, Timeout time.Duration
+	// OutOnly probes only the replicas out of rotation (an open breaker),
+	// every second, for a source that checks their health itself: a
+	// replica restarted faster than its source noticed is readmitted
+	// as soon as it answers.
+	OutOnly bool
 }
 
 // Syncer is a source that answers its first time later (Consul): a
@@ -141,7 +146,7 @@ func (f *Fleet) build(s *Spec, o Options) (*model, error) {
 	if s.Probe != nil {
 		f.prober.Targets = append(f.prober.Targets, health.Target{
 			Pool: m.Pool, Path: func(r *pool.Replica) string { return m.Engine(r).HealthPath },
-			Interval: s.Probe.Interval, Timeout: s.Probe.Timeout,
+			Interval: s.Probe.Interval, Timeout: s.Probe.Timeout, OutOnly: s.Probe.OutOnly,
 		})
 	}
 	if s.Load != nil {

@@ -140,3 +140,118 @@ func TestProbeOutcomes(t *testing.T) {
 		})
 	}
 }
+
+// A replica whose breaker opened is probed between full rounds; seen down
+// (its process gone) and then passing, it is readmitted: its breaker
+// closes at once, long before its open timeout. A replica whose probe
+// never failed (it fails requests, not its health check) stays out.
+func TestProberReadmitsRestartedReplica(t *testing.T) {
+	var down atomic.Bool
+	restarted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			w.WriteHeader(503)
+		}
+	}))
+	defer restarted.Close()
+	var probes atomic.Int32
+	poisoned := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { probes.Add(1) }))
+	defer poisoned.Close()
+
+	a, b := replica(t, restarted.URL), replica(t, poisoned.URL)
+	p := pool.NewWithOptions("m", &routing.RoundRobin{}, pool.Options{Breaker: pool.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	p.Set([]*pool.Replica{a, b})
+	defer p.Close()
+	for _, r := range []*pool.Replica{a, b} {
+		l, err := p.Acquire(nil, []*pool.Replica{other(a, b, r)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Release(pool.Failure)
+		if r.BreakerState() != pool.StateOpen {
+			t.Fatalf("%s: breaker %v, want open", r.URL, r.BreakerState())
+		}
+	}
+	down.Store(true)
+	// A full round only every hour: what follows is the recheck's doing.
+	pr := &Prober{Targets: []Target{{Pool: p, Interval: time.Hour, Recheck: 10 * time.Millisecond, Timeout: time.Second}}}
+	pr.Start()
+	defer pr.Stop()
+	waitFor(t, "the restarted replica seen down", func() bool { return !a.Healthy() })
+	down.Store(false)
+	waitFor(t, "the restarted replica readmitted", func() bool { return a.BreakerState() == pool.StateClosed })
+	if !a.Healthy() {
+		t.Error("readmitted but unhealthy")
+	}
+	waitFor(t, "the poisoned replica rechecked", func() bool { return probes.Load() >= 5 })
+	if b.BreakerState() != pool.StateOpen {
+		t.Errorf("a replica whose probe never failed was readmitted: breaker %v", b.BreakerState())
+	}
+}
+
+// A replica restarted faster than the probes could see it down is
+// readmitted too, when a request found it unreachable (connection
+// refused): a probe that passes after that is a new process.
+func TestProberReadmitsReplicaFoundUnreachable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	a := replica(t, srv.URL)
+	p := pool.NewWithOptions("m", &routing.RoundRobin{}, pool.Options{Breaker: pool.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	p.Set([]*pool.Replica{a})
+	defer p.Close()
+	l, err := p.Acquire(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(pool.Unreachable)
+	if a.BreakerState() != pool.StateOpen {
+		t.Fatal("breaker did not open")
+	}
+	pr := &Prober{Targets: []Target{{Pool: p, Interval: time.Hour, Recheck: 10 * time.Millisecond, Timeout: time.Second}}}
+	pr.Start()
+	defer pr.Stop()
+	waitFor(t, "the replica readmitted", func() bool { return a.BreakerState() == pool.StateClosed })
+}
+
+// A target whose source checks its replicas' health is probed only
+// where a replica is out of rotation: one whose breaker is closed is
+// never probed, one whose breaker opened is, and is readmitted.
+func TestProberOutOnly(t *testing.T) {
+	var probes [2]atomic.Int32
+	var down atomic.Bool
+	servers := make([]*httptest.Server, 2)
+	for i := range servers {
+		servers[i] = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			probes[i].Add(1)
+			if i == 1 && down.Load() {
+				w.WriteHeader(503)
+			}
+		}))
+		defer servers[i].Close()
+	}
+	in, out := replica(t, servers[0].URL), replica(t, servers[1].URL)
+	p := pool.NewWithOptions("m", &routing.RoundRobin{}, pool.Options{Breaker: pool.BreakerSettings{ConsecutiveFailures: 1, OpenTimeout: time.Hour}})
+	p.Set([]*pool.Replica{in, out})
+	defer p.Close()
+	l, err := p.Acquire(nil, []*pool.Replica{in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Release(pool.Failure)
+	down.Store(true)
+	pr := &Prober{Targets: []Target{{Pool: p, Recheck: 10 * time.Millisecond, Timeout: time.Second, OutOnly: true}}}
+	pr.Start()
+	defer pr.Stop()
+	waitFor(t, "the replica out seen down", func() bool { return !out.Healthy() })
+	down.Store(false)
+	waitFor(t, "the replica out readmitted", func() bool { return out.BreakerState() == pool.StateClosed })
+	if n := probes[0].Load(); n != 0 {
+		t.Errorf("a replica in rotation was probed %d times", n)
+	}
+}
+
+func other(a, b, r *pool.Replica) *pool.Replica {
+	if r == a {
+		return b
+	}
+	return a
+}

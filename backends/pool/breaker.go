@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -93,6 +94,10 @@ const (
 	// Excluded: says nothing about the replica (the client went away,
 	// the replica was merely overloaded).
 	Excluded
+	// Unreachable: a Failure to reach the replica at all (connection
+	// refused or reset before an answer): its process may be gone, and a
+	// health probe that passes after it readmits the replica (Readmit).
+	Unreachable
 )
 
 // Sentinel errors carry an Outcome through gobreaker's done(err).
@@ -103,7 +108,7 @@ var (
 
 func (o Outcome) err() error {
 	switch o {
-	case Failure:
+	case Failure, Unreachable:
 		return errOutcomeFailure
 	case Excluded:
 		return errOutcomeExcluded
@@ -124,10 +129,36 @@ const (
 // breaker is the circuit breaker of one replica; several Replica objects
 // (before and after a config reload or a discovery update) may share it.
 type breaker struct {
-	cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// cb is the gobreaker in force: readmit replaces it with a fresh,
+	// closed one (gobreaker has no reset). Leases taken on an older one
+	// report to it, and nobody hears of it.
+	cb       atomic.Pointer[gobreaker.TwoStepCircuitBreaker[struct{}]]
+	settings gobreaker.Settings
 	// onChange is the newest pool's listener, so that after a reload state
 	// changes are reported through the live configuration's logger.
 	onChange atomic.Pointer[func(from, to BreakerState)]
+
+	mu sync.Mutex
+	// readmitted is when a probe last closed the breaker; flapping is set
+	// when the breaker opened again within its window after that, and
+	// cleared when it closes by its own half-open requests.
+	readmitted time.Time
+	flapping   bool
+	now        func() time.Time // time.Now; tests move it
+	// unreachable: a request could not reach the replica since it last
+	// answered one (or was readmitted).
+	unreachable atomic.Bool
+}
+
+// outcome records what the breaker's own counts do not keep: whether the
+// replica was unreachable since it last answered.
+func (b *breaker) outcome(o Outcome) {
+	switch {
+	case o == Unreachable:
+		b.unreachable.Store(true)
+	case o == Success && b.unreachable.Load():
+		b.unreachable.Store(false)
+	}
 }
 
 func newBreaker(name string, s BreakerSettings) *breaker {
@@ -135,8 +166,8 @@ func newBreaker(name string, s BreakerSettings) *breaker {
 		return nil
 	}
 	s = s.WithDefaults()
-	b := new(breaker)
-	b.cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+	b := &breaker{now: time.Now}
+	b.settings = gobreaker.Settings{
 		Name:        name,
 		MaxRequests: s.HalfOpenRequests,
 		Interval:    s.Window,
@@ -148,12 +179,73 @@ func newBreaker(name string, s BreakerSettings) *breaker {
 			n := c.TotalFailures + c.TotalSuccesses
 			return s.FailureRatio > 0 && n >= s.MinRequests && float64(c.TotalFailures) >= s.FailureRatio*float64(n)
 		},
-		OnStateChange: func(_ string, from, to BreakerState) {
-			if f := b.onChange.Load(); f != nil {
-				(*f)(from, to)
-			}
-		},
 		IsExcluded: func(err error) bool { return err == errOutcomeExcluded },
-	})
+	}
+	b.cb.Store(b.fresh())
 	return b
+}
+
+// fresh is a closed gobreaker whose state changes are heard while it is
+// the one in force.
+func (b *breaker) fresh() *gobreaker.TwoStepCircuitBreaker[struct{}] {
+	var cb *gobreaker.TwoStepCircuitBreaker[struct{}]
+	st := b.settings
+	st.OnStateChange = func(_ string, from, to BreakerState) {
+		if b.cb.Load() == cb {
+			b.changed(from, to)
+		}
+	}
+	cb = gobreaker.NewTwoStepCircuitBreaker[struct{}](st)
+	return cb
+}
+
+func (b *breaker) changed(from, to BreakerState) {
+	b.mu.Lock()
+	switch {
+	case to == StateOpen && !b.readmitted.IsZero() && b.now().Sub(b.readmitted) < b.settings.Interval:
+		b.flapping = true
+	case to == StateClosed:
+		// Closed through its half-open requests: the replica proved
+		// itself, and its next restart is readmitted again.
+		b.flapping, b.readmitted = false, time.Time{}
+	}
+	b.mu.Unlock()
+	b.report(from, to)
+}
+
+func (b *breaker) report(from, to BreakerState) {
+	if f := b.onChange.Load(); f != nil {
+		(*f)(from, to)
+	}
+}
+
+// readmit closes the breaker of a replica seen back (its health probe
+// passes after failing): the replica was restarted, and its breaker's
+// counts describe the process that died. A breaker that opened again
+// within its window after the last readmission (a replica that keeps
+// crashing) is not readmitted: it waits out its open timeout and closes
+// through half-open requests, as without probes. It reports whether the
+// breaker was open or half-open and is now closed.
+func (b *breaker) readmit() bool {
+	// The state is read outside b.mu: reading it may move the breaker to
+	// half-open, whose report takes b.mu under gobreaker's own lock.
+	from := b.cb.Load().State()
+	b.mu.Lock()
+	if from != StateClosed && b.flapping {
+		b.mu.Unlock()
+		return false
+	}
+	// A closed breaker is replaced too: the failures it counted were the
+	// dead process's, and would trip the new one early.
+	b.cb.Store(b.fresh())
+	b.unreachable.Store(false)
+	if from != StateClosed {
+		b.readmitted = b.now()
+	}
+	b.mu.Unlock()
+	if from == StateClosed {
+		return false
+	}
+	b.report(from, StateClosed)
+	return true
 }

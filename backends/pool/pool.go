@@ -244,6 +244,9 @@ func (l *Lease) Release(o Outcome) {
 	}
 	l.Replica = nil
 	r.Release()
+	if b := r.breaker.Load(); b != nil {
+		b.outcome(o)
+	}
 	if l.done != nil {
 		l.done(o.err())
 		l.done = nil
@@ -303,7 +306,7 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 		}
 		var done func(error)
 		if b := r.breaker.Load(); b != nil {
-			d, err := b.cb.Allow()
+			d, err := b.cb.Load().Allow()
 			if err != nil { // opened meanwhile, or half-open with its probes out
 				r.Release()
 				sawOpen = true

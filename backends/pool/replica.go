@@ -87,7 +87,7 @@ func (r *Replica) BreakerState() BreakerState {
 	if b == nil {
 		return StateClosed
 	}
-	return b.cb.State()
+	return b.cb.Load().State()
 }
 
 // BreakerCounts are the counts of r's breaker in its current state.
@@ -96,13 +96,13 @@ func (r *Replica) BreakerCounts() (requests, successes, failures, excluded uint3
 	if b == nil {
 		return
 	}
-	c := b.cb.Counts()
+	c := b.cb.Load().Counts()
 	return c.Requests, c.TotalSuccesses, c.TotalFailures, c.TotalExclusions
 }
 
 func (r *Replica) breakerOpen() bool {
 	b := r.breaker.Load()
-	return b != nil && b.cb.State() == StateOpen
+	return b != nil && b.cb.Load().State() == StateOpen
 }
 
 // full reports whether r is at its concurrency cap.

@@ -3,6 +3,7 @@ package pool
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 )
@@ -70,6 +71,11 @@ func (d *slowDetector) observe(r *Replica, all []*Replica, smp latencySample) {
 	now := d.now()
 	st := d.reps[r.URL]
 	if st == nil {
+		if !slices.Contains(all, r) {
+			// A stream that ran to its end on a replica that left
+			// meanwhile (drained): its figures would outlive it.
+			return
+		}
 		st = &slowReplica{}
 		d.reps[r.URL] = st
 	}

@@ -88,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.BoolVar(&cfg.NoMessages, "no-messages", false, "do not serve Anthropic's /v1/messages (404, as an engine without it)")
 	fs.BoolVar(&cfg.NoResponses, "no-responses", false, "do not serve OpenAI's /v1/responses (404, as an engine without it)")
 	fs.StringVar(&cfg.ToolFile, "tool-file", "", "the file a coding agent's read tool (or shell tool, with cat) is called to read, when one is offered")
+	fs.BoolVar(&cfg.ContinueCompletions, "continue-completions", false, "continue a text completion whose prompt ends with the beginning of the answer to the prompt before it, as an engine goes on from any text")
 	consulOpts.register(fs)
 	fs.StringVar(&cfg.LoRAs, "loras", "", "comma-separated LoRA adapters loaded at start, each name or name=path (implies -enable-lora)")
 	fs.BoolVar(&cfg.EnableLoRA, "enable-lora", false, "serve LoRA adapters: /v1/load_lora_adapter, /v1/unload_lora_adapter, adapters in /v1/models, vllm:lora_requests_info")

@@ -264,6 +264,9 @@ func streamOf(a *gateway.Answer) *stream {
 		return s
 	}
 	s := &stream{}
+	if sp, ok := a.Splice.(*stream); ok {
+		*s = *sp // a continuation: the text block the client has open goes on
+	}
 	a.State = s
 	return s
 }

@@ -192,14 +192,19 @@ func (c Completions) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 }
 
 // AppendDelta implements gateway.Door: the replica's event as it wrote
-// it, with the gateway's model name (the usage event only when asked for).
+// it, with the gateway's model name (the usage event only when asked
+// for); a continuation's as the stream's (splice.go).
 func (c Completions) AppendDelta(b []byte, a *gateway.Answer, d *protocols.Delta) []byte {
 	if d.Data == nil || (d.UsageOnly && !a.IncludeUsage) {
 		return b
 	}
 	a.Relayed = true
 	b = append(b, "data: "...)
-	b = appendRenamed(b, d.Data, d.Model, a.Model)
+	if sp, ok := a.Splice.(*splice); ok && a.Continued > 0 {
+		b = appendSpliced(b, a, d, sp)
+	} else {
+		b = appendRenamed(b, d.Data, d.Model, a.Model)
+	}
 	return append(b, "\n\n"...)
 }
 

@@ -10,8 +10,10 @@ import (
 	"github.com/llmedge/llmedge/wire"
 )
 
-// A stream the gateway continues on another replica (gateway.Continuer)
-// must read as one: the continuation's chunks, relayed, carry the id and
+// A stream the gateway continues on another replica (gateway.Continuer),
+// of chat completions or text completions (whose continuation the replica
+// is asked for with the text so far appended to the prompt), must read as
+// one: the continuation's chunks, relayed, carry the id and
 // creation time of the chunks the client already has, no second role,
 // and a usage that counts the whole answer. Only a continuation's chunks
 // are rewritten so; an unbroken stream is relayed as it always is.
@@ -146,10 +148,6 @@ func count(v wire.Value) (int, bool) {
 	}
 	return n, true
 }
-
-// Continue implements gateway.Continuer: a text completion's stream is
-// not continued (its prompt is no conversation to add a message to).
-func (Completions) Continue(*gateway.Answer, []byte) bool { return false }
 
 // Continue implements gateway.Continuer: a Responses stream is not
 // continued: its events (output items, their indexes, the response

@@ -92,7 +92,29 @@ func TestContinueOwnChunks(t *testing.T) {
 	if door.Continue(b, []byte("garbage")) {
 		t.Error("continued a stream without an id")
 	}
-	if (Responses{door}).Continue(a, nil) || (Completions{door}).Continue(a, nil) {
-		t.Error("a Responses or completions stream continues")
+	if (Responses{door}).Continue(a, nil) {
+		t.Error("a Responses stream continues")
+	}
+}
+
+// A text completion's stream is continued as a chat stream is: the
+// continuation's chunks take the stream's id and creation time.
+func TestSplicedCompletionStream(t *testing.T) {
+	door := New(api.Limits{}, []string{"qwen"})
+	c := Completions{door}
+	a := &gateway.Answer{ID: "req1", Model: "qwen"}
+	chunk := func(data string) *protocols.Delta {
+		d := relayed(t, data)
+		d.Format = api.FormatOpenAICompletions
+		return d
+	}
+	first := c.AppendDelta(nil, a, chunk(`{"id":"cmpl-A","object":"text_completion","created":111,"model":"m","choices":[{"index":0,"text":"Hel","logprobs":null,"finish_reason":null}]}`))
+	if !c.Continue(a, first) {
+		t.Fatal("Continue refused the stream")
+	}
+	a.Continued, a.Before = 1, 1
+	out := string(c.AppendDelta(nil, a, chunk(`{"id":"cmpl-B","object":"text_completion","created":222,"model":"m","choices":[{"index":0,"text":"lo","logprobs":null,"finish_reason":null}]}`)))
+	if want := `data: {"id":"cmpl-A","object":"text_completion","created":111,"model":"qwen","choices":[{"index":0,"text":"lo","logprobs":null,"finish_reason":null}]}`; !strings.HasPrefix(out, want) {
+		t.Errorf("got  %s\nwant %s", out, want)
 	}
 }

@@ -262,8 +262,14 @@ func (mc *ModelConfig) source(d *modelDeps, s *fleet.Spec) error {
 		return fmt.Errorf("source: %w", err)
 	}
 	s.Source, s.Close = ds, closeSource
-	if ac, ok := src.(llmsource.ActiveChecked); ok && ac.ActiveHealthChecks() && mc.HealthInterval >= 0 {
+	switch ac, ok := src.(llmsource.ActiveChecked); {
+	case mc.HealthInterval < 0:
+	case ok && ac.ActiveHealthChecks():
 		s.Probe = &fleet.Probe{Interval: time.Duration(mc.HealthInterval), Timeout: time.Duration(mc.HealthTimeout)}
+	default:
+		// The source checks their health; a replica its breaker took out
+		// is probed all the same, to be readmitted once it answers.
+		s.Probe = &fleet.Probe{Timeout: time.Duration(mc.HealthTimeout), OutOnly: true}
 	}
 	return nil
 }

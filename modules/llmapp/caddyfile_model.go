@@ -415,8 +415,8 @@ func (q *QueueConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 // continueOption reads "continue off | on | <n>": mid-stream
-// continuation, and its bound per request (off is stored as -1, on as 0:
-// the default).
+// continuation, and how many continuations in a row may bring no text
+// (off is stored as -1, on as 0: the default).
 func continueOption(d *caddyfile.Dispenser, dst *int) error {
 	var s string
 	if err := oneString(d, &s); err != nil {

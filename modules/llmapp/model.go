@@ -79,9 +79,12 @@ type ModelConfig struct {
 	DialTimeout caddy.Duration `json:"dial_timeout,omitempty"`
 	// MaxAttempts bounds tries on distinct replicas; default: the app's.
 	MaxAttempts int `json:"max_attempts,omitempty"`
-	// Continuations bounds the continuations of one stream on another
-	// replica after its replica failed mid-stream (Caddyfile: continue
-	// <n>); default 2, -1 turns continuation off (continue off).
+	// Continuations bounds the continuations in a row of one stream that
+	// bring no text (Caddyfile: continue <n>): a stream is continued on
+	// another replica as often as its replica fails mid-stream, within
+	// total_timeout and at most 16 times, until that many continuations
+	// in a row failed before their first token; default 3, -1 turns
+	// continuation off (continue off).
 	Continuations int `json:"continuations,omitempty"`
 	// TryDuration bounds the time, from the request's arrival, in which a
 	// retry may start. Default 0: bounded by max_attempts and total_timeout.

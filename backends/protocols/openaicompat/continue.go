@@ -21,21 +21,39 @@ const continueFlags = `"continue_final_message":true,"add_generation_prompt":fal
 var _ protocols.Continuing = (*Protocol)(nil)
 
 // Continues implements protocols.Continuing: a request of llmedge's own
-// (no Wire) or an OpenAI chat request carried through, of one choice. The
-// other formats (Responses, Anthropic's messages, completions) are not
-// continued: their events carry more than the text (output items, content
-// blocks) that a continuation would have to restate.
+// (no Wire), an OpenAI chat request carried through, of one choice, or a
+// text completion of one string prompt and one choice, which an engine
+// continues from the prompt with the text so far appended. The other
+// formats (Responses, Anthropic's messages, which the gateway continues
+// through their translation) are not: their events carry more than the
+// text (output items, content blocks) that a continuation would have to
+// restate.
 func (*Protocol) Continues(req *protocols.Request) bool {
-	if req.Wire == nil {
+	w := req.Wire
+	if w == nil {
 		return true
 	}
-	if req.Wire.Format != api.FormatOpenAIChat || len(req.Wire.Messages) == 0 {
-		return false
-	}
-	if n, ok := req.Wire.Member("n"); ok && string(n.Value.Raw) != "1" {
+	if n, ok := w.Member("n"); ok && string(n.Value.Raw) != "1" {
 		return false // the text so far is the first choice's alone
 	}
-	return true
+	switch w.Format {
+	case api.FormatOpenAIChat:
+		return len(w.Messages) > 0
+	case api.FormatOpenAICompletions:
+		p, ok := w.Member("prompt")
+		if !ok || p.Value.Kind() != wire.String {
+			return false // a batch of prompts, or token ids
+		}
+		// echo would repeat the prompt, now with the text so far in it;
+		// a suffix follows the whole answer, not its first part.
+		for _, m := range [...]struct{ name, fine string }{{"best_of", "1"}, {"echo", "false"}, {"suffix", "null"}} {
+			if v, ok := w.Member(m.name); ok && string(v.Value.Raw) != m.fine {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // appendContinue appends the assistant message holding text to a
@@ -73,4 +91,17 @@ func setMember(edits []wire.Edit, w *api.Wire, name string, value []byte) []wire
 		edits = append(edits, wire.AddMember(w.Object, w.Members, name, value))
 	}
 	return edits
+}
+
+// continuePromptEdits are the edits of a carried-through text completion
+// that ask for a continuation of text: the text appended to the prompt
+// (inside its JSON string, so that nothing else of the body moves).
+func continuePromptEdits(edits []wire.Edit, w *api.Wire, text string) []wire.Edit {
+	p, ok := w.Member("prompt")
+	if !ok || p.Value.Kind() != wire.String {
+		return edits
+	}
+	quoted := jsonx.String(nil, text)
+	at := p.Value.End - 1 // before the closing quote
+	return append(edits, wire.Edit{Start: at, End: at, Text: quoted[1 : len(quoted)-1]})
 }

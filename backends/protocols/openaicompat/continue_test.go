@@ -46,6 +46,22 @@ func TestContinueBody(t *testing.T) {
 	}
 }
 
+// completionWire is a text completions body as its door carries it through.
+func completionWire(t *testing.T, body string) *api.Wire {
+	t.Helper()
+	w := continueWire(t, body)
+	w.Format = api.FormatOpenAICompletions
+	return w
+}
+
+// A text completion is continued with the text so far appended to its
+// prompt, inside the prompt's JSON string.
+func TestContinueCompletionBody(t *testing.T) {
+	req := protocols.Request{Model: "u", Continue: "Hel\"lo", CapTokens: 6,
+		Wire: completionWire(t, `{"model":"m","prompt":"Say \"hi\":","max_tokens":10,"stream":true}`)}
+	checkStreamBody(t, &req, `{"model":"u","prompt":"Say \"hi\":Hel\"lo","max_tokens":6,"stream":true,"stream_options":{"include_usage":true}}`)
+}
+
 func TestContinues(t *testing.T) {
 	var p Protocol
 	tests := []struct {
@@ -59,6 +75,13 @@ func TestContinues(t *testing.T) {
 		{"n 2", protocols.Request{Wire: continueWire(t, `{"messages":[{"role":"user","content":"hi"}],"n":2}`)}, false},
 		{"responses", protocols.Request{Wire: &api.Wire{Format: api.FormatOpenAIResponses}}, false},
 		{"anthropic", protocols.Request{Wire: &api.Wire{Format: api.FormatAnthropicMessages}}, false},
+		{"completion", protocols.Request{Wire: completionWire(t, `{"prompt":"hi","n":1,"best_of":1,"echo":false,"suffix":null}`)}, true},
+		{"completion of prompts", protocols.Request{Wire: completionWire(t, `{"prompt":["hi","ho"]}`)}, false},
+		{"completion of token ids", protocols.Request{Wire: completionWire(t, `{"prompt":[1,2]}`)}, false},
+		{"completion n 2", protocols.Request{Wire: completionWire(t, `{"prompt":"hi","n":2}`)}, false},
+		{"completion best_of 3", protocols.Request{Wire: completionWire(t, `{"prompt":"hi","best_of":3}`)}, false},
+		{"completion echoed", protocols.Request{Wire: completionWire(t, `{"prompt":"hi","echo":true}`)}, false},
+		{"completion with a suffix", protocols.Request{Wire: completionWire(t, `{"prompt":"hi","suffix":"end"}`)}, false},
 	}
 	for _, tt := range tests {
 		if got := p.Continues(&tt.req); got != tt.want {

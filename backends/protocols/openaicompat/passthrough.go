@@ -117,8 +117,12 @@ func passEdits(req *protocols.Request, stream bool) []wire.Edit {
 	if req.CapTokens > 0 {
 		edits = capTokens(edits, w, req.CapTokens)
 	}
-	if req.Continue != "" && w.Format == api.FormatOpenAIChat && len(w.Messages) > 0 {
+	switch {
+	case req.Continue == "":
+	case w.Format == api.FormatOpenAIChat && len(w.Messages) > 0:
 		edits = continueEdits(edits, w, req.Continue)
+	case w.Format == api.FormatOpenAICompletions:
+		edits = continuePromptEdits(edits, w, req.Continue)
 	}
 	if stream && w.Format != api.FormatOpenAIEmbeddings && !anthropicFormat(w.Format) {
 		// A client that wants one answer of a model that streams from
