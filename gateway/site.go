@@ -28,8 +28,9 @@ type Site struct {
 	JWKS func() []byte
 	// OpenAPI is the description served at /openapi.json.
 	OpenAPI []byte
-	// Ready answers /readyz.
-	Ready http.HandlerFunc
+	// Ready answers /readyz, ModelReady /readyz/<model>.
+	Ready      http.HandlerFunc
+	ModelReady http.HandlerFunc
 	// Mounts are the doors, each on paths of its own, asked in order
 	// (llmedge's own first: one string comparison for its path).
 	Mounts []Mount
@@ -77,6 +78,12 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handl
 			s.Ready(w, r)
 		}
 	default:
+		if s.ModelReady != nil && strings.HasPrefix(r.URL.Path, PathReady+"/") {
+			if Allow(w, r, http.MethodGet, http.MethodHead) {
+				s.ModelReady(w, r)
+			}
+			return
+		}
 		for _, m := range s.Mounts {
 			if h := m.Handler(r.URL.Path); h != nil {
 				h.ServeHTTP(w, r)
@@ -103,7 +110,7 @@ func isSitePath(p string) bool {
 	case PathToken, PathRevoke, PathJWKS, PathHealth, PathOpenAPI, PathReady:
 		return true
 	}
-	return false
+	return strings.HasPrefix(p, PathReady+"/")
 }
 
 func headerLimit(n int) int {

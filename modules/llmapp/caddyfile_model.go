@@ -162,6 +162,11 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				m.Adapters = new(AdaptersConfig)
 			}
 			err = m.Adapters.unmarshalCaddyfile(d, opt)
+		case "required":
+			if d.NextArg() {
+				return d.Errf("required takes no argument (model %q)", m.Name)
+			}
+			m.Required = true
 		case "fallback":
 			args := d.RemainingArgs()
 			if len(args) == 0 {

@@ -35,14 +35,20 @@ func observability() *status.Recorder {
 // model's replicas as they are now, with the recorder's windows.
 func (a *App) StatusSnapshot() *status.Snapshot {
 	var ready map[string]gateway.ModelStatus
-	if a.pipeline != nil {
-		_, ready = a.pipeline.Gateway.Readiness()
+	var readiness *status.Readiness
+	if rep := a.ReadinessReport(); rep != nil {
+		ready = rep.Models
+		readiness = &status.Readiness{Status: rep.Status, Detail: rep.Detail}
+		for _, c := range rep.Checks {
+			readiness.Checks = append(readiness.Checks, status.ReadinessCheck{Name: c.Name, OK: c.OK, Detail: c.Detail})
+		}
 	}
 	var models []status.Model
 	if a.fleet != nil {
 		models = a.fleet.Status(ready)
 	}
 	snap := observability().Snapshot(models)
+	snap.Readiness = readiness
 	snap.IdentityProviders = a.identityProviders()
 	snap.RoutingShare = a.routingShareStatus()
 	snap.Budgets = a.statusBudgets()
