@@ -469,13 +469,18 @@ func TestIdentityProvider(t *testing.T) {
 		if resp := g.Infer(t, carol, withModel("qwen")); resp.StatusCode != 200 {
 			t.Fatalf("cached key while the provider is down: %s", resp.Status)
 		}
-		resp, err := g.Client.Get(g.Base + "/readyz")
+		// Ready (the keys in hand serve), and the public answer names no
+		// issuer; the operators' report does.
+		if c, b := getBody(t, g.Client, g.Base+"/readyz"); c != 200 || strings.Contains(b, idp.Issuer) {
+			t.Fatalf("/readyz while the provider is down: %d %s", c, b)
+		}
+		resp, err := http.Get(g.Admin + "/llmedge/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body := readJSON(t, resp, nil)
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"degraded"`) || !strings.Contains(string(body), "identity provider "+idp.Issuer) {
-			t.Fatalf("/readyz while the provider is down: %s %s", resp.Status, body)
+			t.Fatalf("the readiness report while the provider is down: %s %s", resp.Status, body)
 		}
 		resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/status.json", statusPort))
 		if err != nil {
