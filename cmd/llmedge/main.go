@@ -1,9 +1,13 @@
 // Command llmedge is Caddy with the llmedge modules: an HTTPS gateway in
 // front of self-hosted LLM inference replicas. It takes every Caddy
-// subcommand (run, start, adapt, validate, hash-password, list-modules...).
+// subcommand (run, start, adapt, validate, hash-password, list-modules...);
+// `version` names llmedge's version and commit, and the Caddy under it.
 package main
 
 import (
+	"os"
+	"runtime/debug"
+
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -11,4 +15,11 @@ import (
 	_ "github.com/llmedge/llmedge/modules"
 )
 
-func main() { caddycmd.Main() }
+func main() {
+	if len(os.Args) == 2 && (os.Args[1] == "version" || os.Args[1] == "--version" || os.Args[1] == "-v") {
+		bi, _ := debug.ReadBuildInfo()
+		aboutBuild(bi).write(os.Stdout)
+		return
+	}
+	caddycmd.Main()
+}
