@@ -167,6 +167,9 @@ type App struct {
 	// (bearer, mtls), ready from the start.
 	idps      []identityStatus
 	otherWays int
+	// refs and userRefs are the models the Caddyfile's lines name, with
+	// where, checked once the block is read (checkRefs).
+	refs, userRefs []modelRef
 	// readyStop ends the watch that logs changes of readiness; readyDone
 	// says it ended.
 	readyStop chan struct{}
