@@ -1,7 +1,8 @@
 // Command llmedge is Caddy with the llmedge modules: an HTTPS gateway in
 // front of self-hosted LLM inference replicas. It takes every Caddy
 // subcommand (run, start, adapt, validate, hash-password, list-modules...);
-// `version` names llmedge's version and commit, and the Caddy under it.
+// `version` names llmedge's version and commit, and the Caddy under it;
+// `validate` has no side effects and warns about unset placeholders.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	_ "github.com/llmedge/llmedge/modules"
+	"github.com/llmedge/llmedge/modules/llmapp"
 )
 
 func main() {
@@ -20,6 +22,12 @@ func main() {
 		bi, _ := debug.ReadBuildInfo()
 		aboutBuild(bi).write(os.Stdout)
 		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "validate" {
+		// A validation leaves nothing behind (no ledger file, no keys
+		// written), and says what it would silently replace by "".
+		llmapp.SetValidating()
+		warnPlaceholders(os.Stderr, os.Args[2:])
 	}
 	caddycmd.Main()
 }

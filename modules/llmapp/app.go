@@ -170,6 +170,8 @@ type App struct {
 	// refs and userRefs are the models the Caddyfile's lines name, with
 	// where, checked once the block is read (checkRefs).
 	refs, userRefs []modelRef
+	// dry is the storage's dry layer while validating.
+	dry *dryStorage
 	// readyStop ends the watch that logs changes of readiness; readyDone
 	// says it ended.
 	readyStop chan struct{}
@@ -257,6 +259,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		return err
 	}
 	names.apply(a.fleet.Models())
+	a.warnEmptyModels()
 	a.validator = &api.Validator{Limits: a.Limits.WithDefaults(), Models: names.accepted, Aliases: names.aliases, DefaultModel: a.DefaultModel}
 	authn, err := a.authenticators(ctx)
 	if err != nil {

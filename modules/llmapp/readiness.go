@@ -3,6 +3,8 @@ package llmapp
 import (
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/llmedge/llmedge/gateway"
 )
 
@@ -44,4 +46,18 @@ func (a *App) ReadinessReport() *gateway.Report {
 		return nil
 	}
 	return a.pipeline.Gateway.Report()
+}
+
+// warnEmptyModels warns, when the configuration loads (and when it is
+// validated), about each model whose static list of replicas is empty (a
+// placeholder replaced by nothing, a model line without `static`): it
+// will answer 503 until the configuration gives it replicas.
+func (a *App) warnEmptyModels() {
+	for name, m := range a.fleet.Models() {
+		if len(m.Rollout) > 0 || m.Discovery == nil || m.Discovery().Source != "static" || len(m.Pool.Replicas()) > 0 {
+			continue
+		}
+		a.logger.Warn("model has no replicas: its requests get 503 until the configuration gives it some",
+			zap.String("model_type", name))
+	}
 }
