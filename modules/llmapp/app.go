@@ -221,10 +221,10 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	}()
 	// Metrics first: whatever is built next reports to them. The replica
 	// gauges read the fleet when scraped.
-	if a.metrics, err = metrics.New(ctx.GetMetricsRegistry(), a); err != nil {
+	if a.metrics, err = metrics.New(metricsRegistry(ctx), a); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if err = metrics.RegisterShare(ctx.GetMetricsRegistry(), a); err != nil {
+	if err = metrics.RegisterShare(metricsRegistry(ctx), a); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	repl := caddy.NewReplacer() // {env.*} and {file.*} in secrets and paths

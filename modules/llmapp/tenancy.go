@@ -66,7 +66,7 @@ func (a *App) tenancyConfig(ctx caddy.Context, repl *caddy.Replacer) (tenancy.Co
 		MaxTokenLifetime:  time.Duration(a.TokenTTL) + auth.VerifyLeeway + time.Minute,
 		Kept:              kept,
 		Logger:            a.logger,
-		Registry:          ctx.GetMetricsRegistry(),
+		Registry:          metricsRegistry(ctx),
 		Teams:             a.tenancyTeams(),
 		BudgetSeed:        a.seedBudget,
 	}
