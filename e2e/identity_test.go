@@ -241,7 +241,7 @@ var identityClients = []idpClient{
 func checkInvalidToken(t *testing.T, resp *http.Response, token string) {
 	t.Helper()
 	body := readJSON(t, resp, nil)
-	if resp.StatusCode != 401 || string(body) != `{"detail":"Could not validate credentials"}` {
+	if resp.StatusCode != 401 || string(body) != `{"detail":"Could not validate credentials"}`+"\n" {
 		t.Fatalf("%s %s, want 401 Could not validate credentials", resp.Status, body)
 	}
 	ch := resp.Header.Get("WWW-Authenticate")
@@ -641,7 +641,7 @@ func TestClientCertificates(t *testing.T) {
 	}
 	// On the site without client_auth, no certificate: bearer's 401.
 	resp = g.Infer(t, "", withModel("qwen"))
-	if body := readJSON(t, resp, nil); resp.StatusCode != 401 || string(body) != `{"detail":"Not authenticated"}` {
+	if body := readJSON(t, resp, nil); resp.StatusCode != 401 || string(body) != `{"detail":"Not authenticated"}`+"\n" {
 		t.Fatalf("no credential: %s %s", resp.Status, body)
 	}
 	// Revoking the certificate's user refuses the certificates issued
