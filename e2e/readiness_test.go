@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -200,4 +201,29 @@ func TestReadinessBalancerCanTrust(t *testing.T) {
 			t.Errorf("%d log lines match %s, want %d", n, c.re, c.want)
 		}
 	}
+}
+
+// TestReadinessWithOnlyAnIdentityProvider: when identity providers are
+// the only way in (no bearer, no mtls), an instance whose provider's keys
+// were never fetched can admit nobody: it is not ready until they come.
+// The public answer names no issuer; the report does.
+func TestReadinessWithOnlyAnIdentityProvider(t *testing.T) {
+	idp := startIdP(t, identityClients)
+	issuer := idp.Issuer
+	idp.Kill() // down from the gateway's start
+	sim := startSim(t)
+	g := startGateway(t, GatewayConfig{
+		Options: fmt.Sprintf("\t\tauthenticator oidc {\n\t\t\ttrust %s {\n\t\t\t\taudience llmedge\n\t\t\t\tgrant groups ml-team -> qwen\n\t\t\t\trefresh 1s\n\t\t\t\tmin_refresh 1s\n\t\t\t}\n\t\t}", issuer),
+		Models:  map[string]string{"qwen": staticModel(sim)},
+	})
+	if c, b := getBody(t, g.Client, g.Base+"/readyz"); c != 503 || b != `{"status":"not ready"}`+"\n" {
+		t.Fatalf("/readyz before the provider's keys: %d %s", c, b)
+	}
+	code, rep := g.report(t)
+	if code != 503 || len(rep.Detail) != 1 || !strings.HasPrefix(rep.Detail[0], "credentials: no way in") || !strings.Contains(rep.Detail[0], issuer) {
+		t.Fatalf("the report before the provider's keys: %d %+v", code, rep)
+	}
+	u, _ := url.Parse(issuer)
+	startIdP(t, identityClients, "-addr", u.Host)
+	waitFor(t, 20*time.Second, func() bool { c, _ := getBody(t, g.Client, g.Base+"/readyz"); return c == 200 })
 }
