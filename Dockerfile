@@ -1,7 +1,28 @@
-# llmedge on the official Caddy image, built with xcaddy from xcaddy.json.
+# llmedge on the official Caddy image, built with xcaddy from xcaddy.json,
+# run as an unprivileged user. With the shipped Caddyfile (the demo's) as is,
+# its replicas on this host's 127.0.0.1:9101/9102 and 9201/9202 (e.g.
+# `bin/llmsim -addr 127.0.0.1:9101 &`, one per port), on Linux:
 #   docker build -t llmedge .
-#   docker run -p 443:443 -v $PWD/Caddyfile:/etc/caddy/Caddyfile llmedge
-FROM golang:1.26-bookworm AS build
+#   docker run --rm --network host -v "$PWD/Caddyfile:/etc/caddy/Caddyfile:ro" llmedge
+# Without the host's network, publish the port and give replicas the
+# container can reach (the Caddyfile reads them from the environment):
+#   docker run --rm -p 8443:8443 -v "$PWD/Caddyfile:/etc/caddy/Caddyfile:ro" \
+#     -e LLMEDGE_QWEN_REPLICAS="http://10.0.0.5:8000 http://10.0.0.6:8000" \
+#     -e LLMEDGE_GEMMA_REPLICAS="http://10.0.0.7:8000" llmedge
+# Its state (keys, the internal CA, the ledger) is in /var/lib/llmedge, a
+# volume: give it one of yours (-v llmedge:/var/lib/llmedge) to keep it.
+#
+# The base images are pinned by tag, not yet by digest: no digest of these
+# tags could be checked where this file was written, and an unchecked one
+# is worse than none. Pin them where a registry answers:
+#   docker buildx imagetools inspect golang:1.26-bookworm
+#   docker buildx imagetools inspect caddy:2.11.9
+# and build with --build-arg GO_IMAGE=golang:1.26-bookworm@sha256:<digest>
+# --build-arg CADDY_IMAGE=caddy:2.11.9@sha256:<digest> (or write them here).
+ARG GO_IMAGE=golang:1.26-bookworm
+ARG CADDY_IMAGE=caddy:2.11.9
+
+FROM ${GO_IMAGE} AS build
 ENV GOTOOLCHAIN=local CGO_ENABLED=0
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -10,6 +31,25 @@ RUN go mod download && cd tools/xcaddy && go mod download
 COPY . .
 RUN ./scripts/xcaddy-build.sh /out/caddy
 
-FROM caddy:2.11.9
+FROM ${CADDY_IMAGE}
 COPY --from=build /out/caddy /usr/bin/caddy
-RUN caddy list-modules | grep -q '^llmedge$'
+# An unprivileged user owns the state; the gateway listens on 8443 (no
+# privileged port, so no capability is needed).
+RUN caddy list-modules | grep -q '^llmedge$' && \
+	addgroup -S -g 10001 llmedge && \
+	adduser -S -D -H -u 10001 -G llmedge -h /var/lib/llmedge llmedge && \
+	mkdir -p /var/lib/llmedge/caddy /var/lib/llmedge/config /var/lib/llmedge/data && \
+	chown -R llmedge:llmedge /var/lib/llmedge
+ENV LLMEDGE_DATA=/var/lib/llmedge/caddy \
+	XDG_CONFIG_HOME=/var/lib/llmedge/config \
+	XDG_DATA_HOME=/var/lib/llmedge/data \
+	LLMEDGE_PORT=8443
+VOLUME /var/lib/llmedge
+USER llmedge:llmedge
+EXPOSE 8443
+# Liveness: /healthz over the gateway's own port (`caddy healthcheck`,
+# llmedge's command: the image has no curl). Balancers and orchestrators
+# that route traffic should probe /readyz instead.
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+	CMD ["caddy", "healthcheck"]
+CMD ["caddy", "run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]

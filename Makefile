@@ -2,13 +2,19 @@
 GO        ?= go
 BIN       := bin
 GOFLAGS_T ?= -race -count=1 -timeout 40m
+# llmedge's version and commit for `llmedge version`, from git (the build
+# info's own VCS stamp is missing where -buildvcs is off or .git is a
+# worktree's file); empty outside a checkout.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama oidcprovider sdk agents clean bench
 
 all: build
 
 build: ## bin/llmedge (Caddy + llmedge modules) and bin/llmsim (replica simulator)
-	$(GO) build -o $(BIN)/llmedge ./cmd/llmedge
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/llmedge ./cmd/llmedge
 	$(GO) build -o $(BIN)/llmsim ./cmd/llmsim
 
 run: build ## demo: simulated replicas + gateway on https://localhost:8443, user demo/demo

@@ -65,6 +65,16 @@ func (e *Error) WithHeader(k, v string) *Error {
 	return e
 }
 
+// EndLine returns b ended by a newline: b itself when it has one, else b
+// with one appended (b must be the caller's own: append may write into
+// its spare capacity).
+func EndLine(b []byte) []byte {
+	if len(b) > 0 && b[len(b)-1] == '\n' {
+		return b
+	}
+	return append(b, '\n')
+}
+
 // MarshalJSON renders {"detail": ..., <extra>...}.
 func (e *Error) MarshalJSON() ([]byte, error) {
 	m := make(map[string]any, 1+len(e.Extra))
@@ -83,13 +93,16 @@ func (e *Error) Write(w http.ResponseWriter) {
 	WriteJSON(w, e.Status, e)
 }
 
-// WriteJSON writes v as a JSON response with the given status.
+// WriteJSON writes v as a JSON response with the given status, ended by
+// a newline as every JSON answer of the gateway is (a terminal, a shell
+// pipeline and line-oriented tools read it whole).
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
 		b = []byte(`{"detail":"Internal Server Error"}`)
 	}
+	b = append(b, '\n')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

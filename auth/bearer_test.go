@@ -105,7 +105,7 @@ func TestForbidden(t *testing.T) {
 		if w.Code != 403 || w.Header().Get("WWW-Authenticate") != tt.wantAuth {
 			t.Errorf("got %d %q, want 403 %q", w.Code, w.Header().Get("WWW-Authenticate"), tt.wantAuth)
 		}
-		want := `{"detail":"Not enough permissions: missing scope ` + tt.scope + `"}`
+		want := `{"detail":"Not enough permissions: missing scope ` + tt.scope + `"}` + "\n"
 		if w.Body.String() != want {
 			t.Errorf("body = %s, want %s", w.Body, want)
 		}

@@ -148,7 +148,8 @@ func TestTokenEndpointErrors(t *testing.T) {
 			}
 			w := httptest.NewRecorder()
 			ep.ServeHTTP(w, r)
-			if w.Code != tt.wantStatus || (tt.wantBody != "" && w.Body.String() != tt.wantBody) {
+			// Every JSON answer ends with a newline.
+			if w.Code != tt.wantStatus || (tt.wantBody != "" && w.Body.String() != tt.wantBody+"\n") {
 				t.Fatalf("got %d %s\nwant %d %s", w.Code, w.Body, tt.wantStatus, tt.wantBody)
 			}
 			want := map[string]string{"Content-Type": "application/json", "Cache-Control": "no-store", "Pragma": "no-cache"}
@@ -317,7 +318,7 @@ func TestTokenEndpointLimiter(t *testing.T) {
 			if got := w.Header().Get("Retry-After"); got != s.wantRetryAt {
 				t.Errorf("%s: Retry-After = %q, want %q", s.name, got, s.wantRetryAt)
 			}
-			if want := `{"detail":"` + DetailTooManyFails + `","error":"temporarily_unavailable","error_description":"` + DetailTooManyFails + `"}`; w.Body.String() != want {
+			if want := `{"detail":"` + DetailTooManyFails + `","error":"temporarily_unavailable","error_description":"` + DetailTooManyFails + `"}` + "\n"; w.Body.String() != want {
 				t.Errorf("%s: body = %s", s.name, w.Body)
 			}
 		}
@@ -341,7 +342,7 @@ func TestTokenEndpointNotConfigured(t *testing.T) {
 	r.Header.Set("Content-Type", formCT)
 	w := httptest.NewRecorder()
 	(&TokenEndpoint{}).ServeHTTP(w, r)
-	if w.Code != 500 || w.Body.String() != `{"detail":"Internal Server Error"}` {
+	if w.Code != 500 || w.Body.String() != `{"detail":"Internal Server Error"}`+"\n" {
 		t.Fatalf("got %d %s", w.Code, w.Body)
 	}
 }

@@ -84,6 +84,9 @@ type Static struct {
 func NewStatic(urls []string) (*Static, error) {
 	s := &Static{}
 	for _, raw := range urls {
+		if !strings.Contains(raw, "://") {
+			return nil, fmt.Errorf("replica address %q has no scheme: want http://%s or https://%s", raw, raw, raw)
+		}
 		u, err := url.Parse(raw)
 		if err != nil {
 			return nil, fmt.Errorf("replica address %q: %w", raw, err)

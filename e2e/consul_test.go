@@ -74,10 +74,11 @@ type readiness struct {
 	}
 }
 
-// Ready reads /readyz.
+// Ready reads the operators' readiness report (the admin API's
+// /llmedge/readyz: the public /readyz names no model).
 func (g *Gateway) Ready(t *testing.T) (int, readiness) {
 	t.Helper()
-	resp, err := g.Client.Get(g.Base + "/readyz")
+	resp, err := http.Get(g.Admin + "/llmedge/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +283,9 @@ func TestConsulDiscovery(t *testing.T) {
 
 	status, ready := g.Ready(t)
 	qs, gs := ready.Models["qwen"], ready.Models["gemma"]
-	if status != 503 || !qs.Ready || !qs.Synced || qs.Source != "consul" || gs.Ready || !gs.Synced || gs.Replicas != 0 ||
-		gs.Reason != "no replicas" || len(ready.Detail) != 1 || !strings.Contains(ready.Detail[0], "gemma") {
+	// gemma, not required, does not make the instance unready.
+	if status != 200 || ready.Status != "degraded" || !qs.Ready || !qs.Synced || qs.Source != "consul" || gs.Ready || !gs.Synced || gs.Replicas != 0 ||
+		gs.Reason != "no replicas" || len(ready.Detail) != 0 {
 		t.Fatalf("readyz: %d %+v", status, ready)
 	}
 	expect503(t, g, token, "gemma")
@@ -333,7 +335,7 @@ func TestConsulDiscovery(t *testing.T) {
 	q1.Term(t)
 	g.waitReplicas(t, "qwen", 0, 2*time.Second)
 	expect503(t, g, token, "qwen")
-	if status, ready := g.Ready(t); status != 503 || ready.Models["qwen"].Ready || ready.Models["qwen"].Reason != "no replicas" {
+	if status, ready := g.Ready(t); status != 200 || ready.Models["qwen"].Ready || ready.Models["qwen"].Reason != "no replicas" {
 		t.Fatalf("readyz after the last replica left: %d %+v", status, ready)
 	}
 }
@@ -603,7 +605,7 @@ func TestConsulNotSyncedAtStart(t *testing.T) {
 	start := time.Now()
 	g := startGateway(t, GatewayConfig{
 		Options: "\t\tconsul " + agent.Addr + " {\n\t\t\tsync_timeout 1s\n\t\t}",
-		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-qwen"},
+		Models:  map[string]string{"qwen": "\t\t\tconsul_service llm-qwen\n\t\t\trequired"},
 	})
 	t.Logf("gateway serving %s after start, with Consul down", time.Since(start).Round(time.Millisecond))
 	token := g.Token(t, "demo", "demo", "")
@@ -612,6 +614,9 @@ func TestConsulNotSyncedAtStart(t *testing.T) {
 	if status != 503 || qs.Ready || qs.Synced || qs.Source != "consul" || qs.DiscoveryError == "" ||
 		!strings.HasPrefix(qs.Reason, "discovery has not synced") {
 		t.Fatalf("readyz with Consul down from the start: %d %+v", status, ready)
+	}
+	if c, b := getBody(t, g.Client, g.Base+"/readyz"); c != 503 || b != `{"status":"not ready"}`+"\n" {
+		t.Fatalf("public /readyz with its required model unsynced: %d %s", c, b)
 	}
 	expect503(t, g, token, "qwen")
 

@@ -92,18 +92,35 @@ func startDemo(t testing.TB) *Demo {
 			pool.AppendCertsFromPEM(pem)
 			g.Client = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 		}
-		if g.Client != nil {
-			if resp, err := g.Client.Get(g.Base + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return d
-				}
+		if g.Client != nil && d.modelsReady() {
+			// The demo writes nothing in the user's home (HOME and
+			// XDG_CONFIG_HOME are work here): no autosave of Caddy's.
+			if _, err := os.Stat(filepath.Join(work, "caddy", "autosave.json")); err == nil {
+				t.Fatal("the demo wrote Caddy's autosave.json into the user's config folder")
 			}
+			return d
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("the demo did not become ready:\n%s", g.log)
 	return nil
+}
+
+// modelsReady reports whether both of the demo's models are served
+// (/readyz says only that the instance is, and the demo marks neither
+// model required).
+func (d *Demo) modelsReady() bool {
+	for _, m := range []string{"qwen", "gemma"} {
+		resp, err := d.Client.Get(d.Base + "/readyz/" + m)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return false
+		}
+	}
+	return true
 }
 
 // Rewrite replaces the quickstart's addresses in s with the demo's.

@@ -241,7 +241,7 @@ var identityClients = []idpClient{
 func checkInvalidToken(t *testing.T, resp *http.Response, token string) {
 	t.Helper()
 	body := readJSON(t, resp, nil)
-	if resp.StatusCode != 401 || string(body) != `{"detail":"Could not validate credentials"}` {
+	if resp.StatusCode != 401 || string(body) != `{"detail":"Could not validate credentials"}`+"\n" {
 		t.Fatalf("%s %s, want 401 Could not validate credentials", resp.Status, body)
 	}
 	ch := resp.Header.Get("WWW-Authenticate")
@@ -469,13 +469,18 @@ func TestIdentityProvider(t *testing.T) {
 		if resp := g.Infer(t, carol, withModel("qwen")); resp.StatusCode != 200 {
 			t.Fatalf("cached key while the provider is down: %s", resp.Status)
 		}
-		resp, err := g.Client.Get(g.Base + "/readyz")
+		// Ready (the keys in hand serve), and the public answer names no
+		// issuer; the operators' report does.
+		if c, b := getBody(t, g.Client, g.Base+"/readyz"); c != 200 || strings.Contains(b, idp.Issuer) {
+			t.Fatalf("/readyz while the provider is down: %d %s", c, b)
+		}
+		resp, err := http.Get(g.Admin + "/llmedge/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
 		body := readJSON(t, resp, nil)
 		if resp.StatusCode != 200 || !strings.Contains(string(body), `"status":"degraded"`) || !strings.Contains(string(body), "identity provider "+idp.Issuer) {
-			t.Fatalf("/readyz while the provider is down: %s %s", resp.Status, body)
+			t.Fatalf("the readiness report while the provider is down: %s %s", resp.Status, body)
 		}
 		resp, err = http.Get(fmt.Sprintf("http://127.0.0.1:%d/status.json", statusPort))
 		if err != nil {
@@ -636,7 +641,7 @@ func TestClientCertificates(t *testing.T) {
 	}
 	// On the site without client_auth, no certificate: bearer's 401.
 	resp = g.Infer(t, "", withModel("qwen"))
-	if body := readJSON(t, resp, nil); resp.StatusCode != 401 || string(body) != `{"detail":"Not authenticated"}` {
+	if body := readJSON(t, resp, nil); resp.StatusCode != 401 || string(body) != `{"detail":"Not authenticated"}`+"\n" {
 		t.Fatalf("no credential: %s %s", resp.Status, body)
 	}
 	// Revoking the certificate's user refuses the certificates issued

@@ -247,7 +247,7 @@ func TestLedgerCountsWhatAnswersSaid(t *testing.T) {
 
 	// Stopped, the gateway has written everything; the file reads alike.
 	g.Stop(t)
-	db := filepath.Join(g.dir, "caddy", "llmedge", "ledger.db") // caddy.AppDataDir() under XDG_DATA_HOME
+	db := filepath.Join(g.data, "llmedge", "ledger.db") // under the configured storage
 	check(t, "the file", "--db", db)
 
 	// What the file holds: the API key's id on its requests, never the

@@ -39,9 +39,9 @@ func eachLedgerStore(t *testing.T, f func(t *testing.T, st ledgerStore)) {
 	t.Run("sqlite", func(t *testing.T) {
 		f(t, ledgerStore{name: "sqlite", options: "\t\tledger {\n\t\t\tflush_interval 100ms\n\t\t}",
 			open: func(t *testing.T, g *Gateway) *sql.DB {
-				// The default path, in Caddy's data directory; WAL mode lets
-				// a reader in while the gateway writes.
-				db, err := sql.Open("sqlite", filepath.Join(g.dir, "caddy", "llmedge", "ledger.db"))
+				// The default path, under the configured storage; WAL mode
+				// lets a reader in while the gateway writes.
+				db, err := sql.Open("sqlite", filepath.Join(g.data, "llmedge", "ledger.db"))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -75,7 +75,10 @@ func TestOpenAPIMatchesServer(t *testing.T) {
 		{name: "inference no replica", method: "POST", path: "/tasks/assistant_inference", token: tok, status: 503, checkRequest: true},
 		{name: "jwks", method: "GET", path: "/.well-known/jwks.json", status: 200, checkRequest: true},
 		{name: "healthz", method: "GET", path: "/healthz", status: 200, checkRequest: true},
-		{name: "readyz", method: "GET", path: "/readyz", status: 503, checkRequest: true},
+		{name: "readyz", method: "GET", path: "/readyz", status: 200, checkRequest: true}, // gemma, down, is not required
+		{name: "readyz model", method: "GET", path: "/readyz/qwen", status: 200, checkRequest: true},
+		{name: "readyz model down", method: "GET", path: "/readyz/gemma", status: 503, checkRequest: true},
+		{name: "readyz model unknown", method: "GET", path: "/readyz/llama", status: 404, checkRequest: true},
 		{name: "openapi", method: "GET", path: "/openapi.json", status: 200, checkRequest: true},
 		{name: "openai chat", method: "POST", path: "/v1/chat/completions", token: tok, status: 200, checkRequest: true},
 		{name: "openai stream", method: "POST", path: "/v1/chat/completions", token: tok, status: 200, checkRequest: true},

@@ -193,3 +193,43 @@ func adaptCaddyfile(t *testing.T, b mdBlock) {
 		t.Errorf("README line %d: the Caddyfile does not adapt: %v\n%s", b.line, err, out)
 	}
 }
+
+// TestReadmeListsTestPackages: every Debian package .ci/run installs for
+// `make test` is in the README's apt-get line.
+func TestReadmeListsTestPackages(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := os.ReadFile("../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "sudo apt-get install ") {
+			line = l
+		}
+	}
+	listed := map[string]bool{}
+	for _, p := range strings.Fields(line) {
+		listed[p] = true
+	}
+	var pkgs []string
+	for _, l := range strings.Split(string(ci), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "for p in "); ok {
+			pkgs = append(pkgs, strings.Fields(strings.TrimSuffix(rest, "; do"))...)
+		}
+		if _, rest, ok := strings.Cut(l, "missing+=("); ok {
+			pkgs = append(pkgs, strings.Fields(strings.TrimSuffix(strings.TrimSpace(rest), ")"))...)
+		}
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("could not read .ci/run's packages: %v", pkgs)
+	}
+	for _, p := range pkgs {
+		if p != `"$p"` && !listed[p] {
+			t.Errorf("the README's apt-get line lacks %s (.ci/run installs it): %q", p, line)
+		}
+	}
+}

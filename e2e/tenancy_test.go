@@ -63,10 +63,11 @@ func detailOf(r result) string {
 	return e.Detail
 }
 
-// readyz reads a gateway's /readyz.
+// readyz reads a gateway's readiness report (the admin API's
+// /llmedge/readyz, with the dependencies the public /readyz leaves out).
 func readyz(t *testing.T, g *Gateway) (int, map[string]any) {
 	t.Helper()
-	resp, err := g.Client.Get(g.Base + "/readyz")
+	resp, err := http.Get(g.Admin + "/llmedge/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

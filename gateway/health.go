@@ -2,15 +2,27 @@ package gateway
 
 import (
 	"net/http"
+	"net/url"
 	"sort"
+	"strings"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/pool"
 )
 
-// ModelStatus is one model's entry in the /readyz answer.
+// ModelStatus is one model's entry in the operators' readiness report.
 type ModelStatus struct {
-	Ready    bool `json:"ready"`
+	// Ready: the model's own replicas can take a request (for a weighted
+	// rollout: one of its models can).
+	Ready bool `json:"ready"`
+	// Routable: a request for the model is served now, by its own
+	// replicas or, when they cannot, by one of its fallbacks (fallbacks
+	// count only while they are on by default: fallback_default on).
+	Routable bool `json:"routable"`
+	// Via names the model that serves it while it cannot itself.
+	Via string `json:"via,omitempty"`
+	// Required: the instance is ready only while the model is routable.
+	Required bool `json:"required,omitempty"`
 	Replicas int  `json:"replicas"`
 	// Usable counts the replicas requests can go to: not failing their
 	// health probes, breaker not open.
@@ -25,12 +37,12 @@ type ModelStatus struct {
 	Reason         string `json:"reason,omitempty"`
 }
 
-// Readiness reports, per model, whether it can serve requests.
+// Readiness reports, per model, whether it can serve requests; the bool
+// is true when every model's own replicas can.
 func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
-	all := true
 	out := make(map[string]ModelStatus, len(g.Models))
 	for name, m := range g.Models {
-		st := ModelStatus{Source: "static", Synced: true}
+		st := ModelStatus{Source: "static", Synced: true, Required: m.Required}
 		for _, r := range m.Pool.Replicas() {
 			st.Replicas++
 			if r.Healthy() && r.BreakerState() != pool.StateOpen {
@@ -53,9 +65,6 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 		case st.Usable == 0:
 			st.Reason = "no usable replica: every one is failing its health checks or its circuit breaker is open"
 		}
-		if !st.Ready {
-			all = false
-		}
 		out[name] = st
 	}
 	// A model with a weighted rollout has no replicas of its own: it is
@@ -64,7 +73,7 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 		if len(m.Rollout) == 0 {
 			continue
 		}
-		st := ModelStatus{Source: "rollout", Synced: true}
+		st := ModelStatus{Source: "rollout", Synced: true, Required: m.Required}
 		for _, s := range m.Rollout {
 			ts := out[s.Model]
 			st.Replicas += ts.Replicas
@@ -76,77 +85,205 @@ func (g *Gateway) Readiness() (bool, map[string]ModelStatus) {
 		}
 		out[name] = st
 	}
-	all = true
-	for _, st := range out {
+	all := true
+	for name, st := range out {
 		all = all && st.Ready
+		st.Routable = st.Ready
+		if !st.Ready && !g.FallbackOff {
+			// The chain is flattened already (FallbackChains): the first
+			// ready one is the one a request would reach.
+			for _, f := range g.Models[name].Fallbacks {
+				if out[f].Ready {
+					st.Routable, st.Via = true, f
+					break
+				}
+			}
+		}
+		out[name] = st
 	}
 	return all, out
 }
 
 // Dependency is a service the gateway relies on beyond its replicas,
-// reported by /readyz.
+// reported by the readiness report.
 type Dependency interface {
 	Name() string
 	Check() DependencyStatus
 }
 
-// DependencyStatus is one dependency's entry in the /readyz answer.
+// DependencyStatus is one dependency's entry in the readiness report.
 type DependencyStatus struct {
 	// Status is "up", "degraded" (unreachable, and the gateway works on
-	// without it) or "down" (unreachable, and requests fail for it).
+	// without it) or "down" (unreachable, and requests fail for it: the
+	// instance is not ready).
 	Status string `json:"status"`
 	// Detail says what the gateway does meanwhile, or why it is down.
 	Detail string `json:"detail,omitempty"`
 }
 
-// ServeReady answers GET /readyz: 200 when every model has a usable
-// replica and no dependency is down ("degraded" when one is unreachable
-// but the gateway works without it), else 503 with the reasons.
-func (g *Gateway) ServeReady(w http.ResponseWriter, r *http.Request) {
-	ok, models := g.Readiness()
-	status, word := http.StatusOK, "ready"
-	var reasons []string
-	if !ok {
-		for name, st := range models {
-			if !st.Ready {
-				reasons = append(reasons, "model '"+name+"': "+st.Reason)
-			}
-		}
-	}
-	var deps map[string]DependencyStatus
-	degraded := false
-	for _, d := range g.Dependencies {
-		if deps == nil {
-			deps = make(map[string]DependencyStatus, len(g.Dependencies))
-		}
-		st := d.Check()
-		deps[d.Name()] = st
-		switch st.Status {
-		case "down":
-			reasons = append(reasons, d.Name()+": "+st.Detail)
-		case "degraded":
-			degraded = true
-		}
-	}
-	if len(reasons) > 0 {
-		status, word = http.StatusServiceUnavailable, "not ready"
-		sort.Strings(reasons)
-		w.Header().Set("Retry-After", "5")
-	} else if degraded {
-		word = "degraded"
-	}
-	w.Header().Set("Cache-Control", "no-store")
-	body := map[string]any{"status": word, "models": models}
-	if deps != nil {
-		body["dependencies"] = deps
-	}
-	if len(reasons) > 0 {
-		body["detail"] = reasons
-	}
-	api.WriteJSON(w, status, body)
+// Check is one condition of the instance's readiness.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
 }
 
-// ServeHealth answers GET /healthz: the process is up.
+// Words of the readiness answers.
+const (
+	StatusReady    = "ready"
+	StatusDegraded = "degraded"
+	StatusNotReady = "not ready"
+)
+
+// Report is the instance's readiness with its reasons: the operators'
+// view (admin API, status page), never the public one.
+type Report struct {
+	// Status is "ready", "degraded" (ready, with a dependency or an
+	// optional model down) or "not ready".
+	Status string `json:"status"`
+	// Checks are what the instance's readiness is made of: its
+	// configuration, its dependencies (credentials, shared stores) and
+	// its required models.
+	Checks       []Check                     `json:"checks"`
+	Models       map[string]ModelStatus      `json:"models"`
+	Dependencies map[string]DependencyStatus `json:"dependencies,omitempty"`
+	// Detail lists the failed checks' reasons, sorted.
+	Detail []string `json:"detail,omitempty"`
+}
+
+// Ready reports whether the instance can serve.
+func (r *Report) Ready() bool { return r.Status != StatusNotReady }
+
+// Report says whether this instance can serve: its configuration is
+// loaded (it answers), no dependency is down (its credentials can admit
+// someone, its shared stores answer or it works without them), and every
+// required model is routable. A model that is not required never makes
+// the instance unready: a balancer would drain every instance at once for
+// it, and the clients of every other model with them.
+func (g *Gateway) Report() *Report {
+	_, models := g.Readiness()
+	rep := &Report{Models: models, Checks: []Check{{Name: "config", OK: true, Detail: "loaded"}}}
+	degraded := false
+	for _, d := range g.Dependencies {
+		if rep.Dependencies == nil {
+			rep.Dependencies = make(map[string]DependencyStatus, len(g.Dependencies))
+		}
+		st := d.Check()
+		rep.Dependencies[d.Name()] = st
+		c := Check{Name: d.Name(), OK: st.Status != "down", Detail: st.Detail}
+		if !c.OK {
+			rep.Detail = append(rep.Detail, d.Name()+": "+st.Detail)
+		}
+		degraded = degraded || st.Status == "degraded"
+		rep.Checks = append(rep.Checks, c)
+	}
+	names := make([]string, 0, len(models))
+	for name := range models {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		st := models[name]
+		if !st.Required {
+			degraded = degraded || !st.Routable
+			continue
+		}
+		c := Check{Name: "model " + name, OK: st.Routable}
+		switch {
+		case !st.Routable:
+			c.Detail = "required, and nothing routable: " + st.Reason
+			rep.Detail = append(rep.Detail, "model '"+name+"': "+c.Detail)
+		case st.Via != "":
+			c.Detail = "served by its fallback '" + st.Via + "': " + st.Reason
+			degraded = true
+		}
+		rep.Checks = append(rep.Checks, c)
+	}
+	sort.Strings(rep.Detail)
+	switch {
+	case len(rep.Detail) > 0:
+		rep.Status = StatusNotReady
+	case degraded:
+		rep.Status = StatusDegraded
+	default:
+		rep.Status = StatusReady
+	}
+	return rep
+}
+
+// ModelReady reports whether the model (or alias) named is routable;
+// known is false when the gateway serves no such model.
+func (g *Gateway) ModelReady(name string) (ready, known bool) {
+	if to, ok := g.Aliases[name]; ok {
+		name = to
+	}
+	if _, ok := g.Models[name]; !ok {
+		return false, false
+	}
+	_, models := g.Readiness()
+	return models[name].Routable, true
+}
+
+// ServeReady answers GET /readyz: 200 {"status":"ready"} when this
+// instance can serve (Report), else 503 {"status":"not ready"}. The
+// answer is public, so it names nothing: no model, replica or issuer;
+// operators read the reasons in the admin API and on the status page.
+func (g *Gateway) ServeReady(w http.ResponseWriter, r *http.Request) {
+	rep := g.Report()
+	g.ObserveReadiness(rep)
+	writeReady(w, rep.Ready())
+}
+
+// ServeModelReady answers GET /readyz/<model>: 200 when requests for the
+// model (or alias) are served now, by its replicas or a fallback, 503
+// when not, 404 for a model the gateway does not serve; bare, as
+// /readyz.
+func (g *Gateway) ServeModelReady(w http.ResponseWriter, r *http.Request) {
+	name, err := url.PathUnescape(strings.TrimPrefix(r.URL.EscapedPath(), PathReady+"/"))
+	ready, known := g.ModelReady(name)
+	if err != nil || !known {
+		api.NewError(http.StatusNotFound, "Not Found").Write(w)
+		return
+	}
+	writeReady(w, ready)
+}
+
+// Bare answers, written once.
+var (
+	readyBody    = []byte(`{"status":"ready"}` + "\n")
+	notReadyBody = []byte(`{"status":"not ready"}` + "\n")
+)
+
+func writeReady(w http.ResponseWriter, ready bool) {
+	h := w.Header()
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Type", "application/json")
+	if ready {
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(readyBody)
+		return
+	}
+	h.Set("Retry-After", "5")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(notReadyBody)
+}
+
+// ServeReport answers with the operators' readiness report: 200 when the
+// instance is ready, else 503, with every check and model and the
+// reasons. Serve it only where operators alone reach it.
+func (g *Gateway) ServeReport(w http.ResponseWriter, r *http.Request) {
+	rep := g.Report()
+	g.ObserveReadiness(rep)
+	status := http.StatusOK
+	if !rep.Ready() {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	api.WriteJSON(w, status, rep)
+}
+
+// ServeHealth answers GET /healthz: the process is up (liveness; it
+// never depends on replicas or stores).
 func ServeHealth(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	api.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -154,7 +291,7 @@ func ServeHealth(w http.ResponseWriter, r *http.Request) {
 
 // DependencyFunc is a Dependency checked by a function.
 type DependencyFunc struct {
-	// Dependency names the service in the /readyz answer.
+	// Dependency names the service in the readiness report.
 	Dependency string
 	Func       func() DependencyStatus
 }

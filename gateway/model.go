@@ -54,6 +54,10 @@ type Model struct {
 	// Client, when set, replaces the Gateway's client for this model's
 	// replicas (e.g. for its own dial timeout).
 	Client *http.Client
+	// Required makes the instance ready only while the model is routable
+	// (its replicas, or a fallback, can take a request); a model not
+	// required never makes the instance unready.
+	Required bool
 	// Discovery reports the state of the replica source for /readyz; nil
 	// is a static list, always synced.
 	Discovery func() discovery.Status

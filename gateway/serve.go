@@ -46,9 +46,12 @@ type Gateway struct {
 	// Ledger, when set, is handed a record of every authenticated
 	// request once it is answered (usage and cost, per user and model).
 	Ledger *ledger.Writer
-	// Dependencies are services beyond the replicas that /readyz reports
-	// on (the shared limit store).
+	// Dependencies are services beyond the replicas that the readiness
+	// report checks (the credentials, the shared limit store).
 	Dependencies []Dependency
+	// ReadyLog, when set, logs the changes of readiness the reports show
+	// (ObserveReadiness).
+	ReadyLog *ReadyLog
 	// Shares are the limits tiers' weights in the fair wait queue
 	// (auth.Principal.Tier → pool.Request.Share); a principal without a
 	// tier, or of a tier without one, has share 1.

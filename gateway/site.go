@@ -28,8 +28,9 @@ type Site struct {
 	JWKS func() []byte
 	// OpenAPI is the description served at /openapi.json.
 	OpenAPI []byte
-	// Ready answers /readyz.
-	Ready http.HandlerFunc
+	// Ready answers /readyz, ModelReady /readyz/<model>.
+	Ready      http.HandlerFunc
+	ModelReady http.HandlerFunc
 	// Mounts are the doors, each on paths of its own, asked in order
 	// (llmedge's own first: one string comparison for its path).
 	Mounts []Mount
@@ -70,13 +71,19 @@ func (s *Site) ServeHTTP(w http.ResponseWriter, r *http.Request, next http.Handl
 		if Allow(w, r, http.MethodGet, http.MethodHead) {
 			w.Header().Set("Cache-Control", "public, max-age=300")
 			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write(s.OpenAPI)
+			writeLine(w, s.OpenAPI)
 		}
 	case PathReady:
 		if Allow(w, r, http.MethodGet, http.MethodHead) {
 			s.Ready(w, r)
 		}
 	default:
+		if s.ModelReady != nil && strings.HasPrefix(r.URL.Path, PathReady+"/") {
+			if Allow(w, r, http.MethodGet, http.MethodHead) {
+				s.ModelReady(w, r)
+			}
+			return
+		}
 		for _, m := range s.Mounts {
 			if h := m.Handler(r.URL.Path); h != nil {
 				h.ServeHTTP(w, r)
@@ -103,7 +110,7 @@ func isSitePath(p string) bool {
 	case PathToken, PathRevoke, PathJWKS, PathHealth, PathOpenAPI, PathReady:
 		return true
 	}
-	return false
+	return strings.HasPrefix(p, PathReady+"/")
 }
 
 func headerLimit(n int) int {
@@ -125,14 +132,31 @@ type Mount interface {
 	NotFound(w http.ResponseWriter, r *http.Request)
 }
 
-// ServeJWKS answers with the public keys.
+// ServeJWKS answers with the public keys, ended by a newline as every
+// JSON answer (jwks is shared: it is written as it is, then the newline).
 func ServeJWKS(w http.ResponseWriter, jwks []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/jwk-set+json")
 	h.Set("Cache-Control", "public, max-age=300")
-	h.Set("Content-Length", strconv.Itoa(len(jwks)))
-	_, _ = w.Write(jwks)
+	writeLine(w, jwks)
 }
+
+// writeLine writes b, a shared JSON document, and a newline when b ends
+// without one, with its Content-Length.
+func writeLine(w http.ResponseWriter, b []byte) {
+	n := len(b)
+	nl := n == 0 || b[n-1] != '\n'
+	if nl {
+		n++
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(n))
+	_, _ = w.Write(b)
+	if nl {
+		_, _ = w.Write(newline)
+	}
+}
+
+var newline = []byte{'\n'}
 
 // Allow answers 405 unless r's method is one of methods.
 func Allow(w http.ResponseWriter, r *http.Request, methods ...string) bool {

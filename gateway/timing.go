@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/llmedge/llmedge/api"
 )
 
 // serverTiming renders the Server-Timing header value (milliseconds).
@@ -41,6 +43,7 @@ var (
 
 // writeJSONBytes writes body, a JSON document, as the answer.
 func writeJSONBytes(w http.ResponseWriter, status int, body []byte) {
+	body = api.EndLine(body)
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}

@@ -18,8 +18,11 @@ type Snapshot struct {
 	// WindowSeconds that of the quantiles and of the users' figures.
 	RateWindowSeconds float64 `json:"rate_window_seconds"`
 	WindowSeconds     float64 `json:"window_seconds"`
-	Models            []Model `json:"models"`
-	Tenants           Tenants `json:"tenants"`
+	// Readiness is what the instance's /readyz answers, with the
+	// reasons the public answer leaves out.
+	Readiness *Readiness `json:"readiness,omitempty"`
+	Models    []Model    `json:"models"`
+	Tenants   Tenants    `json:"tenants"`
 	// IdentityProviders are the trusted issuers' keys, when any is
 	// trusted.
 	IdentityProviders []IdentityProvider `json:"identity_providers,omitempty"`
@@ -32,6 +35,25 @@ type Snapshot struct {
 	// UsageToday is today's top tenants from the usage ledger, when one
 	// is kept.
 	UsageToday *UsageToday `json:"usage_today,omitempty"`
+}
+
+// Readiness is the instance's readiness as /readyz decides it.
+type Readiness struct {
+	// Status is "ready", "degraded" (ready, with a dependency or a model
+	// that is not required down) or "not ready".
+	Status string `json:"status"`
+	// Checks are the conditions of readiness (the configuration, the
+	// credentials and shared stores, every required model).
+	Checks []ReadinessCheck `json:"checks"`
+	// Detail lists the failed checks' reasons.
+	Detail []string `json:"detail,omitempty"`
+}
+
+// ReadinessCheck is one condition of readiness.
+type ReadinessCheck struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // RoutingShare is the state of the routing decisions shared between
@@ -85,7 +107,12 @@ type Model struct {
 	Adapters *Adapters `json:"adapters,omitempty"`
 	Ready    bool      `json:"ready"`
 	// NotReady says why the model cannot serve, when it cannot.
-	NotReady       string `json:"not_ready,omitempty"`
+	NotReady string `json:"not_ready,omitempty"`
+	// Required: the instance is ready only while the model is Routable
+	// (served by its replicas, or through Via, a fallback).
+	Required       bool   `json:"required,omitempty"`
+	Routable       bool   `json:"routable"`
+	Via            string `json:"via,omitempty"`
 	Synced         bool   `json:"synced"`
 	DiscoveryError string `json:"discovery_error,omitempty"`
 	// QueueWaiting counts the requests waiting for a free replica slot.

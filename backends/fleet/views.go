@@ -146,6 +146,7 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 		}
 		if st, ok := ready[m.Name]; ok {
 			sm.Source, sm.Ready, sm.Synced, sm.DiscoveryError = st.Source, st.Ready, st.Synced, st.DiscoveryError
+			sm.Required, sm.Routable, sm.Via = st.Required, st.Routable, st.Via
 			if !st.Ready {
 				sm.NotReady = st.Reason
 			}

@@ -33,14 +33,14 @@ func TestWriteAnswer(t *testing.T) {
 	a := testAnswer()
 	a.Raw, a.RawFormat = []byte(raw), api.FormatAnthropicMessages
 	a.RawModel = wire.Value{Raw: []byte(`"Qwen/Qwen3"`), Start: strings.Index(raw, `"Qwen`), End: strings.Index(raw, `,"content"`)}
-	if got := writeAnswer(t, a); got != `{"id":"msg_x","type":"message","model":"qwen","content":[]}` {
+	if got := writeAnswer(t, a); got != `{"id":"msg_x","type":"message","model":"qwen","content":[]}`+"\n" {
 		t.Fatalf("relayed: %s", got)
 	}
 
 	// count_tokens' answer, as is.
 	a = testAnswer()
 	a.Raw, a.RawFormat = []byte(`{"input_tokens":12}`), api.FormatAnthropicCountTokens
-	if got := writeAnswer(t, a); got != `{"input_tokens":12}` {
+	if got := writeAnswer(t, a); got != `{"input_tokens":12}`+"\n" {
 		t.Fatalf("count: %s", got)
 	}
 
@@ -64,7 +64,7 @@ func TestWriteAnswer(t *testing.T) {
 	} {
 		a := testAnswer()
 		a.Raw, a.RawFormat = []byte(c.chat), api.FormatOpenAIChat
-		if got := writeAnswer(t, a); got != c.want {
+		if got := writeAnswer(t, a); got != c.want+"\n" {
 			t.Errorf("%s:\n%s\nwant\n%s", c.name, got, c.want)
 		}
 	}
@@ -73,7 +73,7 @@ func TestWriteAnswer(t *testing.T) {
 	a = &gateway.Answer{ID: "r2", Model: "gemma", Content: "Hi there", FinishReason: "stop"}
 	want := `{"id":"msg_r2","type":"message","role":"assistant","model":"gemma","content":[{"type":"text","text":"Hi there"}],` +
 		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}`
-	if got := writeAnswer(t, a); got != want {
+	if got := writeAnswer(t, a); got != want+"\n" {
 		t.Fatalf("text:\n%s\nwant\n%s", got, want)
 	}
 }

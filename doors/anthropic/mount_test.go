@@ -139,7 +139,7 @@ func TestDescribe(t *testing.T) {
 	w := httptest.NewRecorder()
 	writeError(w, api.NewError(429, "Rate limit reached").WithHeader("Retry-After", "3"))
 	if w.Code != 429 || w.Header().Get("Retry-After") != "3" ||
-		w.Body.String() != `{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit reached"},"request_id":null}` {
+		w.Body.String() != `{"type":"error","error":{"type":"rate_limit_error","message":"Rate limit reached"},"request_id":null}`+"\n" {
 		t.Fatalf("%d %v %s", w.Code, w.Header(), w.Body)
 	}
 	// A replica's 404 on count_tokens is the model's 404.

@@ -113,6 +113,7 @@ var jsonContentType = []string{"application/json"}
 
 // writeJSON writes body, a JSON document, as the answer.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	body = api.EndLine(body)
 	h := w.Header()
 	h["Content-Type"] = jsonContentType
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}

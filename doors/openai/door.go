@@ -106,7 +106,7 @@ func (*Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 		b = append(b, `,"usage":`...)
 		b = appendUsage(b, a)
 	}
-	b = append(b, '}')
+	b = append(b, '}', '\n')
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

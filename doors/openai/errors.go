@@ -145,7 +145,7 @@ func writeError(w http.ResponseWriter, e *api.Error) {
 	for k, v := range e.Headers {
 		h.Set(k, v)
 	}
-	body := appendError(make([]byte, 0, 256), e, typ, code)
+	body := append(appendError(make([]byte, 0, 256), e, typ, code), '\n')
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)

@@ -176,6 +176,7 @@ func (a *Mount) appendModel(b []byte, name string) []byte {
 }
 
 func writeJSON(w http.ResponseWriter, b []byte) {
+	b = api.EndLine(b)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(b)))

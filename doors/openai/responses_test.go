@@ -131,7 +131,7 @@ func TestResponsesRelay(t *testing.T) {
 	a.Raw, a.RawFormat, a.RawModel = raw, api.FormatOpenAIResponses, wire.Value{Raw: raw[43:47], Start: 43, End: 47}
 	w := httptest.NewRecorder()
 	rs.WriteAnswer(w, a)
-	if w.Body.String() != `{"id":"resp_9","object":"response","model":"qwen","output":[]}` || w.Code != 200 {
+	if w.Body.String() != `{"id":"resp_9","object":"response","model":"qwen","output":[]}`+"\n" || w.Code != 200 {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 }

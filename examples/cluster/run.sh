@@ -3,7 +3,15 @@
 # password-protected, no persistence), a Consul dev agent (unless one answers
 # at $CONSUL_HTTP_ADDR), two simulated replicas that register in it, and two
 # gateway instances from examples/cluster/Caddyfile on https://localhost:8443
-# and :8444 (admin API on 2019 and 2020), sharing Redis and storage.
+# and :8444 (admin API on localhost:2019 and localhost:2021), sharing Redis
+# and storage.
+#
+# The ports are the example's unless the environment says otherwise, as
+# with the demo (scripts/run.sh): LLMEDGE_PORTS ("8443 8444": the two
+# instances' HTTPS ports), LLMEDGE_ADMINS ("localhost:2019 localhost:2021":
+# their admin endpoints' addresses; not the demo's status port, 2020),
+# LLMEDGE_REDIS_PORT (6390), LLMEDGE_QWEN_PORT (9121), LLMEDGE_GEMMA_PORT
+# (9221), LLMEDGE_DATA (.data/caddy), CONSUL_HTTP_ADDR (127.0.0.1:8500).
 #
 # It then shows, with user demo (5 requests a minute):
 #   1. the limit holding across the instances: 8 requests, 4 to each, at
@@ -19,9 +27,15 @@ make -s build consul
 mkdir -p .data/cluster
 export CONSUL_HTTP_ADDR=${CONSUL_HTTP_ADDR:-127.0.0.1:8500}
 export REDIS_PASSWORD=${REDIS_PASSWORD:-cluster-demo-password}
-export LLMEDGE_REDIS=redis://127.0.0.1:6390
+read -r -a ports <<<"${LLMEDGE_PORTS:-8443 8444}"
+read -r -a admins <<<"${LLMEDGE_ADMINS:-localhost:2019 localhost:2021}"
+redis_port=${LLMEDGE_REDIS_PORT:-6390}
+qwen_port=${LLMEDGE_QWEN_PORT:-9121}
+gemma_port=${LLMEDGE_GEMMA_PORT:-9221}
+export LLMEDGE_DATA=${LLMEDGE_DATA:-.data/caddy}
+export LLMEDGE_REDIS=redis://127.0.0.1:$redis_port
 REDIS_BIN=${LLMEDGE_REDIS_BIN:-$(command -v redis-server || echo /usr/bin/redis-server)}
-CA=.data/caddy/pki/authorities/local/root.crt
+CA=$LLMEDGE_DATA/pki/authorities/local/root.crt
 
 pids=()
 cleanup() {
@@ -33,7 +47,7 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # Redis: no persistence, so every run starts clean.
-"$REDIS_BIN" --port 6390 --bind 127.0.0.1 --save "" --appendonly no --requirepass "$REDIS_PASSWORD" \
+"$REDIS_BIN" --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --requirepass "$REDIS_PASSWORD" \
 	--loglevel warning >.data/cluster/redis.log 2>&1 &
 pids+=($!)
 
@@ -52,18 +66,18 @@ else
 	bin/consul catalog services >/dev/null || { echo "consul did not start; see .data/cluster/consul.log" >&2; exit 1; }
 fi
 
-bin/llmsim -addr 127.0.0.1:9121 -ttft 100ms -itl 10ms -tokens 16 -consul-service llm-qwen \
-	-consul-id llm-qwen-9121 -consul-check-interval 2s >/dev/null &
+bin/llmsim -addr "127.0.0.1:$qwen_port" -ttft 100ms -itl 10ms -tokens 16 -consul-service llm-qwen \
+	-consul-id "llm-qwen-$qwen_port" -consul-check-interval 2s >/dev/null &
 pids+=($!)
-bin/llmsim -addr 127.0.0.1:9221 -ttft 100ms -itl 10ms -tokens 16 -consul-service llm-gemma \
-	-consul-id llm-gemma-9221 -consul-check-interval 2s >/dev/null &
+bin/llmsim -addr "127.0.0.1:$gemma_port" -ttft 100ms -itl 10ms -tokens 16 -consul-service llm-gemma \
+	-consul-id "llm-gemma-$gemma_port" -consul-check-interval 2s >/dev/null &
 pids+=($!)
 
 # One after the other: on fresh storage the first instance creates the
 # local CA, which two instances starting at once would both try to do.
 for i in 0 1; do
-	port=$((8443 + i))
-	LLMEDGE_PORT=$port LLMEDGE_ADMIN=localhost:$((2019 + i)) \
+	port=${ports[i]}
+	LLMEDGE_PORT=$port LLMEDGE_ADMIN=${admins[i]} \
 		bin/llmedge run --config examples/cluster/Caddyfile --adapter caddyfile >".data/cluster/gateway$i.log" 2>&1 &
 	pids+=($!)
 	for _ in $(seq 1 150); do
@@ -73,9 +87,9 @@ for i in 0 1; do
 	curl -sf --cacert "$CA" "https://localhost:$port/readyz" >/dev/null ||
 		{ echo "gateway on :$port is not ready; see .data/cluster/gateway$i.log" >&2; exit 1; }
 done
-echo "two gateways: https://localhost:8443 and https://localhost:8444 (users demo/demo, batch/demo)" >&2
+echo "two gateways: https://localhost:${ports[0]} and https://localhost:${ports[1]} (users demo/demo, batch/demo)" >&2
 
-TOKEN=$(curl -s --cacert "$CA" https://localhost:8443/auth/token -d username=demo -d password=demo | jq -r .access_token)
+TOKEN=$(curl -s --cacert "$CA" "https://localhost:${ports[0]}/auth/token" -d username=demo -d password=demo | jq -r .access_token)
 chat() { # port → HTTP status
 	curl -s -o /dev/null -w '%{http_code}' --cacert "$CA" "https://localhost:$1/tasks/assistant_inference" \
 		-H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
@@ -83,20 +97,20 @@ chat() { # port → HTTP status
 }
 
 echo; echo "1. demo may send 5 requests a minute. 8 at once, 4 to each instance:"
-statuses=$(for i in $(seq 0 7); do chat $((8443 + i % 2)) & done; wait)
+statuses=$(for i in $(seq 0 7); do chat "${ports[i % 2]}" & done; wait)
 echo "   $(echo "$statuses" | tr -d '\n' | sed 's/\(...\)/\1 /g')"
 echo "   $(echo "$statuses" | grep -o 200 | wc -l) passed, $(echo "$statuses" | grep -o 429 | wc -l) refused across both instances"
-curl -s --cacert "$CA" "https://localhost:8444/tasks/assistant_inference" -H "Authorization: Bearer $TOKEN" \
+curl -s --cacert "$CA" "https://localhost:${ports[1]}/tasks/assistant_inference" -H "Authorization: Bearer $TOKEN" \
 	-H 'Content-Type: application/json' -d '{"messages":[{"role":"user","content":"Hello!"}]}' -D - -o /tmp/cluster-refusal.json |
 	grep -i -E '^(retry-after|x-ratelimit-(limit|remaining|reset)-requests):' | sed 's/^/   /'
 echo "   $(jq -r .detail /tmp/cluster-refusal.json)"
 
-echo; echo "2. a token of batch works on both instances; revoked on :8443 (admin API on 2019)..."
-TOKEN=$(curl -s --cacert "$CA" https://localhost:8443/auth/token -d username=batch -d password=demo | jq -r .access_token)
-echo "   before: :8443 $(chat 8443), :8444 $(chat 8444)"
-bin/llmedge revoke --user batch --address localhost:2019 | sed 's/^/   /'
+echo; echo "2. a token of batch works on both instances; revoked on :${ports[0]} (admin API on ${admins[0]})..."
+TOKEN=$(curl -s --cacert "$CA" "https://localhost:${ports[0]}/auth/token" -d username=batch -d password=demo | jq -r .access_token)
+echo "   before: :${ports[0]} $(chat "${ports[0]}"), :${ports[1]} $(chat "${ports[1]}")"
+bin/llmedge revoke --user batch --address "${admins[0]}" | sed 's/^/   /'
 sleep 0.2
-echo "   after:  :8443 $(chat 8443), :8444 $(chat 8444)"
+echo "   after:  :${ports[0]} $(chat "${ports[0]}"), :${ports[1]} $(chat "${ports[1]}")"
 
 if [ "${DEMO_EXIT:-}" = 1 ]; then
 	exit 0

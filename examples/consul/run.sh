@@ -10,12 +10,22 @@
 #   bin/consul catalog services                      # llm-qwen, llm-gemma
 #   curl -s --cacert .data/caddy/pki/authorities/local/root.crt https://localhost:8443/readyz
 #   bin/llmsim -addr 127.0.0.1:9113 -consul-service llm-qwen   # a third qwen replica joins
+#
+# The ports are the example's unless the environment says otherwise, as
+# with the demo (scripts/run.sh): LLMEDGE_PORT (8443), LLMEDGE_ADMIN (the
+# admin endpoint's address: localhost:2019), LLMEDGE_QWEN_PORTS
+# ("9111 9112"), LLMEDGE_GEMMA_PORTS ("9211"), LLMEDGE_DATA (.data/caddy),
+# CONSUL_HTTP_ADDR (127.0.0.1:8500).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 make -s build consul
 mkdir -p .data
 export CONSUL_HTTP_ADDR=${CONSUL_HTTP_ADDR:-127.0.0.1:8500}
+export LLMEDGE_PORT=${LLMEDGE_PORT:-8443} LLMEDGE_ADMIN=${LLMEDGE_ADMIN:-localhost:2019}
+export LLMEDGE_DATA=${LLMEDGE_DATA:-.data/caddy}
+read -r -a qwen_ports <<<"${LLMEDGE_QWEN_PORTS:-9111 9112}"
+read -r -a gemma_ports <<<"${LLMEDGE_GEMMA_PORTS:-9211}"
 
 pids=()
 cleanup() {
@@ -52,11 +62,17 @@ start_replica() { # port service seed [extra flags...]
 		-consul-service "$service" -consul-id "$service-$port" -consul-check-interval 2s "$@" >/dev/null &
 	pids+=($!)
 }
-start_replica 9111 llm-qwen 1 -model Qwen/Qwen2.5-7B-Instruct
-start_replica 9112 llm-qwen 2 -model Qwen/Qwen2.5-7B-Instruct -consul-meta weight=2,max_concurrency=8
-start_replica 9211 llm-gemma 3 -model google/gemma-2-9b-it
+seed=0
+for i in "${!qwen_ports[@]}"; do
+	extra=()
+	if ((i == 1)); then extra=(-consul-meta weight=2,max_concurrency=8); fi # the second one weighted
+	start_replica "${qwen_ports[i]}" llm-qwen $((++seed)) -model Qwen/Qwen2.5-7B-Instruct "${extra[@]}"
+done
+for p in "${gemma_ports[@]}"; do
+	start_replica "$p" llm-gemma $((++seed)) -model google/gemma-2-9b-it
+done
 
-echo "llmedge: https://localhost:8443 (demo user demo/demo); CA root: .data/caddy/pki/authorities/local/root.crt" >&2
+echo "llmedge: https://localhost:$LLMEDGE_PORT (demo user demo/demo); CA root: $LLMEDGE_DATA/pki/authorities/local/root.crt" >&2
 bin/llmedge run --config examples/consul/Caddyfile --adapter caddyfile &
 pids+=($!)
 wait "${pids[-1]}"

@@ -1,10 +1,13 @@
 package llmadmin
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/modules/llmapp"
 	"github.com/llmedge/llmedge/status"
 )
@@ -18,6 +21,9 @@ func init() {
 //
 //	GET /llmedge/status.json     the current snapshot
 //	GET /llmedge/status/events   a snapshot a second, as server-sent events
+//	GET /llmedge/readyz          the readiness report: every check, every
+//	                             model's state and the reasons (200 ready,
+//	                             503 not), which the public /readyz omits
 //
 // The page itself is served by the llm_status handler: Caddy's admin
 // endpoint refuses a browser's navigation (it sends Sec-Fetch-Mode without
@@ -46,7 +52,19 @@ func (s *StatusAdmin) Routes() []caddy.AdminRoute {
 		h.ServeHTTP(w, r)
 		return nil
 	})
+	ready := caddy.AdminHandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+		}
+		g := activeGateway()
+		if g == nil {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no llmedge app in the running configuration")}
+		}
+		g.ServeReport(w, r)
+		return nil
+	})
 	return []caddy.AdminRoute{
+		{Pattern: "/llmedge/readyz", Handler: ready},
 		{Pattern: "/llmedge/" + status.JSONPath, Handler: serve},
 		{Pattern: "/llmedge/status/" + status.EventsPath, Handler: serve},
 	}
@@ -60,6 +78,19 @@ func activeSnapshot() *status.Snapshot {
 		return nil
 	}
 	return v.(*llmapp.App).StatusSnapshot()
+}
+
+// activeGateway is the running configuration's gateway, nil when it has
+// no llmedge app.
+func activeGateway() *gateway.Gateway {
+	v, err := caddy.ActiveContext().AppIfConfigured("llmedge")
+	if err != nil {
+		return nil
+	}
+	if p := v.(*llmapp.App).Pipeline(); p != nil {
+		return p.Gateway
+	}
+	return nil
 }
 
 var (

@@ -162,8 +162,20 @@ type App struct {
 	share    *share.Hub
 	shareKey string
 	ledger   *usageLedger
-	// idps report the trusted issuers' keys (oidc authenticators).
-	idps []identityStatus
+	// idps report the trusted issuers' keys (oidc authenticators);
+	// otherWays counts the authenticators that need no outside keys
+	// (bearer, mtls), ready from the start.
+	idps      []identityStatus
+	otherWays int
+	// refs and userRefs are the models the Caddyfile's lines name, with
+	// where, checked once the block is read (checkRefs).
+	refs, userRefs []modelRef
+	// dry is the storage's dry layer while validating.
+	dry *dryStorage
+	// readyStop ends the watch that logs changes of readiness; readyDone
+	// says it ended.
+	readyStop chan struct{}
+	readyDone chan struct{}
 	// credHeaders are the request headers no log may show (redact.go).
 	credHeaders []string
 
@@ -209,10 +221,10 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	}()
 	// Metrics first: whatever is built next reports to them. The replica
 	// gauges read the fleet when scraped.
-	if a.metrics, err = metrics.New(ctx.GetMetricsRegistry(), a); err != nil {
+	if a.metrics, err = metrics.New(metricsRegistry(ctx), a); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	if err = metrics.RegisterShare(ctx.GetMetricsRegistry(), a); err != nil {
+	if err = metrics.RegisterShare(metricsRegistry(ctx), a); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	repl := caddy.NewReplacer() // {env.*} and {file.*} in secrets and paths
@@ -247,6 +259,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 		return err
 	}
 	names.apply(a.fleet.Models())
+	a.warnEmptyModels()
 	a.validator = &api.Validator{Limits: a.doorLimits(), Models: names.accepted, Aliases: names.aliases, DefaultModel: a.DefaultModel}
 	authn, err := a.authenticators(ctx)
 	if err != nil {
@@ -274,6 +287,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 			UsageDrain:   time.Duration(a.UsageDrain),
 			MaxAttempts:  a.MaxAttempts,
 			Logger:       a.logger,
+			ReadyLog:     readyLog(),
 			Metrics:      a.metrics,
 			Status:       observability(),
 			Shares:       a.tierShares(),
@@ -300,6 +314,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	}
 	a.pipeline.Gateway.Dependencies = append(a.pipeline.Gateway.Dependencies, a.shareDependencies()...)
 	a.pipeline.Gateway.Dependencies = append(a.pipeline.Gateway.Dependencies, a.identityDependencies()...)
+	a.pipeline.Gateway.Dependencies = append(a.pipeline.Gateway.Dependencies, a.credentialsDependency()...)
 	if a.openapi, err = api.OpenAPI(a.validator); err != nil {
 		return err
 	}
@@ -419,12 +434,22 @@ func (a *App) Start() error {
 	if a.share != nil {
 		a.share.Start() // the models are attached: what it reads first reaches them
 	}
-	return a.fleet.Start()
+	if err := a.fleet.Start(); err != nil {
+		return err
+	}
+	a.readyStop, a.readyDone = make(chan struct{}), make(chan struct{})
+	go watchReadiness(a.pipeline.Gateway, a.readyStop, a.readyDone)
+	return nil
 }
 
 // Stop ends the periodic work and waits for it, so nothing of this
 // configuration outlives a reload.
 func (a *App) Stop() error {
+	if a.readyStop != nil {
+		close(a.readyStop)
+		<-a.readyDone
+		a.readyStop = nil
+	}
 	if a.fleet != nil {
 		a.fleet.Stop()
 	}

@@ -39,7 +39,7 @@ func (a *App) cacheKeys(ctx caddy.Context, repl *caddy.Replacer) (*partition.Key
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		var err error
-		if secret, err = partition.LoadOrCreateSecret(sctx, ctx.Storage(), partition.DefaultSecretKey); err != nil {
+		if secret, err = partition.LoadOrCreateSecret(sctx, a.storage(ctx.Storage()), partition.DefaultSecretKey); err != nil {
 			return nil, err
 		}
 	}

@@ -102,6 +102,7 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	}
 	m := &gateway.Model{
 		Name:           mc.Name,
+		Required:       mc.Required,
 		Policy:         policyLabel,
 		Protocols:      byName,
 		Protocol:       proto,

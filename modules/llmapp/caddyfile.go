@@ -166,7 +166,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "users_file":
 			err = oneString(d, &a.UsersFile)
 		case "default_model":
-			err = oneString(d, &a.DefaultModel)
+			if err = oneString(d, &a.DefaultModel); err == nil {
+				a.refs = append(a.refs, refsAt(d, "default_model", a.DefaultModel)...)
+			}
 		case "fallback_default":
 			if err = oneString(d, &a.FallbackDefault); err == nil && a.FallbackDefault != "on" && a.FallbackDefault != "off" {
 				err = d.Errf("fallback_default: want on or off, got %q", a.FallbackDefault)
@@ -177,6 +179,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("user: want <name> <bcrypt-hash> [<model>...] [{ limits { ... } }]")
 			}
 			u := auth.User{Name: args[0], PasswordHash: args[1], Models: args[2:]}
+			a.userRefs = append(a.userRefs, refsAt(d, "user "+u.Name, u.Models...)...)
 			for nesting := d.Nesting(); d.NextBlock(nesting); {
 				switch d.Val() {
 				case "limits":
@@ -421,7 +424,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			return err
 		}
 	}
-	return nil
+	return a.checkRefs()
 }
 
 // parseLimits parses `limits { rpm <n>|off; tpm <n>|off; concurrency <n>|off }`

@@ -37,14 +37,13 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		var err error
 		switch opt := d.Val(); opt {
 		case "static":
-			args := d.RemainingArgs()
-			if len(args) == 0 {
+			if d.CountRemainingArgs() == 0 {
 				return d.Errf("static: want at least one replica URL")
 			}
 			if static == nil {
 				static = new(llmsource.Static)
 			}
-			static.Replicas = append(static.Replicas, args...)
+			err = static.ParseReplicas(d)
 		case "weight":
 			if static == nil {
 				static = new(llmsource.Static)
@@ -164,18 +163,25 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("rollout: weight of %q: want a positive integer, got %q", args[i], args[i+1])
 				}
 				m.Rollout = append(m.Rollout, RolloutShare{Model: args[i], Weight: w})
+				m.refs = append(m.refs, refsAt(d, "model "+m.Name+": rollout", args[i])...)
 			}
 		case "adapters", "adapter_path", "adapter_pattern", "adapter_cap", "adapter_idle", "adapter_loads_per_tenant", "adapter_load_timeout":
 			if m.Adapters == nil {
 				m.Adapters = new(AdaptersConfig)
 			}
 			err = m.Adapters.unmarshalCaddyfile(d, opt)
+		case "required":
+			if d.NextArg() {
+				return d.Errf("required takes no argument (model %q)", m.Name)
+			}
+			m.Required = true
 		case "fallback":
 			args := d.RemainingArgs()
 			if len(args) == 0 {
 				return d.Errf("fallback: want at least one model for model %q", m.Name)
 			}
 			m.Fallbacks = append(m.Fallbacks, args...)
+			m.refs = append(m.refs, refsAt(d, "model "+m.Name+": fallback", args...)...)
 		case "cache_sharing", "cache_salt", "allow_members":
 			_, err = m.boundaryOption(d, opt)
 		default:

@@ -29,7 +29,7 @@ func (a *App) authConfig(ctx caddy.Context, repl *caddy.Replacer) (auth.ServiceC
 		SigningAlg: a.SigningAlg, KeyRotation: time.Duration(a.KeyRotation), KeyRefresh: time.Duration(a.KeyRefresh),
 		APIKeyTTL: time.Duration(a.APIKeyTTL), APIKeysRefresh: time.Duration(a.APIKeysRefresh),
 		RefreshTokenTTL: time.Duration(a.RefreshTokenTTL),
-		Storage:         ctx.Storage(),
+		Storage:         a.storage(ctx.Storage()),
 		Realm:           Realm,
 		FormMaxBytes:    a.TokenMaxBodyBytes,
 		FormTimeout:     time.Duration(a.TokenBodyTimeout),

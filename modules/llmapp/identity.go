@@ -3,6 +3,7 @@ package llmapp
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmedge/llmedge/auth"
@@ -87,6 +88,8 @@ func (a *App) trustOutside(authns []auth.Authenticator, mods []any) {
 	for _, m := range mods {
 		if s, ok := m.(identityStatus); ok {
 			a.idps = append(a.idps, s)
+		} else {
+			a.otherWays++
 		}
 	}
 	if len(trusting) == 0 && len(exchange) == 0 {
@@ -154,6 +157,33 @@ func (a *App) identityDependencies() []gateway.Dependency {
 		})
 	}
 	return deps
+}
+
+// credentialsDependency makes the instance unready while nobody can be
+// let in: when every authenticator is an identity provider's (no bearer,
+// no mtls) and none of the trusted issuers' keys were ever fetched. An
+// issuer without keys beside another way in only degrades the instance:
+// its users are refused, everyone else is served.
+func (a *App) credentialsDependency() []gateway.Dependency {
+	if a.otherWays > 0 || len(a.idps) == 0 {
+		return nil
+	}
+	return []gateway.Dependency{gateway.DependencyFunc{Dependency: "credentials", Func: func() gateway.DependencyStatus {
+		return credentialsStatus(a.identityStatuses())
+	}}}
+}
+
+// credentialsStatus is "up" when one issuer has keys, else "down".
+func credentialsStatus(issuers []identity.SourceStatus) gateway.DependencyStatus {
+	var waiting []string
+	for _, st := range issuers {
+		if st.Keys > 0 {
+			return gateway.DependencyStatus{Status: "up"}
+		}
+		waiting = append(waiting, st.Issuer)
+	}
+	return gateway.DependencyStatus{Status: "down",
+		Detail: "no way in: the only authenticators are identity providers, and no keys were fetched yet from " + strings.Join(waiting, ", ")}
 }
 
 // identityLine says in a sentence how an issuer's keys are.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/certmagic"
 
 	"github.com/llmedge/llmedge/ledger"
 )
@@ -17,8 +18,9 @@ import (
 type LedgerConfig struct {
 	// Store is "sqlite" (default) or "postgres".
 	Store string `json:"store,omitempty"`
-	// Path is the SQLite file. Default: llmedge/ledger.db in Caddy's data
-	// directory.
+	// Path is the SQLite file. Default: llmedge/ledger.db in the
+	// configured storage's folder (`storage file_system <root>`), else in
+	// Caddy's data directory.
 	Path string `json:"path,omitempty"`
 	// DSN is the PostgreSQL database (postgres://user:password@host/db,
 	// or key=value pairs); placeholders such as {env.LEDGER_DSN} work.
@@ -38,8 +40,14 @@ const DefaultLedgerRetention = 90 * 24 * time.Hour
 // openTimeout bounds opening the ledger's database and migrating it.
 const openTimeout = 30 * time.Second
 
-// DefaultLedgerPath is the SQLite ledger's file, in Caddy's data directory.
-func DefaultLedgerPath() string {
+// DefaultLedgerPath is the SQLite ledger's file: under the storage's
+// folder when the storage is a file system's (each instance's own, as
+// its keys are), else in Caddy's data directory, which every instance of
+// the host shares.
+func DefaultLedgerPath(storage certmagic.Storage) string {
+	if fs, ok := storage.(*certmagic.FileStorage); ok && fs.Path != "" {
+		return filepath.Join(fs.Path, "llmedge", "ledger.db")
+	}
 	return filepath.Join(caddy.AppDataDir(), "llmedge", "ledger.db")
 }
 
@@ -54,22 +62,25 @@ type usageLedger struct {
 
 // buildLedger opens the configured store (the schema brought up to date)
 // and starts its writer; nil without a `ledger` line.
-func (a *App) buildLedger(ctx context.Context, repl *caddy.Replacer) (*usageLedger, error) {
+func (a *App) buildLedger(ctx caddy.Context, repl *caddy.Replacer) (*usageLedger, error) {
 	c := a.Ledger
 	if c == nil {
 		return nil, nil
 	}
 	// A database that does not answer fails the load rather than hangs it.
-	ctx, cancel := context.WithTimeout(ctx, openTimeout)
+	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
 	var store ledger.Store
 	switch c.Store {
 	case "", "sqlite":
 		path := repl.ReplaceAll(c.Path, "")
 		if path == "" {
-			path = DefaultLedgerPath()
+			path = DefaultLedgerPath(ctx.Storage())
 		}
-		s, err := ledger.OpenSQLite(ctx, path)
+		if validating.Load() {
+			return nil, nil // neither its folder nor its file is made
+		}
+		s, err := ledger.OpenSQLite(octx, path)
 		if err != nil {
 			return nil, err
 		}
@@ -79,7 +90,10 @@ func (a *App) buildLedger(ctx context.Context, repl *caddy.Replacer) (*usageLedg
 		if dsn == "" {
 			return nil, fmt.Errorf("ledger: postgres: no DSN")
 		}
-		s, err := ledger.OpenPostgres(ctx, dsn)
+		if validating.Load() {
+			return nil, nil // its schema is not migrated
+		}
+		s, err := ledger.OpenPostgres(octx, dsn)
 		if err != nil {
 			return nil, err
 		}

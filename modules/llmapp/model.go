@@ -111,6 +111,13 @@ type ModelConfig struct {
 	// one's place when none of its replicas can take it, tried in order
 	// among those the caller may use.
 	Fallbacks []string `json:"fallbacks,omitempty"`
+	// Required makes the instance's /readyz answer 503 while nothing can
+	// serve the model (no usable replica of its own, no ready fallback).
+	// A model not required never makes the instance unready.
+	Required bool `json:"required,omitempty"`
+
+	// refs are the models its Caddyfile lines name, where they name them.
+	refs []modelRef
 	// Rollout makes this model a weighted split of other models: each
 	// conversation is served by one of them, by weight, sticky per
 	// conversation. Such a model has no replicas of its own.

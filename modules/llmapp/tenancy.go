@@ -61,12 +61,12 @@ func (a *App) tenancyConfig(ctx caddy.Context, repl *caddy.Replacer) (tenancy.Co
 	}
 	cfg := tenancy.Config{
 		FailClosed:        a.OnRedisFailure == RedisFailClosed,
-		Storage:           ctx.Storage(),
+		Storage:           a.storage(ctx.Storage()),
 		RevocationRefresh: time.Duration(a.RevocationRefresh),
 		MaxTokenLifetime:  time.Duration(a.TokenTTL) + auth.VerifyLeeway + time.Minute,
 		Kept:              kept,
 		Logger:            a.logger,
-		Registry:          ctx.GetMetricsRegistry(),
+		Registry:          metricsRegistry(ctx),
 		Teams:             a.tenancyTeams(),
 		BudgetSeed:        a.seedBudget,
 	}

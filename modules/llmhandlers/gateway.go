@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -25,7 +26,7 @@ func init() {
 // Gateway is `llm_gateway`: the whole public API of llmedge on its
 // standard paths in one directive. It serves POST /auth/token, POST
 // /auth/revoke, GET /.well-known/jwks.json, GET /openapi.json, GET
-// /healthz, GET /readyz, and every door on its paths: llmedge's own (POST
+// /healthz, GET /readyz, GET /readyz/<model>, and every door on its paths: llmedge's own (POST
 // /tasks/assistant_inference) and OpenAI's (POST /v1/chat/completions,
 // GET /v1/models, GET /v1/models/{id}). Other paths get a JSON 404 (in a
 // door's shape under its prefix), or go to the next handler with
@@ -59,6 +60,7 @@ func (h *Gateway) Provision(ctx caddy.Context) error {
 		JWKS:           app.JWKS,
 		OpenAPI:        app.OpenAPI(),
 		Ready:          app.Pipeline().Gateway.ServeReady,
+		ModelReady:     app.Pipeline().Gateway.ServeModelReady,
 		Passthrough:    h.Passthrough,
 		MaxHeaderBytes: app.Pipeline().MaxHeaderBytes,
 	}
@@ -93,11 +95,22 @@ func (h *Gateway) Provision(ctx caddy.Context) error {
 
 // ServeHTTP implements caddyhttp.MiddlewareHandler.
 func (h *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if isReadiness(r.URL.Path) {
+		// A 503 from /readyz is an answer, not a failure of the server:
+		// its access log line is info, not the error Caddy logs a 5xx
+		// at. The changes of readiness are logged once, as warnings.
+		caddyhttp.SetVar(r.Context(), caddyhttp.LogLevelVar, "INFO")
+	}
 	var nextErr error
 	h.site.ServeHTTP(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		nextErr = next.ServeHTTP(w, r)
 	}))
 	return nextErr
+}
+
+// isReadiness reports whether path is /readyz or /readyz/<model>.
+func isReadiness(path string) bool {
+	return path == gateway.PathReady || strings.HasPrefix(path, gateway.PathReady+"/")
 }
 
 // UnmarshalCaddyfile parses:

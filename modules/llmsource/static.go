@@ -81,11 +81,15 @@ func (*Static) ActiveHealthChecks() bool { return true }
 //	}
 func (s *Static) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	d.Next() // the source's name
-	s.Replicas = append(s.Replicas, d.RemainingArgs()...)
+	if err := s.ParseReplicas(d); err != nil {
+		return err
+	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		switch d.Val() {
 		case "replicas":
-			s.Replicas = append(s.Replicas, d.RemainingArgs()...)
+			if err := s.ParseReplicas(d); err != nil {
+				return err
+			}
 		case "weight":
 			if err := s.ParseWeight(d); err != nil {
 				return err
@@ -95,6 +99,40 @@ func (s *Static) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		}
 	}
 	return nil
+}
+
+// CheckAddress checks a replica address as the Caddyfile gives it, so
+// that a mistake (a URL without its scheme) is reported at its line
+// rather than when the configuration loads; one with a placeholder is
+// checked once it is replaced, at load.
+func CheckAddress(addr string) error {
+	if strings.Contains(addr, "{") {
+		return nil
+	}
+	_, u, err := SplitProtocol(addr)
+	if err != nil {
+		return err
+	}
+	_, err = discovery.NewStatic([]string{u})
+	return err
+}
+
+// parseAddresses takes the remaining arguments as replica addresses.
+func parseAddresses(d *caddyfile.Dispenser) ([]string, error) {
+	args := d.RemainingArgs()
+	for _, a := range args {
+		if err := CheckAddress(a); err != nil {
+			return nil, d.WrapErr(err)
+		}
+	}
+	return args, nil
+}
+
+// ParseReplicas parses the replica addresses of a `static` line.
+func (s *Static) ParseReplicas(d *caddyfile.Dispenser) error {
+	args, err := parseAddresses(d)
+	s.Replicas = append(s.Replicas, args...)
+	return err
 }
 
 // ParseWeight parses the arguments of `weight <url> <n>`.
