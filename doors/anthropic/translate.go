@@ -73,21 +73,15 @@ func (u *untranslatable) Error() string {
 func malformed(param, msg string) *untranslatable { return &untranslatable{param: param, msg: msg} }
 
 // lazyTranslation is the request's translation, made when a replica first
-// needs it (attempts run one after another: no lock is needed).
+// needs it.
 func lazyTranslation(req *request) func() (*api.Wire, error) {
-	var w *api.Wire
-	var err error
-	done := false
-	return func() (*api.Wire, error) {
-		if !done {
-			done = true
-			var u *untranslatable
-			if w, u = translate(req); u != nil {
-				err = &protocols.Error{Kind: protocols.KindUnsupported, Param: u.param, Message: u.Error()}
-			}
+	return protocols.Lazy(func() (*api.Wire, error) {
+		w, u := translate(req)
+		if u != nil {
+			return nil, &protocols.Error{Kind: protocols.KindUnsupported, Param: u.param, Message: u.Error()}
 		}
-		return w, err
-	}
+		return w, nil
+	})
 }
 
 // translate is req as a chat completions request, carried through in
@@ -97,15 +91,9 @@ func translate(req *request) (*api.Wire, *untranslatable) {
 	if u != nil {
 		return nil, u
 	}
-	var c wire.Chat
-	if err := wire.ReadChat(body, &c); err != nil {
-		// The door wrote it: a failure here is the door's bug.
+	w, err := protocols.ChatWire(body)
+	if err != nil {
 		return nil, &untranslatable{param: "messages", what: "this request (" + err.Error() + ")"}
-	}
-	w := &api.Wire{Format: api.FormatOpenAIChat, Body: body, Object: c.Body, Members: c.Members,
-		Messages: make([]wire.Value, len(c.Items))}
-	for i := range c.Items {
-		w.Messages[i] = c.Items[i].Value
 	}
 	return w, nil
 }

@@ -82,22 +82,15 @@ func (u *refusal) apiError() *api.Error {
 }
 
 // lazyResponsesTranslation is the request's translation, made when a
-// replica first needs it (attempts run one after another: no lock is
-// needed).
+// replica first needs it.
 func lazyResponsesTranslation(body []byte, members []wire.Member) func() (*api.Wire, error) {
-	var w *api.Wire
-	var err error
-	done := false
-	return func() (*api.Wire, error) {
-		if !done {
-			done = true
-			var u *refusal
-			if w, u = translateResponses(body, members); u != nil {
-				err = &protocols.Error{Kind: protocols.KindUnsupported, Param: u.param, Message: u.Error()}
-			}
+	return protocols.Lazy(func() (*api.Wire, error) {
+		w, u := translateResponses(body, members)
+		if u != nil {
+			return nil, &protocols.Error{Kind: protocols.KindUnsupported, Param: u.param, Message: u.Error()}
 		}
-		return w, err
-	}
+		return w, nil
+	})
 }
 
 // translateResponses is a Responses request (validated by the door) as a
@@ -108,15 +101,9 @@ func translateResponses(body []byte, members []wire.Member) (*api.Wire, *refusal
 	if u != nil {
 		return nil, u
 	}
-	var c wire.Chat
-	if err := wire.ReadChat(out, &c); err != nil {
-		// The door wrote it: a failure here is the door's bug.
+	w, err := protocols.ChatWire(out)
+	if err != nil {
 		return nil, &refusal{param: "input", what: "this request (" + err.Error() + ")"}
-	}
-	w := &api.Wire{Format: api.FormatOpenAIChat, Body: out, Object: c.Body, Members: c.Members,
-		Messages: make([]wire.Value, len(c.Items))}
-	for i := range c.Items {
-		w.Messages[i] = c.Items[i].Value
 	}
 	return w, nil
 }
