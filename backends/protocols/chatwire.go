@@ -40,3 +40,37 @@ func Lazy(translate func() (*api.Wire, error)) func() (*api.Wire, error) {
 		return w, err
 	}
 }
+
+// ChatMessage is what a door that translated its request reads of the
+// chat completion's message, or of a chunk's delta, to answer in its own
+// API.
+type ChatMessage struct {
+	Content *string `json:"content"`
+	// ReasoningContent and Reasoning are the engine's reasoning, by
+	// vLLM's and SGLang's name and by newer vLLM's.
+	ReasoningContent *string        `json:"reasoning_content"`
+	Reasoning        *string        `json:"reasoning"`
+	ToolCalls        []ChatToolCall `json:"tool_calls"`
+}
+
+// ReasoningText is the message's reasoning text, by either engine's name.
+func (m *ChatMessage) ReasoningText() string {
+	switch {
+	case m.ReasoningContent != nil:
+		return *m.ReasoningContent
+	case m.Reasoning != nil:
+		return *m.Reasoning
+	}
+	return ""
+}
+
+// ChatToolCall is a tool call of a ChatMessage (in a chunk, a piece of
+// one, by its Index).
+type ChatToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}

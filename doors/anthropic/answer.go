@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
 )
@@ -45,32 +46,9 @@ type chatChoice struct {
 	StopReason json.RawMessage `json:"stop_reason"`
 }
 
-type chatMsg struct {
-	Content          *string    `json:"content"`
-	ReasoningContent *string    `json:"reasoning_content"`
-	Reasoning        *string    `json:"reasoning"`
-	ToolCalls        []toolCall `json:"tool_calls"`
-}
+type chatMsg = protocols.ChatMessage
 
-// reasoning is the message's reasoning text, by either engine's name.
-func (m *chatMsg) reasoning() string {
-	switch {
-	case m.ReasoningContent != nil:
-		return *m.ReasoningContent
-	case m.Reasoning != nil:
-		return *m.Reasoning
-	}
-	return ""
-}
-
-type toolCall struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
+type toolCall = protocols.ChatToolCall
 
 type chatAnswer struct {
 	Choices []chatChoice `json:"choices"`
@@ -170,7 +148,7 @@ func appendFromChat(b []byte, a *gateway.Answer) []byte {
 		}
 		n++
 	}
-	if r := m.reasoning(); r != "" {
+	if r := m.ReasoningText(); r != "" {
 		sep()
 		b = append(b, `{"type":"thinking","thinking":`...)
 		b = jsonx.String(b, r)
@@ -354,7 +332,7 @@ func (s *stream) appendChunk(b []byte, a *gateway.Answer, data []byte) []byte {
 			continue // one message: the first choice
 		}
 		if d := ch.Delta; d != nil {
-			if r := d.reasoning(); r != "" {
+			if r := d.ReasoningText(); r != "" {
 				b = s.begin(b, a)
 				if s.open != blockThinking {
 					b = s.openBlock(b, blockThinking, func(b []byte) []byte {

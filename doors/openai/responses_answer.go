@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
 )
@@ -42,32 +43,9 @@ import (
 
 // replyMsg is what the door reads of a chat completion's message, or of a
 // chunk's delta.
-type replyMsg struct {
-	Content          *string     `json:"content"`
-	ReasoningContent *string     `json:"reasoning_content"`
-	Reasoning        *string     `json:"reasoning"`
-	ToolCalls        []replyCall `json:"tool_calls"`
-}
+type replyMsg = protocols.ChatMessage
 
-// reasoning is the message's reasoning text, by either engine's name.
-func (m *replyMsg) reasoning() string {
-	switch {
-	case m.ReasoningContent != nil:
-		return *m.ReasoningContent
-	case m.Reasoning != nil:
-		return *m.Reasoning
-	}
-	return ""
-}
-
-type replyCall struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
+type replyCall = protocols.ChatToolCall
 
 // reply is what the door reads of a chat completion, or of a chunk.
 type reply struct {
@@ -272,7 +250,7 @@ func appendResponseFromChat(b []byte, a *gateway.Answer) []byte {
 	}
 	st.status = doneStatus(st.finish)
 	st.reasoning, st.reasoningKnown = r.reasoningTokens()
-	if text := m.reasoning(); text != "" {
+	if text := m.ReasoningText(); text != "" {
 		st.items = append(st.items, appendReasoningItem(nil, itemID(itemReasoning, a, len(st.items)), text))
 	}
 	if (m.Content != nil && *m.Content != "") || len(m.ToolCalls) == 0 {
@@ -486,7 +464,7 @@ func (s *responsesStream) appendChunk(b []byte, a *gateway.Answer, data []byte) 
 		}
 		b = s.begin(b, a)
 		if d := ch.Delta; d != nil {
-			if text := d.reasoning(); text != "" {
+			if text := d.ReasoningText(); text != "" {
 				if s.open != itemReasoning {
 					b = s.openItem(b, a, itemReasoning)
 				}
