@@ -303,12 +303,7 @@ func TestContinueReplicaKilled(t *testing.T) {
 	tok := g.Token(t, "demo", "demo", "")
 
 	const n = 20
-	type result struct {
-		text, end, trailer string
-		usage              struct{ PromptTokens, CompletionTokens int }
-		err                error
-	}
-	results := make([]result, n)
+	results := make([]nativeStream, n)
 	wantText := make([]string, n)
 	wantUsage := make([][2]int, n)
 	for i := range n {
@@ -333,48 +328,7 @@ func TestContinueReplicaKilled(t *testing.T) {
 				r.err = err
 				return
 			}
-			defer resp.Body.Close()
-			var text strings.Builder
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			name := ""
-			for sc.Scan() {
-				line := sc.Text()
-				if ev, ok := strings.CutPrefix(line, "event: "); ok {
-					name = ev
-					continue
-				}
-				data, ok := strings.CutPrefix(line, "data: ")
-				if !ok {
-					continue
-				}
-				switch name {
-				case "":
-					var d struct{ Content string }
-					_ = json.Unmarshal([]byte(data), &d)
-					text.WriteString(d.Content)
-					tokens[i].Add(1)
-				case "done":
-					r.end = "done"
-					var ans struct {
-						Content string
-						Usage   struct {
-							PromptTokens     int `json:"prompt_tokens"`
-							CompletionTokens int `json:"completion_tokens"`
-						}
-					}
-					_ = json.Unmarshal([]byte(data), &ans)
-					r.usage.PromptTokens, r.usage.CompletionTokens = ans.Usage.PromptTokens, ans.Usage.CompletionTokens
-					if ans.Content != text.String() {
-						r.err = fmt.Errorf("done has %q, the deltas %q", ans.Content, text.String())
-					}
-				default:
-					r.end = name + ": " + data
-				}
-				name = ""
-			}
-			r.text = text.String()
-			r.trailer = resp.Trailer.Get("Llmedge-Route")
+			*r = readNativeStream(resp, func() { tokens[i].Add(1) })
 		}()
 		// The next stream starts once this one has 2 tokens: at the kill,
 		// each is at a token of its own.
