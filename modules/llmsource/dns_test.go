@@ -1,6 +1,7 @@
 package llmsource
 
 import (
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -64,9 +65,10 @@ func TestDNSSourceValidateProtocol(t *testing.T) {
 
 // Equal settings share one watcher across configs (a reload neither
 // doubles nor interrupts it); a placeholder is replaced before the
-// settings are compared.
+// settings are compared; the last release stops it.
 func TestDNSWatchersShared(t *testing.T) {
 	kept := keep.New()
+	baseline := runtime.NumGoroutine()
 	t.Setenv("LLM_DNS_NAME", "vllm.llm.test")
 	open := func(s *DNS) (*discovery.DNSWatcher, func()) {
 		ds, release, err := s.Open(Env{Model: "qwen", Kept: kept})
@@ -79,7 +81,6 @@ func TestDNSWatchersShared(t *testing.T) {
 	w1, r1 := open(&DNS{Name: "vllm.llm.test", Port: 8000, Resolvers: res})
 	w2, r2 := open(&DNS{Name: "{env.LLM_DNS_NAME}", Port: 8000, Resolvers: res})
 	w3, r3 := open(&DNS{Name: "vllm.llm.test", Port: 8001, Resolvers: res})
-	defer r3()
 	if w1 != w2 {
 		t.Error("equal settings started a second watcher")
 	}
@@ -90,5 +91,10 @@ func TestDNSWatchersShared(t *testing.T) {
 		t.Errorf("watching %q", w1.Status().Service)
 	}
 	r1()
+	if runtime.NumGoroutine() < baseline+2 {
+		t.Error("a watcher stopped while a config still uses it")
+	}
 	r2()
+	r3()
+	waitCond(t, 5*time.Second, "the watchers' goroutines to end", func() bool { return runtime.NumGoroutine() <= baseline })
 }
