@@ -9,7 +9,7 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 COMMIT    ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS   := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
-.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul ollama oidcprovider sdk agents clean bench
+.PHONY: all build run run-real test unit fuzz vet fmt xcaddy consul coredns ollama oidcprovider sdk agents clean bench
 
 all: build
 
@@ -24,7 +24,7 @@ run-real: build ollama ## the same demo with real engines: Ollama with tiny rand
 	$(GO) build -o $(BIN)/tinymodel ./cmd/tinymodel
 	./scripts/run-real.sh
 
-test: vet consul ollama oidcprovider sdk agents ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
+test: vet consul coredns ollama oidcprovider sdk agents ## everything, with the race detector: unit, Caddyfile golden, end-to-end, fuzz smoke
 	$(GO) test $(GOFLAGS_T) ./...
 	./scripts/fuzz.sh 50000x
 
@@ -62,6 +62,14 @@ e2e/agents/node_modules/.package-lock.json: e2e/agents/package-lock.json
 # pin changes), into the git-ignored bin/. The committed go.sum verifies it.
 $(BIN)/consul: tools/consul/go.mod tools/consul/go.sum
 	cd tools/consul && $(GO) build -o ../../$(BIN)/consul github.com/hashicorp/consul
+
+coredns: $(BIN)/coredns ## the DNS server the DNS source's tests run (a slim CoreDNS v1.15.0, pinned in tools/coredns), built once
+
+# About a minute on a cold module cache, 24 MB: only the plugins a test
+# zone needs (tools/coredns/main.go), built only when missing or when the
+# pin changes, into the git-ignored bin/.
+$(BIN)/coredns: tools/coredns/go.mod tools/coredns/go.sum tools/coredns/main.go
+	cd tools/coredns && $(GO) build -o ../../$(BIN)/coredns .
 
 oidcprovider: $(BIN)/oidcprovider ## the OpenID provider the identity tests trust (zitadel/oidc's op package, pinned in tools/oidcprovider), built once
 
