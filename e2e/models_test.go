@@ -330,7 +330,7 @@ func TestModelNamingErrors(t *testing.T) {
 	for _, tc := range []struct{ name, models, want string }{
 		{"alias is a model", "model qwen {\n\t\t\talias gemma\n\t\t}\n\t\tmodel gemma {\n\t\t}", `alias "gemma" is the name of a model`},
 		{"alias twice", "model qwen {\n\t\t\talias x\n\t\t}\n\t\tmodel gemma {\n\t\t\talias x\n\t\t}", `alias "x" is already an alias of model "qwen"`},
-		{"fallback to nothing", "model qwen {\n\t\t\tfallback llama\n\t\t}", `fallback "llama" is not a configured model`},
+		{"fallback to nothing", "model qwen {\n\t\t\tfallback llama\n\t\t}", `fallback: model "llama" is not a configured model (want one of qwen), at `},
 		{"cycle", "model qwen {\n\t\t\tfallback gemma\n\t\t}\n\t\tmodel gemma {\n\t\t\tfallback qwen\n\t\t}", "fallback cycle gemma -> qwen -> gemma"},
 		{"user names an alias", "user bob " + demoHash + " q\n\t\tmodel qwen {\n\t\t\talias q\n\t\t}", `"q" is an alias of model "qwen"`},
 	} {
