@@ -293,7 +293,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			if f := m.EngineFair; f != nil && call.Priority != nil {
 				f.Charge(ex.Priority.Index(), ex.tenant(), out)
 			}
-			prompt := -1      // unknown: the pool estimates it
+			prompt := -1 // unknown: the pool estimates it
 			if res.UsageKnown && res.Usage.PromptTokens > 0 {
 				// What the replica prefilled: a prefix-cache hit is no
 				// slower replica's merit.
