@@ -6,7 +6,9 @@
 // -block-size, -kv-cache-blocks, -no-prefix-cache), prefill cost through
 // one FIFO prefill lane (-prefill-per-token, 100µs per uncached prompt
 // token by default, so that a cache hit shows in time to first token), a
-// cap on running sequences with a FIFO waiting queue (-max-num-seqs), and
+// cap on running sequences with a FIFO waiting queue (-max-num-seqs), or
+// one ordered by the requests' priority with preemption by recompute
+// (-scheduling-policy priority, as vLLM's), and
 // serves the engine's Prometheus /metrics (-metrics-fault makes it fail).
 // Besides chat completions (tools, response_format, n, logprobs) it serves
 // /v1/completions, /v1/embeddings (-embedding-dim), Anthropic's
