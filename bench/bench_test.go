@@ -31,7 +31,7 @@ func TestRunTiny(t *testing.T) {
 	}
 	md := rep.Markdown()
 	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "| large-10k #2 | llmedge |", "CPU per request ≤ 1.25× stock Caddy (large-10k)", "the median of 2 rounds", "#### Targets", "Idle RSS of llmedge",
-		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "#### Overload", "| classes | sheddable |", "| no errors (every policy, both workloads) | 0 errors"} {
+		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "#### Overload", "| classes | sheddable |", "#### Tenants", "| engine |", "| no errors (every policy, both workloads) | 0 errors"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -76,7 +76,7 @@ func buildBinaries(t *testing.T) string {
 // scaleoutOnly is cfg with the scale-out scenario alone, in its tiny form.
 func scaleoutOnly(cfg Config) Config {
 	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
-	cfg.Routing.Policies, cfg.Overload.Modes = nil, nil
+	cfg.Routing.Policies, cfg.Overload.Modes, cfg.Tenants.Modes = nil, nil, nil
 	cfg.Scaleout = tinyScaleoutConfig()
 	return cfg
 }

@@ -27,6 +27,8 @@ type proxyConfig struct {
 	Share bool
 	// The overload scenario's gateway (with Replicas).
 	Overload OverloadConfig
+	// The tenants scenario's gateway (with Replica).
+	TenantsScenario TenantsConfig
 }
 
 // routingModel is one model of the routing gateway.

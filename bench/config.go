@@ -54,6 +54,9 @@ type Config struct {
 	// Ledger is the ledger scenario (llmedge without and with the usage
 	// ledger); its own processes.
 	Ledger LedgerConfig
+	// Tenants is the tenants scenario (a light user beside a heavy one,
+	// with and without engine priority); its own processes.
+	Tenants TenantsConfig
 
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		Scaleout:        scaleout,
 		Overload:        DefaultOverloadConfig(),
 		Ledger:          DefaultLedgerConfig(),
+		Tenants:         DefaultTenantsConfig(),
 	}
 }
 
@@ -97,6 +101,7 @@ func (c Config) Long(d time.Duration) Config {
 	c.Duration, c.StreamSteady, c.Routing.Duration, c.Scaleout.Duration = d, d, d, d
 	c.Overload.Duration = d
 	c.Ledger.Duration = d
+	c.Tenants.Duration = d
 	c.Warmup = max(c.Warmup, 3*time.Second)
 	return c
 }
@@ -121,6 +126,7 @@ func TinyConfig(binDir string) Config {
 		ProfileScenario: "rate-50",
 		Routing:         tinyRoutingConfig(),
 		Overload:        tinyOverloadConfig(),
+		Tenants:         tinyTenantsConfig(),
 	}
 }
 
@@ -195,7 +201,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs at least one round")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled() && !c.Tenants.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
@@ -208,6 +214,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Ledger.validate(); err != nil {
+		return err
+	}
+	if err := c.Tenants.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Rates {

@@ -22,6 +22,7 @@ var summaryPages = []struct{ page, name string }{
 	{"scale-out.md", "scale-out"},
 	{"ledger.md", "ledger"},
 	{"overload.md", "overload"},
+	{"tenants.md", "tenants"},
 }
 
 // PagesDir is the folder of the scenario pages for the front page file.

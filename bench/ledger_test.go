@@ -128,7 +128,7 @@ func TestCaddyfilesLedger(t *testing.T) {
 // ledgerOnly is cfg with the ledger scenario alone, in its tiny form.
 func ledgerOnly(cfg Config) Config {
 	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
-	cfg.Routing.Policies, cfg.Overload.Modes = nil, nil
+	cfg.Routing.Policies, cfg.Overload.Modes, cfg.Tenants.Modes = nil, nil, nil
 	cfg.Ledger = tinyLedgerConfig()
 	cfg.Ledger.Rounds = 2
 	return cfg

@@ -54,6 +54,10 @@ type Report struct {
 	LedgerConfig  *ledgerReportConfig `json:"ledger_config,omitempty"`
 	Ledger        []LedgerResult      `json:"ledger,omitempty"`
 	LedgerRecords int64               `json:"ledger_records,omitempty"`
+
+	// The tenants scenario, when it ran.
+	TenantsConfig *tenantsReportConfig `json:"tenants_config,omitempty"`
+	Tenants       []TenantsResult      `json:"tenants,omitempty"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -142,6 +146,9 @@ func newReport(cfg Config) *Report {
 	if cfg.Ledger.Enabled() {
 		r.LedgerConfig = cfg.Ledger.report(cfg.ReplyTokens)
 	}
+	if cfg.Tenants.Enabled() {
+		r.TenantsConfig = cfg.Tenants.report()
+	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{
 			Policies: rc.Policies, Workloads: rc.Workloads, Replicas: rc.Replicas, Tenants: rc.Tenants,
@@ -168,6 +175,7 @@ func (r *Report) finish() {
 	r.Machine.LoadAfter = loadAvg()
 	r.Checks = append(append(r.checks(), r.routingChecks()...), r.scaleoutChecks()...)
 	r.Checks = append(r.Checks, r.ledgerChecks()...)
+	r.Checks = append(r.Checks, r.tenantsChecks()...)
 }
 
 // result finds the result of scenario on path.

@@ -87,6 +87,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if cfg.Tenants.Enabled() {
+		if err := r.runTenants(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
 	r.report.finish()
 	return r.report, nil
 }

@@ -80,6 +80,10 @@ type Exchange struct {
 	// relayedTokens counts the token events received from replicas, the
 	// completion of a request whose client left (clientLeft).
 	relayedTokens int
+	// enginePriority is the engine priority engine_priority fair gave the
+	// request (enginefair.go): held here, the call points to it without
+	// an allocation of its own.
+	enginePriority int
 	// Priority is the request's class of work (StageAdmitted on): its
 	// credential's, lowered by the client's Llmedge-Priority header.
 	Priority api.Priority

@@ -86,6 +86,13 @@ type Model struct {
 	// lower value runs earlier and may preempt). nil sends none: vLLM
 	// refuses the member when it schedules first come, first served.
 	EnginePriority []int
+	// EngineFair, when set (engine_priority fair), spreads each class's
+	// EnginePriority over FairLevels by the tenant's recent share of the
+	// model's tokens within the class: a light tenant's request gets a
+	// lower (sooner) priority than a heavy one's, and overtakes its
+	// queued work inside the engine, preemption included. nil sends the
+	// class's priority alone.
+	EngineFair *EngineShares
 	// Adapters, when set, are the LoRA adapters requests may ask the
 	// model's replicas for (backends/adapters).
 	Adapters *adapters.Set

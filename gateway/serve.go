@@ -180,7 +180,16 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 	}
 	if len(m.EnginePriority) == len(api.Priorities) {
-		call.Priority = &m.EnginePriority[ex.Priority.Index()]
+		class := ex.Priority.Index()
+		call.Priority = &m.EnginePriority[class]
+		if f := m.EngineFair; f != nil {
+			// The tenant's level from its share before this request, which
+			// is then counted by its prompt (its reply when it ends).
+			tenant := ex.tenant()
+			ex.enginePriority = f.Priority(m.EnginePriority[class], class, tenant)
+			call.Priority = &ex.enginePriority
+			f.Charge(class, tenant, promptEstimate(call.Messages))
+		}
 	}
 	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority,
 		Partition: g.indexKey(m, ex)}
@@ -281,7 +290,10 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		if err == nil {
 			out := completionTokens(res, content.Len())
 			lease.Charge(out) // the fair queue's counters
-			prompt := -1      // unknown: the pool estimates it
+			if f := m.EngineFair; f != nil && call.Priority != nil {
+				f.Charge(ex.Priority.Index(), ex.tenant(), out)
+			}
+			prompt := -1 // unknown: the pool estimates it
 			if res.UsageKnown && res.Usage.PromptTokens > 0 {
 				// What the replica prefilled: a prefix-cache hit is no
 				// slower replica's merit.

@@ -86,6 +86,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, d *diale
 	}
 	cfg.DropAfter, cfg.ErrorAfter = faultAt(cfg, p, cfg.DropAfter), faultAt(cfg, p, cfg.ErrorAfter)
 	p.seq = s.engine.sequence(cfg, p)
+	p.seq.prio = c.Priority
 	defer p.seq.end() // releases its slot and lane even on abortConnection
 	ctx := r.Context()
 	switch {
@@ -103,7 +104,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request, d *diale
 		o = outcomeCancelled
 	case cfg.ErrorAfter > 0 && cfg.ErrorAfter <= p.steps() && !c.Stream:
 		o = outcomeError
-		if !p.seq.firstToken(ctx) || !sleep(ctx, decodeTime(cfg, cfg.ErrorAfter)) {
+		if !p.seq.firstToken(ctx) || !p.seq.decode(ctx, decodeTime(cfg, cfg.ErrorAfter)) {
 			o = outcomeCancelled
 			break
 		}

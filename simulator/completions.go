@@ -262,7 +262,7 @@ func completionsReply(ctx context.Context, w http.ResponseWriter, cfg Config, d 
 		}
 		return write(textCompletion{ID: id, Object: "text_completion", Created: created, Model: cfg.Model, Choices: []textChoice{ch}, Usage: cu}) && ctx.Err() == nil
 	}
-	o, ok := emitSteps(ctx, cfg, p.steps(),
+	o, ok := emitSteps(ctx, cfg, p.seq, p.steps(),
 		func(step int) bool {
 			for i, r := range p.Choices {
 				if (step < len(r.Pieces) || step == 0) && !piece(i, step) {

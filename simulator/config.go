@@ -190,6 +190,12 @@ type Config struct {
 	// with MaxConcurrent. 0 means the dialect's default: no cap, and 1
 	// with Dialect ollama.
 	MaxNumSeqs int `json:"max_num_seqs"`
+	// SchedulingPolicy is how waiting requests get sequence slots (vLLM's
+	// --scheduling-policy): "fcfs" (SchedulingFCFS, "" too) in arrival
+	// order, or "priority" (SchedulingPriority) by the request's
+	// "priority" member, lower first, preempting running sequences of a
+	// worse priority when every slot is taken (sched.go).
+	SchedulingPolicy string `json:"scheduling_policy,omitempty"`
 	// MetricsFault makes GET /metrics fail: "error" (500), "garbage"
 	// (unparsable text) or "hang" (no answer until the client leaves).
 	// "" serves the metrics.
@@ -290,6 +296,9 @@ func (c Config) Validate() error {
 	if c.MaxNumSeqs < 0 {
 		bad("max_num_seqs must not be negative, got %d", c.MaxNumSeqs)
 	}
+	if !validSchedulingPolicy(c.SchedulingPolicy) {
+		bad("scheduling_policy must be fcfs, priority or empty (fcfs), got %q", c.SchedulingPolicy)
+	}
 	if !validPrefixCache(c.PrefixCache) {
 		bad("prefix_cache must be blocks, slots or empty (the dialect's), got %q", c.PrefixCache)
 	}
@@ -385,6 +394,9 @@ func (c Config) clamped() Config {
 	if !validPrefixCache(c.PrefixCache) {
 		c.PrefixCache = ""
 	}
+	if !validSchedulingPolicy(c.SchedulingPolicy) {
+		c.SchedulingPolicy = ""
+	}
 	if !validMetricsFault(c.MetricsFault) {
 		c.MetricsFault = ""
 	}
@@ -400,6 +412,12 @@ func (c Config) clamped() Config {
 // validPrefixCache reports whether k is a known PrefixCache, or none.
 func validPrefixCache(k string) bool {
 	return k == "" || k == PrefixCacheBlocks || k == PrefixCacheSlots
+}
+
+// validSchedulingPolicy reports whether p is a known SchedulingPolicy,
+// or none.
+func validSchedulingPolicy(p string) bool {
+	return p == "" || p == SchedulingFCFS || p == SchedulingPriority
 }
 
 // validMetricsFault reports whether f is a known MetricsFault, or none.

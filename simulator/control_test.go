@@ -120,7 +120,7 @@ func TestSimStatsAndReset(t *testing.T) {
 	_, b := do(t, http.MethodGet, ts.URL+"/sim/stats", "")
 	// Prompt tokens queried: 6 (hello) + 11 (system "be brief", user "hi").
 	want := `{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"health_checks":0,"in_flight":0,` +
-		`"running":0,"waiting":0,"prefix_cache_queries":17,"prefix_cache_hits":0,"prefix_cache_blocks":0,"kv_cache_usage":0,"metrics_scrapes":0,"last_request":` +
+		`"running":0,"waiting":0,"preemptions":0,"prefix_cache_queries":17,"prefix_cache_hits":0,"prefix_cache_blocks":0,"kv_cache_usage":0,"metrics_scrapes":0,"last_request":` +
 		`{"model":"x","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}],` +
 		`"temperature":0.25,"stream":true,"max_tokens":5,"max_completion_tokens":null,"include_usage":true,"has_authorization":true},` +
 		`"endpoints":{"/v1/chat/completions":{"requests":3,"completed":2,"cancelled":0,"errors":0,"rejected":1,"dropped":0,"in_flight":0}}}`
@@ -137,7 +137,7 @@ func TestSimStatsAndReset(t *testing.T) {
 
 	resp, b = do(t, http.MethodPost, ts.URL+"/sim/reset", "")
 	zero := `{"requests":0,"completed":0,"cancelled":0,"errors":0,"rejected":0,"dropped":0,"health_checks":0,"in_flight":0,` +
-		`"running":0,"waiting":0,"prefix_cache_queries":0,"prefix_cache_hits":0,"prefix_cache_blocks":0,"kv_cache_usage":0,"metrics_scrapes":0,"last_request":null}`
+		`"running":0,"waiting":0,"preemptions":0,"prefix_cache_queries":0,"prefix_cache_hits":0,"prefix_cache_blocks":0,"kv_cache_usage":0,"metrics_scrapes":0,"last_request":null}`
 	if resp.StatusCode != 200 || string(b) != zero {
 		t.Errorf("POST /sim/reset: %d %s", resp.StatusCode, b)
 	}

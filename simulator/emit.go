@@ -16,12 +16,12 @@ func waitWhole(ctx context.Context, cfg Config, p plan) (outcome, bool) {
 		return outcomeCancelled, false
 	}
 	if d := cfg.DropAfter; d > 0 && d <= p.steps() {
-		if !sleep(ctx, decodeTime(cfg, d)) {
+		if !p.seq.decode(ctx, decodeTime(cfg, d)) {
 			return outcomeCancelled, false
 		}
 		return outcomeDropped, false
 	}
-	if !sleep(ctx, decodeTime(cfg, p.steps())) {
+	if !p.seq.decode(ctx, decodeTime(cfg, p.steps())) {
 		return outcomeCancelled, false
 	}
 	return outcomeCompleted, true
@@ -44,16 +44,17 @@ func startStream(ctx context.Context, w http.ResponseWriter, p plan, contentType
 // reports true when every token was sent; send and failure report false
 // when the client left.
 func emitTokens(ctx context.Context, cfg Config, p plan, send func(tok string) bool, failure func() bool) (outcome, bool) {
-	return emitSteps(ctx, cfg, len(p.Tokens), func(i int) bool { return send(p.Tokens[i]) }, nil, failure)
+	return emitSteps(ctx, cfg, p.seq, len(p.Tokens), func(i int) bool { return send(p.Tokens[i]) }, nil, failure)
 }
 
 // emitSteps runs the steps of a stream, ITL apart: send sends the tokens
 // of step i (one per choice still going), then DropAfter and ErrorAfter
 // apply as in emitTokens, then after (when not nil) sends what ends at
-// that step (finishing chunks).
-func emitSteps(ctx context.Context, cfg Config, steps int, send func(i int) bool, after func(i int) bool, failure func() bool) (outcome, bool) {
+// that step (finishing chunks). The steps are seq's decoding (nil: none
+// in the engine), which a preemption stalls.
+func emitSteps(ctx context.Context, cfg Config, seq *sequence, steps int, send func(i int) bool, after func(i int) bool, failure func() bool) (outcome, bool) {
 	for i := range steps {
-		if i > 0 && !sleep(ctx, cfg.ITL.D()) {
+		if i > 0 && !seq.decode(ctx, cfg.ITL.D()) {
 			return outcomeCancelled, false
 		}
 		if !send(i) {

@@ -22,7 +22,11 @@ import (
 //     prompt instead.
 //   - Sequence slots: at most Config.MaxNumSeqs requests run at once (like
 //     vLLM's --max-num-seqs, or Ollama's one request at a time); the others
-//     wait for a slot in FIFO order.
+//     wait for a slot in FIFO order, or with Config.SchedulingPolicy
+//     priority in the order of their priority, a better one preempting a
+//     running sequence (sched.go): the preempted request waits again and
+//     recomputes its prompt and the tokens it had generated, at
+//     PrefillPerToken each, when it resumes.
 //   - One prefill lane: a GPU prefills one batch at a time, and the
 //     simulator serialises prefills through a FIFO lane, so that prefill
 //     work queues under load. A request holds the lane for its uncached
@@ -43,8 +47,8 @@ import (
 // ceil((prompt + reply tokens) / BlockSize) blocks from its prefill on, as
 // if none shared a block; blocks cached but held by no running request
 // count as free, as vLLM and SGLang count them. The prefix cache itself is
-// bounded by KVCacheBlocks on its own: the simulator models neither memory
-// pressure between the two nor preemption.
+// bounded by KVCacheBlocks on its own: the simulator models no memory
+// pressure between the two (preemption is for a better priority only).
 //
 // Every wait ends at once when the client goes away, releasing what the
 // request held.
@@ -53,8 +57,8 @@ type engine struct {
 	// says which it uses, and configure empties the other.
 	cache *prefixCache
 	slots *slotCache
-	seqs  fifo // running-sequence slots, limited to MaxNumSeqs
-	lane  fifo // the prefill lane, limited to 1
+	seqs  scheduler // running-sequence slots, limited to MaxNumSeqs
+	lane  fifo      // the prefill lane, limited to 1
 
 	running, waiting atomic.Int64
 	kvHeld           atomic.Int64 // blocks reserved by running sequences
@@ -63,7 +67,7 @@ type engine struct {
 func newEngine(cfg Config) *engine {
 	e := &engine{cache: newPrefixCache(cfg.BlockSize, cfg.KVCacheBlocks),
 		slots: newSlotCache(cfg.BlockSize, cfg.MaxNumSeqs)}
-	e.seqs.limit = cfg.MaxNumSeqs
+	e.seqs.configure(cfg.MaxNumSeqs, cfg.SchedulingPolicy)
 	e.lane.limit = 1
 	return e
 }
@@ -81,7 +85,7 @@ func (e *engine) configure(cfg Config) {
 	} else {
 		e.slots.clear()
 	}
-	e.seqs.setLimit(cfg.MaxNumSeqs)
+	e.seqs.configure(cfg.MaxNumSeqs, cfg.SchedulingPolicy)
 }
 
 // usesSlots reports whether cfg's prefix cache is the slot kind.
@@ -102,6 +106,7 @@ func (e *engine) cacheStats(cfg Config) cacheStats {
 func (e *engine) resetCaches() {
 	e.cache.reset()
 	e.slots.reset()
+	e.seqs.preemptions.Store(0)
 }
 
 // kvUsage is the fraction (0..1) of capacity blocks running sequences hold.
@@ -132,8 +137,18 @@ type sequence struct {
 	tokens   int   // prompt tokens
 	kvBlocks int64 // blocks reserved while running
 	state    seqState
-	seqHeld  bool
 	laneHeld bool
+	// prio is the request's priority (its body's "priority", 0 when
+	// none); claim its sequence slot, once firstToken asked for one, and
+	// evict the channel closed if it is preempted while it runs.
+	prio  int
+	claim *slotReq
+	evict <-chan struct{}
+	// blocks are the prompt's block hashes, for a recompute's lookup.
+	blocks []uint64
+	// decoded is the decode time done so far: the tokens generated, which
+	// a preempted request recomputes with its prompt.
+	decoded time.Duration
 	// slot is the cache slot held (slot cache only), or -1.
 	slot int
 	buf  *[]uint64 // pooled block hashes
@@ -172,10 +187,13 @@ func (q *sequence) firstToken(ctx context.Context) bool {
 		*q.buf, _ = promptBlocksCut((*q.buf)[:0], q.msgs, cfg.BlockSize, q.cut)
 		blocks = *q.buf
 	}
+	q.blocks = blocks
 	q.setState(seqWaiting)
-	if q.seqHeld = e.seqs.acquire(ctx); !q.seqHeld {
+	q.claim = e.seqs.request(q.prio)
+	if !e.seqs.acquire(ctx, q.claim) {
 		return false
 	}
+	q.evict = e.seqs.evicted(q.claim)
 	lane := cfg.PrefillPerToken > 0
 	if lane {
 		if q.laneHeld = e.lane.acquire(ctx); !q.laneHeld {
@@ -208,7 +226,83 @@ func (q *sequence) firstToken(ctx context.Context) bool {
 		e.lane.release()
 		q.laneHeld = false
 	}
-	return ok && sleep(ctx, cfg.TTFT.D())
+	if !ok || !sleep(ctx, cfg.TTFT.D()) {
+		return false
+	}
+	// Preempted before its first token: it has it only once it ran again.
+	return q.resume(ctx)
+}
+
+// decode waits d of decoding. A sequence preempted meanwhile stops
+// decoding until it runs again and has recomputed what it had (resume);
+// the rest of d follows. It reports false when the client left first.
+func (q *sequence) decode(ctx context.Context, d time.Duration) bool {
+	if q == nil || q.evict == nil {
+		return sleep(ctx, d)
+	}
+	for d > 0 {
+		start := time.Now()
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			q.decoded += d
+			return true
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-q.evict:
+			t.Stop()
+			el := time.Since(start)
+			q.decoded += el
+			d -= el
+			if !q.resume(ctx) {
+				return false
+			}
+		}
+	}
+	return ctx.Err() == nil
+}
+
+// resume, for a sequence preempted (and as often as it is preempted
+// again meanwhile), waits for a slot again and recomputes: the prefill of
+// its prompt, less what the prefix cache still holds, and of the tokens
+// it had generated, through the prefill lane. vLLM preempts by
+// recompute: the preempted request's KV blocks are freed and it is
+// scheduled again as a new prompt. It reports false when the client left
+// first; for a sequence not preempted it reports true at once.
+func (q *sequence) resume(ctx context.Context) bool {
+	e, cfg := q.e, q.cfg
+	for e.seqs.isEvicted(q.claim) {
+		q.setState(seqWaiting)
+		if !e.seqs.acquire(ctx, q.claim) {
+			return false
+		}
+		q.evict = e.seqs.evicted(q.claim)
+		lane := cfg.PrefillPerToken > 0
+		if lane {
+			if q.laneHeld = e.lane.acquire(ctx); !q.laneHeld {
+				return false
+			}
+		}
+		q.setState(seqRunning)
+		cached := 0
+		if !cfg.NoPrefixCache && !usesSlots(cfg) {
+			cached = e.cache.lookup(q.blocks, cfg.BlockSize, q.tokens)
+		}
+		generated := 1
+		if itl := cfg.ITL.D(); itl > 0 {
+			generated += int(q.decoded / itl)
+		}
+		ok := sleep(ctx, time.Duration(q.tokens-cached+generated)*cfg.PrefillPerToken.D())
+		if lane {
+			e.lane.release()
+			q.laneHeld = false
+		}
+		if !ok {
+			return false
+		}
+	}
+	return ctx.Err() == nil
 }
 
 // setState moves q to s and keeps the engine's gauges in step.
@@ -241,9 +335,9 @@ func (q *sequence) end() {
 		q.e.slots.release(q.slot)
 		q.slot = -1
 	}
-	if q.seqHeld {
-		q.e.seqs.release()
-		q.seqHeld = false
+	if q.claim != nil {
+		q.e.seqs.release(q.claim)
+		q.claim, q.evict = nil, nil
 	}
 	q.setState(seqNew)
 	if q.buf != nil {

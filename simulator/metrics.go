@@ -34,7 +34,8 @@ type metric struct {
 //
 //	vLLM      vllm:num_requests_running, vllm:num_requests_waiting,
 //	          vllm:kv_cache_usage_perc (gauges), vllm:prefix_cache_queries_total,
-//	          vllm:prefix_cache_hits_total (counters, in prompt tokens)
+//	          vllm:prefix_cache_hits_total (counters, in prompt tokens),
+//	          vllm:num_preemptions_total (counter)
 //	SGLang    sglang:num_running_reqs, sglang:num_queue_reqs,
 //	          sglang:token_usage, sglang:cache_hit_rate (gauges)
 //	TGI       tgi_queue_size, tgi_batch_current_size (gauges)
@@ -116,6 +117,7 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request, d *dialec
 			{"vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", st.KVCacheUsage},
 			{"vllm:prefix_cache_queries_total", "counter", "Prefix cache queries, in terms of number of queried tokens.", float64(st.PrefixCacheQueries)},
 			{"vllm:prefix_cache_hits_total", "counter", "Prefix cache hits, in terms of number of cached tokens.", float64(st.PrefixCacheHits)},
+			{"vllm:num_preemptions_total", "counter", "Cumulative number of preemption from the engine.", float64(st.Preemptions)},
 		}
 	}
 	b := make([]byte, 0, 1024)

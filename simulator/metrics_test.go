@@ -46,6 +46,7 @@ func TestMetricsPerDialect(t *testing.T) {
 			"vllm:kv_cache_usage_perc":        {gauge, vllm, 0.2},
 			"vllm:prefix_cache_queries_total": {counter, vllm, 18},
 			"vllm:prefix_cache_hits_total":    {counter, vllm, 8},
+			"vllm:num_preemptions_total":      {counter, vllm, 0},
 		}},
 		{DialectSGLang, map[string]series{
 			"sglang:num_running_reqs": {gauge, sgl, 1},

@@ -52,6 +52,10 @@ type chatRequest struct {
 	// vLLM's template kwargs: enable_thinking asks for reasoning
 	// (reasoning.go).
 	ChatTemplateKwargs json.RawMessage `json:"chat_template_kwargs"`
+
+	// vLLM's scheduling priority (lower runs sooner), read with
+	// scheduling_policy priority (sched.go).
+	Priority *int `json:"priority"`
 }
 
 type chatMessage struct {
@@ -133,6 +137,8 @@ type chat struct {
 	ContinueFinal bool
 	// Thinking asks the model to reason first (reasoning.go).
 	Thinking bool
+	// Priority is the request's scheduling priority (0 when absent).
+	Priority int
 	// invalid is the first semantic error found while decoding, which
 	// validate reports after the checks of the messages.
 	invalid *apiError
@@ -166,6 +172,9 @@ func decodeChat(r *http.Request, w http.ResponseWriter) (*chat, error) {
 		Seed:                req.Seed,
 		Logprobs:            req.Logprobs != nil && *req.Logprobs,
 		Thinking:            thinks(req.ChatTemplateKwargs, req.ReasoningEffort),
+	}
+	if req.Priority != nil {
+		c.Priority = *req.Priority
 	}
 	if err := c.readStreamOptions(req.StreamOptions); err != nil {
 		return nil, err

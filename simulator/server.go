@@ -87,6 +87,7 @@ func (s *Server) Stats() Stats {
 	s.mu.Unlock()
 	cs := s.engine.cacheStats(cfg)
 	st.Running, st.Waiting = s.engine.running.Load(), s.engine.waiting.Load()
+	st.Preemptions = s.engine.seqs.preemptions.Load()
 	st.PrefixCacheQueries, st.PrefixCacheHits, st.PrefixCacheBlocks = cs.queries, cs.hits, cs.blocks
 	st.KVCacheUsage = s.engine.kvUsage(cfg.KVCacheBlocks)
 	if loraEnabled(cfg) {

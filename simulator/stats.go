@@ -42,6 +42,9 @@ type Stats struct {
 	// Waiting is the number of chat requests waiting for a sequence slot
 	// (MaxNumSeqs) or for the prefill lane (vllm:num_requests_waiting).
 	Waiting int64 `json:"waiting"`
+	// Preemptions counts the running sequences preempted for a request of
+	// better priority (vllm:num_preemptions_total).
+	Preemptions int64 `json:"preemptions"`
 	// PrefixCacheQueries counts the prompt tokens looked up in the prefix
 	// cache, and PrefixCacheHits those found there (vLLM's
 	// prefix_cache_queries and prefix_cache_hits).

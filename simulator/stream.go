@@ -109,7 +109,7 @@ func streamReply(ctx context.Context, w http.ResponseWriter, cfg Config, d *dial
 		return send(chunkChoice{Index: i, Delta: delta{}, Logprobs: jsonNull, FinishReason: &r.Finish, StopReason: stopReasonJSON(r)}, fu)
 	}
 	n := max(c.N, 1)
-	o, ok := emitSteps(ctx, cfg, p.steps(),
+	o, ok := emitSteps(ctx, cfg, p.seq, p.steps(),
 		func(step int) bool {
 			for i, r := range p.Choices {
 				if step >= r.tokens() {

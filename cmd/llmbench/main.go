@@ -9,6 +9,7 @@
 //	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
 //	llmbench -bin bin -scenarios overload  # only the overload scenario (classes of work), about 1 minute
 //	llmbench -bin bin -scenarios ledger    # only llmedge without and with the usage ledger, about 30 s
+//	llmbench -bin bin -scenarios tenants   # only a light user beside a heavy one, gateway queue and engine priority, about 45 s
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -121,6 +122,12 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.DurationVar(&oc.Duration, "overload-duration", oc.Duration, "overload: measured part of each mode's run")
 	fs.IntVar(&oc.Reserve, "overload-reserve", oc.Reserve, "overload: slots of the classes model kept from sheddable work (queue reserve)")
 	fs.DurationVar(&oc.TTFTTarget, "overload-ttft-target", oc.TTFTTarget, "overload: time to first token within which an answer counts as goodput")
+	tc := &cfg.Tenants
+	tenantsModes := fs.String("tenants-modes", strings.Join(tc.Modes, ","), "tenants: modes to run: "+strings.Join(bench.TenantsModes, ", "))
+	fs.IntVar(&tc.MaxNumSeqs, "tenants-max-num-seqs", tc.MaxNumSeqs, "tenants: the replica's sequences (llmsim -max-num-seqs)")
+	fs.IntVar(&tc.HeavyStreams, "tenants-heavy-streams", tc.HeavyStreams, "tenants: the heavy user's streams, back to back")
+	fs.DurationVar(&tc.Warmup, "tenants-warmup", tc.Warmup, "tenants: unmeasured start of each mode's run")
+	fs.DurationVar(&tc.Duration, "tenants-duration", tc.Duration, "tenants: measured part of each mode's run")
 	lc := &cfg.Ledger
 	fs.IntVar(&lc.Rounds, "ledger-rounds", lc.Rounds, "ledger: rounds, each running the gateway without and with the ledger")
 	fs.Float64Var(&lc.Rate, "ledger-rate", lc.Rate, "ledger: requests per second (open loop)")
@@ -150,6 +157,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	if cfg.Overload.Enabled() {
 		cfg.Overload.Modes, _ = parseList(*overloadModes, func(s string) (string, error) { return s, nil })
 	}
+	if cfg.Tenants.Enabled() {
+		cfg.Tenants.Modes, _ = parseList(*tenantsModes, func(s string) (string, error) { return s, nil })
+	}
 	if cfg.Routing.Enabled() {
 		cfg.Routing.Policies, _ = parseList(*policies, func(s string) (string, error) { return s, nil })
 		cfg.Routing.Workloads, _ = parseList(*workloads, func(s string) (string, error) { return s, nil })
@@ -169,11 +179,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "overload", "ledger", "scaleout"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "overload", "ledger", "tenants", "scaleout"}
 
 // defaultScenarios are the groups `make bench` runs: scaleout is left out
 // (two more minutes, and redis-server).
-var defaultScenarios = scenarioGroups[:7]
+var defaultScenarios = scenarioGroups[:8]
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -215,6 +225,9 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	}
 	if !on["ledger"] {
 		cfg.Ledger.Rounds = 0
+	}
+	if !on["tenants"] {
+		cfg.Tenants.Modes = nil
 	}
 	return nil
 }

@@ -6,7 +6,9 @@
 // -block-size, -kv-cache-blocks, -no-prefix-cache), prefill cost through
 // one FIFO prefill lane (-prefill-per-token, 100µs per uncached prompt
 // token by default, so that a cache hit shows in time to first token), a
-// cap on running sequences with a FIFO waiting queue (-max-num-seqs), and
+// cap on running sequences with a FIFO waiting queue (-max-num-seqs), or
+// one ordered by the requests' priority with preemption by recompute
+// (-scheduling-policy priority, as vLLM's), and
 // serves the engine's Prometheus /metrics (-metrics-fault makes it fail).
 // Besides chat completions (tools, response_format, n, logprobs) it serves
 // /v1/completions, /v1/embeddings (-embedding-dim), Anthropic's
@@ -83,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (string, simulator.Config, erro
 	fs.StringVar(&cfg.PrefixCache, "prefix-cache", "", "prefix cache kind: blocks (an LRU of blocks, as vLLM) or slots (one prompt per sequence slot, as Ollama); empty = the dialect's")
 	prefill := fs.Duration("prefill-per-token", simulator.DefaultPrefillPerToken.D(), "prefill time per uncached prompt token, prefills serialised one at a time (0 = free, no queue; max 1s)")
 	fs.IntVar(&cfg.MaxNumSeqs, "max-num-seqs", 0, "run at most this many sequences at once; more wait in FIFO order (0 = the dialect's: no cap, ollama 1)")
+	fs.StringVar(&cfg.SchedulingPolicy, "scheduling-policy", "", "how waiting requests get sequence slots, as vLLM's --scheduling-policy: fcfs (arrival order, the default) or priority (by the body's priority, lower first, preempting worse running sequences when -max-num-seqs are taken)")
 	fs.StringVar(&cfg.MetricsFault, "metrics-fault", "", "make GET /metrics fail: error (500), garbage (unparsable) or hang")
 	fs.IntVar(&cfg.EmbeddingDim, "embedding-dim", simulator.DefaultEmbeddingDim, "length of /v1/embeddings vectors (1..65536)")
 	fs.BoolVar(&cfg.NoMessages, "no-messages", false, "do not serve Anthropic's /v1/messages (404, as an engine without it)")
@@ -139,11 +142,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	fmt.Fprintf(stdout, "llmsim listening on http://%s\n", ln.Addr())
-	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d block_size=%d kv_cache_blocks=%d no_prefix_cache=%t prefix_cache=%q prefill_per_token=%s max_num_seqs=%d metrics_fault=%q embedding_dim=%d no_messages=%t no_responses=%t",
+	logger.Printf("model %q ttft=%s itl=%s tokens=%d seed=%d error_rate=%g error_status=%d hang=%t drop_after=%d max_model_len=%d api_key=%t dialect=%q loading=%s no_usage=%t usage_in_finish=%t error_after=%d max_concurrent=%d block_size=%d kv_cache_blocks=%d no_prefix_cache=%t prefix_cache=%q prefill_per_token=%s max_num_seqs=%d scheduling_policy=%q metrics_fault=%q embedding_dim=%d no_messages=%t no_responses=%t",
 		cfg.Model, cfg.TTFT, cfg.ITL, cfg.Tokens, cfg.Seed, cfg.ErrorRate, cfg.ErrorStatus,
 		cfg.Hang, cfg.DropAfter, cfg.MaxModelLen, cfg.APIKey != "",
 		cfg.Dialect, cfg.Loading, cfg.NoUsage, cfg.UsageInFinish, cfg.ErrorAfter, cfg.MaxConcurrent,
-		cfg.BlockSize, cfg.KVCacheBlocks, cfg.NoPrefixCache, cfg.PrefixCache, cfg.PrefillPerToken, cfg.MaxNumSeqs, cfg.MetricsFault,
+		cfg.BlockSize, cfg.KVCacheBlocks, cfg.NoPrefixCache, cfg.PrefixCache, cfg.PrefillPerToken, cfg.MaxNumSeqs, cfg.SchedulingPolicy, cfg.MetricsFault,
 		cfg.EmbeddingDim, cfg.NoMessages, cfg.NoResponses)
 
 	if (cfg.Dialect == "" || cfg.Dialect == simulator.DialectVLLM) && cfg.Loading > 0 {

@@ -127,6 +127,9 @@ func (mc *ModelConfig) spec(d *modelDeps) (fleet.Spec, error) {
 	}
 	mc.applyModelLimits(m, d.limits, d.doors)
 	m.EnginePriority = slices.Clone(mc.EnginePriority)
+	if mc.EngineFair {
+		m.EngineFair = gateway.NewEngineShares()
+	}
 	m.Adapters = mc.Adapters.build()
 	if err := mc.applyBoundary(m); err != nil {
 		return fleet.Spec{}, err

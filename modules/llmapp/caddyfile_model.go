@@ -138,7 +138,7 @@ func (m *ModelConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			m.Queue = new(QueueConfig)
 			err = m.Queue.unmarshalCaddyfile(d)
 		case "engine_priority":
-			err = enginePriorityOption(d, &m.EnginePriority)
+			err = enginePriorityOption(d, &m.EnginePriority, &m.EngineFair)
 		case "slow_replicas":
 			m.SlowReplicas = new(SlowReplicasConfig)
 			err = m.SlowReplicas.unmarshalCaddyfile(d)

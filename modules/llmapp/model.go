@@ -127,6 +127,10 @@ type ModelConfig struct {
 	// sheddable (vLLM started with --scheduling-policy priority; lower
 	// runs earlier). Default: none sent.
 	EnginePriority []int `json:"engine_priority,omitempty"`
+	// EngineFair (engine_priority fair) spreads each class's number over
+	// gateway.FairLevels by the tenant's recent share of the model's
+	// tokens within its class: number*FairLevels + level.
+	EngineFair bool `json:"engine_fair,omitempty"`
 	// Adapters configures the model's LoRA adapters (adapters.go); nil
 	// for a model without.
 	Adapters *AdaptersConfig `json:"adapters,omitempty"`

@@ -102,19 +102,29 @@ func (q *QueueConfig) shedOption(d *caddyfile.Dispenser, opt string) error {
 // first, and its requests without one have 0.
 var DefaultEnginePriority = []int{-1, 0, 1}
 
-// enginePriorityOption reads engine_priority: on (the defaults), off, or
-// three whole numbers, for critical, standard and sheddable work.
-func enginePriorityOption(d *caddyfile.Dispenser, dst *[]int) error {
+// enginePriorityOption reads engine_priority: on or class (the defaults),
+// off, three whole numbers (critical, standard, sheddable), or fair,
+// optionally followed by the three numbers: the class's number spread
+// over the tenants' shares (gateway.EngineShares).
+func enginePriorityOption(d *caddyfile.Dispenser, dst *[]int, fair *bool) error {
 	args := d.RemainingArgs()
+	*fair = false
 	switch {
-	case len(args) == 1 && args[0] == "on":
+	case len(args) == 1 && (args[0] == "on" || args[0] == "class"):
 		*dst = append([]int(nil), DefaultEnginePriority...)
 		return nil
 	case len(args) == 1 && args[0] == "off":
 		*dst = nil
 		return nil
+	case len(args) == 1 && args[0] == "fair":
+		*dst, *fair = append([]int(nil), DefaultEnginePriority...), true
+		return nil
+	case len(args) == len(api.Priorities)+1 && args[0] == "fair":
+		*fair, args = true, args[1:]
+	case len(args) > 0 && args[0] == "fair":
+		return d.Errf("engine_priority fair: want nothing more or three whole numbers (critical, standard, sheddable), got %d", len(args)-1)
 	case len(args) != len(api.Priorities):
-		return d.Errf("engine_priority: want on, off, or three whole numbers (critical, standard, sheddable), got %d arguments", len(args))
+		return d.Errf("engine_priority: want on, class, fair, off, or three whole numbers (critical, standard, sheddable), got %d arguments", len(args))
 	}
 	out := make([]int, len(args))
 	for i, a := range args {
@@ -131,6 +141,9 @@ func enginePriorityOption(d *caddyfile.Dispenser, dst *[]int) error {
 func (mc *ModelConfig) validateEnginePriority() error {
 	if n := len(mc.EnginePriority); n != 0 && n != len(api.Priorities) {
 		return fmt.Errorf("engine_priority: want 3 numbers (critical, standard, sheddable), got %d", n)
+	}
+	if mc.EngineFair && len(mc.EnginePriority) == 0 {
+		return fmt.Errorf("engine_fair: needs engine_priority's numbers")
 	}
 	return nil
 }

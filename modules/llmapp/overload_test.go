@@ -18,6 +18,7 @@ func TestOverloadCaddyfile(t *testing.T) {
 		model    string
 		queue    QueueConfig
 		engine   []int
+		fair     bool
 		wantOpts pool.Options
 		wantErr  string
 	}{
@@ -28,6 +29,11 @@ func TestOverloadCaddyfile(t *testing.T) {
 		{name: "engine_priority on", model: "engine_priority on", engine: []int{-1, 0, 1}},
 		{name: "engine_priority numbers", model: "engine_priority -10 0 5", engine: []int{-10, 0, 5}},
 		{name: "engine_priority off", model: "engine_priority off"},
+		{name: "engine_priority class", model: "engine_priority class", engine: []int{-1, 0, 1}},
+		{name: "engine_priority fair", model: "engine_priority fair", engine: []int{-1, 0, 1}, fair: true},
+		{name: "engine_priority fair numbers", model: "engine_priority fair -2 0 3", engine: []int{-2, 0, 3}, fair: true},
+		{name: "engine_priority fair two numbers", model: "engine_priority fair 1 2", wantErr: "three whole numbers"},
+		{name: "engine_priority fair a word", model: "engine_priority fair a b c", wantErr: `"a" is not a whole number`},
 		{name: "reserve negative", model: "queue {\nreserve -1\n}", wantErr: "want a whole number of slots"},
 		{name: "shed maybe", model: "queue {\nshed maybe\n}", wantErr: "want on or off"},
 		{name: "shed_kv above 1", model: "queue {\nshed_kv 1.5\n}", wantErr: "want a share in (0, 1]"},
@@ -51,8 +57,8 @@ func TestOverloadCaddyfile(t *testing.T) {
 			if err := mc.validate(); err != nil {
 				t.Fatalf("validate: %v", err)
 			}
-			if !slices.Equal(mc.EnginePriority, tt.engine) {
-				t.Errorf("engine_priority %v, want %v", mc.EnginePriority, tt.engine)
+			if !slices.Equal(mc.EnginePriority, tt.engine) || mc.EngineFair != tt.fair {
+				t.Errorf("engine_priority %v fair %v, want %v %v", mc.EnginePriority, mc.EngineFair, tt.engine, tt.fair)
 			}
 			var got QueueConfig
 			if mc.Queue != nil {
