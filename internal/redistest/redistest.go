@@ -148,6 +148,11 @@ func (s *Server) URL() string {
 	return "redis://" + s.Addr
 }
 
+// Options are a universal client's options for the server.
+func (s *Server) Options() *redis.UniversalOptions {
+	return &redis.UniversalOptions{Addrs: []string{s.Addr}, Password: s.Password}
+}
+
 // Client returns a client of the server, closed when t ends.
 func (s *Server) Client(t testing.TB) *redis.Client {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, Password: s.Password})
