@@ -187,3 +187,93 @@ func TestRedisSentinelFailover(t *testing.T) {
 		t.Errorf("after the failover the rate limit admitted %d across both instances, want %d..%d", got, rpm, exact2+1)
 	}
 }
+
+// TestRedisClusterSharedState: two gateways on a Redis Cluster of three
+// primaries share every Redis-backed feature once: a rate limit held
+// across both, a budget counted exactly, a revocation made on one
+// refusing the token on the other, the routing decisions applied by the
+// other. Every key lies in one slot (the prefix is a hash tag), which the
+// limit and budget scripts need.
+func TestRedisClusterSharedState(t *testing.T) {
+	const rpm = 10
+	cl := redistest.StartCluster(t)
+	sim := startSim(t, "-tokens", "20")
+	cfg := GatewayConfig{Data: t.TempDir(),
+		Models: map[string]string{"qwen": staticModel(sim) + "\n\t\t\tmax_tokens 20"},
+		Options: "\t\tredis cluster " + strings.Join(cl.Addrs(), " ") + " {\n\t\t\ttimeout 5s\n\t\t}\n" +
+			fmt.Sprintf("\t\tlimits {\n\t\t\trpm %d\n\t\t\tbudget tokens 100000 per month\n\t\t}", rpm),
+	}
+	a, b := startGateway(t, cfg), startGateway(t, cfg)
+	gws := []*Gateway{a, b}
+	tok := a.Token(t, "demo", "demo", "")
+
+	// The rate limit, across both.
+	var load haLoad
+	stop := make(chan struct{})
+	start := time.Now()
+	load.run(t, gws, tok, 4, stop)
+	waitFor(t, 30*time.Second, func() bool { return load.refused.Load() >= 10 })
+	close(stop)
+	load.wg.Wait()
+	exact := rpm + int64(time.Since(start).Seconds()*rpm/60)
+	if len(load.other) > 0 {
+		t.Fatalf("unexpected answers: %v", load.other)
+	}
+	t.Logf("cluster: the rate limit admitted %d across both instances, exact %d (+1)", load.ok.Load(), exact)
+	if got := load.ok.Load(); got < rpm || got > exact+1 {
+		t.Errorf("the rate limit admitted %d, want %d..%d", got, rpm, exact+1)
+	}
+	noRedisFallback(t, a)
+	noRedisFallback(t, b)
+
+	// The budget's counter, in the cluster, is what was answered.
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+	defer cc.Close()
+	ctx := context.Background()
+	var keys []string
+	var mu sync.Mutex
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error {
+		k, err := n.Keys(ctx, "*").Result()
+		mu.Lock()
+		keys = append(keys, k...)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var budgetKey string
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "{llmedge}:") {
+			t.Errorf("key %q is not under the hash-tagged prefix", k)
+		}
+		if strings.HasPrefix(k, "{llmedge}:b:t") && strings.HasSuffix(k, ":u:demo") {
+			budgetKey = k
+		}
+	}
+	if budgetKey == "" {
+		t.Fatalf("no budget counter among %v", keys)
+	}
+	counted, err := cc.Get(ctx, budgetKey).Float64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := load.tokens.Load(); counted != float64(used) {
+		t.Errorf("the budget counted %.0f tokens, %d were answered", counted, used)
+	}
+
+	// The routing decisions of one instance reach the other (a prompt
+	// long enough to fill prefix blocks).
+	alice := b.Token(t, "alice", "demo", "")
+	a.ask(t, alice, "cluster-route", turnBody(0, 1, 1))
+	waitFor(t, 10*time.Second, func() bool {
+		return metricValue(t, adminMetrics(t, b), `llmedge_routing_share_insertions_total{outcome="applied"}`) > 0
+	})
+
+	// A revocation made on one refuses the token on the other.
+	if s, _ := chatStatus(a, alice); s != 200 {
+		t.Fatalf("alice's token on A: %d", s)
+	}
+	revokeCmd(t, b, "--user", "alice")
+	waitFor(t, 10*time.Second, func() bool { s, _ := chatStatus(a, alice); return s == 401 })
+}
