@@ -93,7 +93,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	sim := startSim(t, "-tokens", "20")
 	redisOpt := "\t\tredis sentinel " + redistest.MasterName + " " + strings.Join(d.Addrs(), " ") + " {\n\t\t\ttimeout 1s\n\t\t}\n"
 	cfg := GatewayConfig{Data: t.TempDir(),
-		Models: map[string]string{"qwen": staticModel(sim) + "\n\t\t\tmax_tokens 20"},
+		Models:  map[string]string{"qwen": staticModel(sim) + "\n\t\t\tmax_tokens 20"},
 		Options: redisOpt + fmt.Sprintf("\t\tlimits {\n\t\t\trpm %d\n\t\t\tbudget tokens 1000000 per month\n\t\t}", rpm),
 	}
 	a, b := startGateway(t, cfg), startGateway(t, cfg)
