@@ -86,7 +86,8 @@ func (l *haLoad) run(t *testing.T, gws []*Gateway, tok string, workers int, stop
 // alone (on_redis_failure open, as documented), so the rate limit admits
 // at most its exact figure plus one full bucket per instance; once the
 // replica is promoted the clients follow it, the limits are shared again
-// and hold within one request of exact across both instances.
+// and hold within one request of exact across both instances, and a
+// revocation made on one reaches the other.
 func TestRedisSentinelFailover(t *testing.T) {
 	const rpm = 60
 	d := redistest.StartSentinel(t, time.Second)
@@ -186,6 +187,10 @@ func TestRedisSentinelFailover(t *testing.T) {
 	if got := after.ok.Load(); got < rpm || got > exact2+1 {
 		t.Errorf("after the failover the rate limit admitted %d across both instances, want %d..%d", got, rpm, exact2+1)
 	}
+
+	// Revocations travel again: the subscriptions followed the primary.
+	revokeCmd(t, b, "--user", "alice")
+	waitFor(t, 10*time.Second, func() bool { s, _ := chatStatus(a, alice); return s == 401 })
 }
 
 // TestRedisClusterSharedState: two gateways on a Redis Cluster of three
