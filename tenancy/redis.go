@@ -99,7 +99,7 @@ func redisTarget(rc *Redis) (*redis.UniversalOptions, error) {
 		return nil, fmt.Errorf("redis: the URL does not parse (want redis://[user:password@]host:port[/db] or rediss://...)")
 	}
 	return &redis.UniversalOptions{Addrs: []string{o.Addr}, Username: o.Username, Password: o.Password,
-		DB: o.DB, TLSConfig: o.TLSConfig}, nil
+		DB: o.DB, TLSConfig: o.TLSConfig, Protocol: o.Protocol, ClientName: o.ClientName}, nil
 }
 
 // prefixOf is the prefix of every key. On a Cluster it is a hash tag, so
