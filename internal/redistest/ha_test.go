@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,15 +31,15 @@ func TestStartCluster(t *testing.T) {
 					t.Fatalf("SET %s: %v", k, err)
 				}
 			}
-			n := 0
+			var n atomic.Int32 // ForEachMaster calls on a goroutine per node
 			_ = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 				if k, _ := m.DBSize(ctx).Result(); k > 0 {
-					n++
+					n.Add(1)
 				}
 				return nil
 			})
-			if n < 2 {
-				t.Errorf("the keys lie on %d of 3 primaries", n)
+			if n.Load() < 2 {
+				t.Errorf("the keys lie on %d of 3 primaries", n.Load())
 			}
 		})
 	}
