@@ -28,7 +28,7 @@ const (
 type Options struct {
 	// Redis, when set, holds the shared state; without it every limit is
 	// per instance.
-	Redis *redis.Client
+	Redis redis.UniversalClient
 	// Prefix starts every Redis key (e.g. "llmedge:").
 	Prefix string
 	// Timeout bounds every Redis call; DefaultTimeout when 0.

@@ -146,7 +146,7 @@ return 1
 
 // redisStore is the shared state.
 type redisStore struct {
-	client *redis.Client
+	client redis.UniversalClient
 	prefix string
 }
 

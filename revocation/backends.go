@@ -21,7 +21,7 @@ import (
 // An instance that restarts, or missed a message while its connection was
 // down, reads the stored set (Sync polls it).
 type RedisBackend struct {
-	Client *redis.Client
+	Client redis.UniversalClient
 	Prefix string
 	// MaxLifetime is the longest a token lives: older user cutoffs are
 	// deleted when the state is loaded.

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/internal/redistest"
@@ -251,11 +249,7 @@ func TestPrefixCacheTiesAreEven(t *testing.T) {
 // flusher writes the decisions while the benchmark makes them.
 func BenchmarkPrefixCacheSelect16KiBShared(b *testing.B) {
 	srv := redistest.Start(b)
-	ro, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	hub := share.New(share.Options{Redis: ro, Key: "bench:routing"})
+	hub := share.New(share.Options{Redis: srv.Options(), Key: "bench:routing"})
 	defer hub.Destruct()
 	p, _, pc := newPrefixPool(b, 4)
 	pc.Share = hub.Attach("m", pc.Index)

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/internal/redistest"
 	"github.com/llmedge/llmedge/routing/prefix"
@@ -22,11 +20,7 @@ func instance(t *testing.T, srv *redistest.Server, on bool) (*pool.Pool, *Prefix
 	}
 	pc := &PrefixCache{Index: idx}
 	if on {
-		ro, err := redis.ParseURL(srv.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		hub := share.New(share.Options{Redis: ro, Key: "test:routing", Interval: 5 * time.Millisecond})
+		hub := share.New(share.Options{Redis: srv.Options(), Key: "test:routing", Interval: 5 * time.Millisecond})
 		t.Cleanup(func() { _ = hub.Destruct() })
 		pc.Share = hub.Attach("m", idx)
 		hub.Start()

@@ -12,13 +12,7 @@ package tenancy
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"fmt"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +28,20 @@ import (
 )
 
 // Redis says how to reach the Redis every instance shares; every value is
-// resolved (no placeholders).
+// resolved (no placeholders). One of URL, Sentinel and Cluster is set.
 type Redis struct {
 	// URL is redis://[user:password@]host:port[/db] or rediss:// (TLS).
 	URL string
-	// Username and Password, when set, replace the URL's.
+	// Sentinel reaches the primary its sentinels name, and the new one
+	// after they fail it over.
+	Sentinel *Sentinel
+	// Cluster is the seed nodes (host:port) of a Redis Cluster.
+	Cluster []string
+	// TLS talks TLS to the servers of a Sentinel or Cluster deployment
+	// (a URL says it with rediss://).
+	TLS bool
+	// Username and Password, when set, replace the URL's (the servers'
+	// own, not the sentinels').
 	Username, Password string
 	// Timeout bounds every Redis call on the request path; 0 means
 	// limits.DefaultTimeout.
@@ -48,6 +51,16 @@ type Redis struct {
 	// CAFile verifies a rediss:// server with this CA instead of the
 	// system's.
 	CAFile string
+}
+
+// Sentinel is a Redis Sentinel deployment: the sentinels' addresses
+// (host:port) and the name of the primary they watch.
+type Sentinel struct {
+	Master string
+	Addrs  []string
+	// Username and Password are the sentinels' own (requirepass in
+	// sentinel.conf), when they have one.
+	Username, Password string
 }
 
 // Defaults.
@@ -100,7 +113,8 @@ const DefaultBudgetWarning = 0.8
 // Service is the tenants' limits and revocations of one configuration.
 type Service struct {
 	cfg      Config
-	key      string // of the shared state in Kept
+	key      string                  // of the shared state in Kept
+	opts     *redis.UniversalOptions // nil without Redis
 	state    *state
 	sync     *revocation.Sync
 	admitter *limitsAdmitter
@@ -116,7 +130,7 @@ type Service struct {
 // counters and its tickets in flight) are the same before and after a
 // reload with the same settings.
 type state struct {
-	client  *redis.Client // nil without Redis
+	client  redis.UniversalClient // nil without Redis
 	limiter *limits.Limiter
 	// seed is the newest configuration's BudgetSeed: the limiter outlives
 	// configurations, and an older one's ledger may be closed.
@@ -160,7 +174,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.key, s.state = key, v.(*state)
+	s.key, s.state, s.opts = key, v.(*state), opts
 	s.state.seed.Store(&cfg.BudgetSeed)
 	if s.metrics, err = metrics.NewTenancy(cfg.Registry, s); err != nil {
 		s.Close()
@@ -176,7 +190,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-func (s *Service) newState(opts *redis.Options) *state {
+func (s *Service) newState(opts *redis.UniversalOptions) *state {
 	st := &state{}
 	logger, failClosed := s.logger, s.cfg.FailClosed
 	lo := limits.Options{FailClosed: failClosed, BudgetSeed: st.seedBudget,
@@ -192,65 +206,12 @@ func (s *Service) newState(opts *redis.Options) *state {
 			}
 		}}
 	if opts != nil {
-		st.client = redis.NewClient(opts)
+		st.client = redis.NewUniversalClient(opts)
 		lo.Redis, lo.Prefix, lo.Timeout = st.client, s.prefix(), s.timeout()
 	}
 	st.limiter = limits.New(lo)
 	st.limiter.Start()
 	return st
-}
-
-// redisOptions parses the Redis settings; nil options without Redis. key
-// identifies the settings (secrets hashed) for the shared state.
-func redisOptions(rc *Redis, failClosed bool) (*redis.Options, string, error) {
-	if rc == nil {
-		return nil, "tenancy.local", nil
-	}
-	opts, err := redis.ParseURL(rc.URL)
-	if err != nil {
-		// The URL may hold a password: name the problem, not the URL.
-		return nil, "", fmt.Errorf("redis: the URL does not parse (want redis://[user:password@]host:port[/db] or rediss://...)")
-	}
-	if rc.Username != "" {
-		opts.Username = rc.Username
-	}
-	if rc.Password != "" {
-		opts.Password = rc.Password
-	}
-	if rc.CAFile != "" {
-		if opts.TLSConfig == nil {
-			return nil, "", fmt.Errorf("redis: ca_file needs a rediss:// URL")
-		}
-		pem, err := os.ReadFile(rc.CAFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("redis: ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, "", fmt.Errorf("redis: ca_file %s holds no PEM certificate", rc.CAFile)
-		}
-		opts.TLSConfig.RootCAs = pool
-		opts.TLSConfig.MinVersion = tls.VersionTLS12
-	}
-	// Fail fast on the request path: one try, short deadlines; the limiter
-	// falls back (or refuses) and finds Redis again by itself.
-	to := timeoutOf(rc)
-	opts.MaxRetries = -1
-	opts.DialTimeout = max(time.Second, 4*to)
-	opts.ReadTimeout, opts.WriteTimeout, opts.PoolTimeout = to, to, to
-	opts.ContextTimeoutEnabled = true
-	opts.MinIdleConns = 2
-	h := sha256.Sum256([]byte(opts.Network + "\x00" + opts.Addr + "\x00" + opts.Username + "\x00" + opts.Password +
-		"\x00" + strconv.Itoa(opts.DB) + "\x00" + prefixOf(rc) + "\x00" + to.String() + "\x00" + strconv.FormatBool(failClosed) +
-		"\x00" + fmt.Sprint(opts.TLSConfig != nil) + "\x00" + rc.CAFile))
-	return opts, "tenancy.redis." + hex.EncodeToString(h[:8]), nil
-}
-
-func prefixOf(rc *Redis) string {
-	if rc != nil && rc.Prefix != "" {
-		return rc.Prefix
-	}
-	return DefaultPrefix
 }
 
 func timeoutOf(rc *Redis) time.Duration {
@@ -344,10 +305,10 @@ func (s *Service) FallbackDecisions() uint64 { return s.state.limiter.Stats().Fa
 // Redis (the routing decisions), a copy of its client's options, the
 // prefix of keys and an identity of the settings; nil options without
 // Redis.
-func (s *Service) SharedRedis() (opts *redis.Options, prefix, key string) {
-	if s.state == nil || s.state.client == nil {
+func (s *Service) SharedRedis() (opts *redis.UniversalOptions, prefix, key string) {
+	if s.state == nil || s.state.client == nil || s.opts == nil {
 		return nil, "", ""
 	}
-	o := *s.state.client.Options()
+	o := *s.opts
 	return &o, s.prefix(), s.key
 }

@@ -80,16 +80,20 @@ type Server struct {
 	dir  string
 	bin  string
 	cred *syscall.Credential
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	out  *lockedBuffer
+	// extra are more -c settings of the server (a primary's replication).
+	extra []string
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{}
+	out   *lockedBuffer
 }
 
 // Start makes a cluster and runs it until t ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return start(t, nil) }
+
+func start(t testing.TB, extra []string) *Server {
 	t.Helper()
-	s := &Server{bin: BinDir(t)}
+	s := &Server{bin: BinDir(t), extra: extra}
 	dir, err := os.MkdirTemp("", "pgtest-")
 	if err != nil {
 		t.Fatal(err)
@@ -157,9 +161,10 @@ func (s *Server) command(name string, args ...string) *exec.Cmd {
 func (s *Server) start(data string) error {
 	s.mu.Lock()
 	s.out = new(lockedBuffer)
-	s.cmd = s.command(filepath.Join(s.bin, "postgres"), "-D", data, "-p", strconv.Itoa(s.Port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+s.dir,
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	args := []string{"-D", data, "-p", strconv.Itoa(s.Port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + s.dir,
+		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"}
+	s.cmd = s.command(filepath.Join(s.bin, "postgres"), append(args, s.extra...)...)
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		s.mu.Unlock()
@@ -171,7 +176,8 @@ func (s *Server) start(data string) error {
 	s.mu.Unlock()
 	go func() { _ = cmd.Wait(); close(done) }()
 
-	// Ready when it logs so and accepts connections on its port.
+	// Ready when it logs so (a replica: read-only connections) and accepts
+	// connections on its port.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		select {
@@ -179,7 +185,7 @@ func (s *Server) start(data string) error {
 			return fmt.Errorf("pgtest: postgres exited:\n%s", s.output())
 		default:
 		}
-		if bytes.Contains([]byte(s.output()), []byte("ready to accept connections")) {
+		if bytes.Contains([]byte(s.output()), []byte("ready to accept") /* "connections", or "read-only connections" on a replica */) {
 			if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), time.Second); err == nil {
 				c.Close()
 				return nil

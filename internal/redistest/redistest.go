@@ -55,7 +55,10 @@ type Server struct {
 	// Password, when set, is required (requirepass).
 	Password string
 
-	bin  string
+	bin string
+	// args, when set, make the command line from the port (a replica, a
+	// sentinel, a cluster node) instead of a plain server's.
+	args func(port string) []string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -68,7 +71,11 @@ func Start(t testing.TB) *Server { return StartWith(t, "") }
 // StartWith is Start with a required password ("" for none).
 func StartWith(t testing.TB, password string) *Server {
 	t.Helper()
-	s := &Server{bin: Binary(t), Password: password}
+	return startServer(t, &Server{bin: Binary(t), Password: password})
+}
+
+func startServer(t testing.TB, s *Server) *Server {
+	t.Helper()
 	// The port is free when picked, but the server binds it later: when
 	// another process took it in between, start again on a new one.
 	for try := 1; ; try++ {
@@ -95,6 +102,9 @@ func (s *Server) start() error {
 	_, port, _ := net.SplitHostPort(s.Addr)
 	args := []string{"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--protected-mode", "no", "--daemonize", "no", "--loglevel", "warning"}
+	if s.args != nil {
+		args = s.args(port)
+	}
 	if s.Password != "" {
 		args = append(args, "--requirepass", s.Password)
 	}
@@ -146,6 +156,11 @@ func (s *Server) URL() string {
 		return "redis://:" + s.Password + "@" + s.Addr
 	}
 	return "redis://" + s.Addr
+}
+
+// Options are a universal client's options for the server.
+func (s *Server) Options() *redis.UniversalOptions {
+	return &redis.UniversalOptions{Addrs: []string{s.Addr}, Password: s.Password}
 }
 
 // Client returns a client of the server, closed when t ends.

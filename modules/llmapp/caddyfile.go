@@ -2,6 +2,7 @@ package llmapp
 
 import (
 	"encoding/json"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -62,12 +63,15 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 //		api_key_ttl       <duration>
 //		api_keys_refresh  <duration>
 //		refresh_token_ttl <duration>|off
-//		redis             <redis://...|rediss://...> [{
+//		redis             <redis://...|rediss://...>|sentinel <master> <host:port>...|cluster <host:port>... [{
 //			username <name>
 //			password <password>             # e.g. {env.REDIS_PASSWORD}
 //			timeout  <duration>             # every call; default 250ms
 //			prefix   <prefix>               # keys and channels; default llmedge:
 //			ca_file  <path>                 # rediss:// with a private CA
+//			tls                             # sentinel or cluster over TLS
+//			sentinel_username <name>        # the sentinels' own credentials
+//			sentinel_password <password>
 //		}]
 //		authenticator     <name> [{ ... }]     # repeatable, asked in order; default bearer
 //		trust <issuer URL> {                # a trusted OpenID provider (docs/identity.md)
@@ -474,17 +478,34 @@ func parseLimits(d *caddyfile.Dispenser, what string, extra func(opt string) (bo
 	return l, nil
 }
 
-// unmarshalCaddyfile parses `redis <url> [{ username; password; timeout; prefix; ca_file }]`.
+// unmarshalCaddyfile parses `redis <url>|sentinel <master> <addr>...|cluster
+// <addr>... [{ username; password; timeout; prefix; ca_file; tls;
+// sentinel_username; sentinel_password }]`.
 func (r *RedisConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	if !d.NextArg() {
-		return d.Errf("redis: want a URL, redis://host:port or rediss://host:port")
+		return d.Errf("redis: want a URL (redis://host:port or rediss://host:port), sentinel <master> <host:port>... or cluster <host:port>...")
 	}
-	r.URL = d.Val()
-	if !strings.HasPrefix(r.URL, "redis://") && !strings.HasPrefix(r.URL, "rediss://") {
-		return d.Errf("redis: want a redis:// or rediss:// URL")
+	switch v := d.Val(); {
+	case v == "sentinel":
+		args := d.RemainingArgs()
+		if len(args) < 2 {
+			return d.Errf("redis sentinel: want the primary's name and at least one sentinel's host:port")
+		}
+		r.Sentinel = &RedisSentinel{Master: args[0], Addrs: args[1:]}
+	case v == "cluster":
+		if r.Cluster = d.RemainingArgs(); len(r.Cluster) == 0 {
+			return d.Errf("redis cluster: want at least one node's host:port")
+		}
+	case strings.HasPrefix(v, "redis://") || strings.HasPrefix(v, "rediss://"):
+		r.URL = v
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	default:
+		return d.Errf("redis: want a redis:// or rediss:// URL, sentinel or cluster, got %q", v)
 	}
-	if d.NextArg() {
-		return d.ArgErr()
+	if err := r.checkHosts(d); err != nil {
+		return err
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		var err error
@@ -499,6 +520,23 @@ func (r *RedisConfig) unmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = oneString(d, &r.Prefix)
 		case "ca_file":
 			err = oneString(d, &r.CAFile)
+		case "tls":
+			if r.URL != "" {
+				return d.Errf("redis tls: for sentinel or cluster; a URL says it with rediss://")
+			}
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			r.TLS = true
+		case "sentinel_username", "sentinel_password":
+			if r.Sentinel == nil {
+				return d.Errf("redis %s: only with redis sentinel", opt)
+			}
+			if opt == "sentinel_username" {
+				err = oneString(d, &r.Sentinel.Username)
+			} else {
+				err = oneString(d, &r.Sentinel.Password)
+			}
 		default:
 			return d.Errf("unrecognized redis option %q", opt)
 		}
@@ -588,3 +626,21 @@ func oneDuration(d *caddyfile.Dispenser, opt string, dst *caddy.Duration) error 
 }
 
 var _ caddyfile.Unmarshaler = (*App)(nil)
+
+// checkHosts refuses a sentinel or cluster address that is not host:port
+// (placeholders are left for the load to resolve).
+func (r *RedisConfig) checkHosts(d *caddyfile.Dispenser) error {
+	addrs := r.Cluster
+	if r.Sentinel != nil {
+		addrs = r.Sentinel.Addrs
+	}
+	for _, a := range addrs {
+		if strings.Contains(a, "{") {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+			return d.Errf("redis: %q: want host:port", a)
+		}
+	}
+	return nil
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/certmagic"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmedge/llmedge/ledger"
 )
@@ -108,7 +109,23 @@ func (a *App) buildLedger(ctx caddy.Context, repl *caddy.Replacer) (*usageLedger
 	w := ledger.NewWriter(store, ledger.WriterOptions{Buffer: c.Buffer, Batch: c.Batch,
 		Interval: time.Duration(c.FlushInterval), Prices: a.prices(), Retention: max(retention, 0),
 		Logger: a.logger.Named("ledger")})
+	registerLedgerMetrics(metricsRegistry(ctx), w)
 	return &usageLedger{store: store, writer: w}, nil
+}
+
+// registerLedgerMetrics exposes what the writer could not write yet and
+// what it gave up on: while the database is unreachable (a PostgreSQL
+// failover) records wait, and beyond the buffer they are dropped. Read at
+// scrape time from this configuration's writer.
+func registerLedgerMetrics(reg prometheus.Registerer, w *ledger.Writer) {
+	_ = reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "llmedge_ledger_dropped_total",
+		Help: "Usage records dropped by this configuration's ledger writer: its buffer full while the database was unreachable, or not written within the close timeout.",
+	}, func() float64 { return float64(w.Dropped()) }))
+	_ = reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "llmedge_ledger_pending",
+		Help: "Usage records waiting to be written to the ledger (retried each flush_interval while the database is unreachable).",
+	}, func() float64 { return float64(w.Pending()) }))
 }
 
 // close writes what is buffered and closes the store.

@@ -15,8 +15,16 @@ import (
 // instance (tenants' limits, revocations).
 type RedisConfig struct {
 	// URL is redis://[user:password@]host:port[/db] or rediss:// (TLS);
-	// placeholders such as {env.REDIS_PASSWORD} are replaced.
-	URL string `json:"url"`
+	// placeholders such as {env.REDIS_PASSWORD} are replaced. Exclusive
+	// with Sentinel and Cluster.
+	URL string `json:"url,omitempty"`
+	// Sentinel is a Redis Sentinel deployment: the client follows the
+	// primary the sentinels name across a failover.
+	Sentinel *RedisSentinel `json:"sentinel,omitempty"`
+	// Cluster is the seed nodes (host:port) of a Redis Cluster.
+	Cluster []string `json:"cluster,omitempty"`
+	// TLS talks TLS to a Sentinel or Cluster deployment's servers.
+	TLS bool `json:"tls,omitempty"`
 	// Username and Password, when set, replace the URL's; placeholders
 	// are replaced (keep secrets out of the Caddyfile).
 	Username string `json:"username,omitempty"`
@@ -28,6 +36,18 @@ type RedisConfig struct {
 	// CAFile verifies a rediss:// server with this CA instead of the
 	// system's.
 	CAFile string `json:"ca_file,omitempty"`
+}
+
+// RedisSentinel is `redis sentinel <master> <host:port>...`.
+type RedisSentinel struct {
+	// Master is the name the sentinels know the primary by.
+	Master string `json:"master"`
+	// Addrs are the sentinels' addresses (host:port).
+	Addrs []string `json:"addrs"`
+	// Username and Password are the sentinels' own, when they have one;
+	// placeholders are replaced.
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
 }
 
 // RateLimitsConfig is the `limits` block of the llmedge option: every
@@ -77,7 +97,18 @@ func (a *App) tenancyConfig(ctx caddy.Context, repl *caddy.Replacer) (tenancy.Co
 		cfg.Redis = &tenancy.Redis{
 			URL: repl.ReplaceAll(rc.URL, ""), Username: repl.ReplaceAll(rc.Username, ""),
 			Password: repl.ReplaceAll(rc.Password, ""), Timeout: time.Duration(rc.Timeout),
-			Prefix: rc.Prefix, CAFile: repl.ReplaceAll(rc.CAFile, ""),
+			Prefix: rc.Prefix, CAFile: repl.ReplaceAll(rc.CAFile, ""), TLS: rc.TLS,
+		}
+		for _, a := range rc.Cluster {
+			cfg.Redis.Cluster = append(cfg.Redis.Cluster, repl.ReplaceAll(a, ""))
+		}
+		if sn := rc.Sentinel; sn != nil {
+			rs := &tenancy.Sentinel{Master: repl.ReplaceAll(sn.Master, ""), Username: repl.ReplaceAll(sn.Username, ""),
+				Password: repl.ReplaceAll(sn.Password, "")}
+			for _, a := range sn.Addrs {
+				rs.Addrs = append(rs.Addrs, repl.ReplaceAll(a, ""))
+			}
+			cfg.Redis.Sentinel = rs
 		}
 	}
 	if a.limitsConfigured() {

@@ -18,6 +18,11 @@ func TestTenancyCaddyfileErrors(t *testing.T) {
 		{"redis without URL", "llmedge {\nredis\n}", "want a URL"},
 		{"redis http URL", "llmedge {\nredis http://x:6379\n}", "redis:// or rediss://"},
 		{"redis unknown option", "llmedge {\nredis redis://x:6379 {\ndb 3\n}\n}", `unrecognized redis option "db"`},
+		{"sentinel without addresses", "llmedge {\nredis sentinel mymaster\n}", "want the primary's name and at least one"},
+		{"sentinel bad address", "llmedge {\nredis sentinel mymaster s1\n}", `"s1": want host:port`},
+		{"cluster without nodes", "llmedge {\nredis cluster\n}", "want at least one node"},
+		{"sentinel_password on a URL", "llmedge {\nredis redis://x:6379 {\nsentinel_password p\n}\n}", "only with redis sentinel"},
+		{"tls on a URL", "llmedge {\nredis redis://x:6379 {\ntls\n}\n}", "rediss://"},
 		{"failure mode", "llmedge {\non_redis_failure maybe\n}", "want open or closed"},
 		{"share_routing value", "llmedge {\nshare_routing yes\n}", "share_routing: want on or off"},
 		{"share_routing without value", "llmedge {\nshare_routing\n}", "wrong argument count"},
@@ -144,6 +149,30 @@ func TestTeamsAndBudgetsCaddyfileErrors(t *testing.T) {
 			err := new(App).UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input))
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("error %v, want one containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRedisDeploymentsCaddyfile(t *testing.T) {
+	tests := []struct {
+		name, input string
+		want        RedisConfig
+	}{
+		{"sentinel", "llmedge {\nredis sentinel mymaster 10.0.0.1:26379 10.0.0.2:26379 {\nsentinel_password {env.S}\npassword p\ntls\n}\n}",
+			RedisConfig{Sentinel: &RedisSentinel{Master: "mymaster", Addrs: []string{"10.0.0.1:26379", "10.0.0.2:26379"}, Password: "{env.S}"},
+				Password: "p", TLS: true}},
+		{"cluster", "llmedge {\nredis cluster a:7000 b:7000 c:7000\n}", RedisConfig{Cluster: []string{"a:7000", "b:7000", "c:7000"}}},
+		{"url", "llmedge {\nredis redis://x:6379\n}", RedisConfig{URL: "redis://x:6379"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := new(App)
+			if err := a.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tt.input)); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*a.Redis, tt.want) {
+				t.Errorf("redis %+v, want %+v", *a.Redis, tt.want)
 			}
 		})
 	}

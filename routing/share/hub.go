@@ -49,7 +49,7 @@ type Options struct {
 	// Redis is the server every instance shares; the Hub makes a client
 	// of its own from it (its reads block, which must not hold the
 	// connections of the request path's calls).
-	Redis *redis.Options
+	Redis *redis.UniversalOptions
 	// Key is the stream's key ("<prefix>routing").
 	Key      string
 	Interval time.Duration
@@ -79,7 +79,7 @@ type Stats struct {
 // implements keep.Destructor).
 type Hub struct {
 	opts     Options
-	client   *redis.Client
+	client   redis.UniversalClient
 	instance string
 	buf      chan record
 	free     chan *[]uint64
@@ -158,7 +158,7 @@ func New(opts Options) *Hub {
 	ro.PoolSize, ro.MinIdleConns, ro.MaxIdleConns = 4, 0, 2
 	var id [8]byte
 	_, _ = rand.Read(id[:])
-	h := &Hub{opts: opts, client: redis.NewClient(&ro), instance: hex.EncodeToString(id[:]),
+	h := &Hub{opts: opts, client: redis.NewUniversalClient(&ro), instance: hex.EncodeToString(id[:]),
 		buf: make(chan record, opts.Buffer), free: make(chan *[]uint64, opts.Buffer), models: map[string][]*Model{}}
 	h.up.Store(true) // until a call says otherwise
 	h.ctx, h.cancel = context.WithCancel(context.Background())

@@ -101,11 +101,7 @@ func newIndex(t testing.TB, model string, blockSize int) *prefix.Index {
 
 func newHub(t testing.TB, srv *redistest.Server, opts Options) *Hub {
 	t.Helper()
-	ro, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro.MaxRetries = -1
+	ro := &redis.UniversalOptions{Addrs: []string{srv.Addr}, Password: srv.Password, MaxRetries: -1}
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, 250*time.Millisecond, 250*time.Millisecond
 	opts.Redis = ro
 	if opts.Key == "" {
@@ -266,7 +262,7 @@ func TestHubSurvivesRedis(t *testing.T) {
 }
 
 func BenchmarkPublish(b *testing.B) {
-	h := New(Options{Redis: &redis.Options{Addr: "127.0.0.1:1"}, Buffer: 1024}) // never started
+	h := New(Options{Redis: &redis.UniversalOptions{Addrs: []string{"127.0.0.1:1"}}, Buffer: 1024}) // never started
 	defer h.Destruct()
 	m := h.Attach("m", newIndex(b, "m", 64))
 	stop := make(chan struct{})
@@ -292,7 +288,7 @@ func BenchmarkPublish(b *testing.B) {
 // encode reuses the arrays of the last flush's entries: a steady flow of
 // decisions allocates nothing to encode.
 func TestEncodeReusesEntries(t *testing.T) {
-	h := New(Options{Redis: &redis.Options{Addr: "127.0.0.1:1"}, Buffer: 64}) // never started
+	h := New(Options{Redis: &redis.UniversalOptions{Addrs: []string{"127.0.0.1:1"}}, Buffer: 64}) // never started
 	defer h.Destruct()
 	m := h.Attach("m", newIndex(t, "m", 64))
 	hashes := chain(1, 1024) // 8 KiB a record: four entries of at most 32 KiB for 12
