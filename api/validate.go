@@ -249,14 +249,21 @@ func parseMessages(n *wire.Native, lim Limits, errs []FieldError) ([]Message, []
 		} else {
 			errs = append(errs, literalError(roles, s, "messages", i, "role"))
 		}
-		if item.Content.IsAbsent() {
+		switch c := item.Content; {
+		case c.IsAbsent():
 			errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages", i, "content"}, Msg: "Field required", Input: jsonValue(item.Raw)})
-		} else if s, ok := item.Content.Str(); !ok {
-			errs = append(errs, typeError("string_type", "Input should be a valid string", item.Content, "messages", i, "content"))
-		} else if tooManyChars(s, lim.MaxContentChars) {
-			errs = append(errs, tooLong(s, lim.MaxContentChars, "messages", i, "content"))
-		} else {
-			msgs[i].Content = s
+		case c.Kind() != wire.String:
+			errs = append(errs, typeError("string_type", "Input should be a valid string", c, "messages", i, "content"))
+		case len(c.Raw)-2 > lim.MaxContentChars && tooManyChars(c.Text(), lim.MaxContentChars):
+			// The quoted string's inside bounds its characters: only a
+			// content that long is decoded, to count them.
+			errs = append(errs, tooLong(c.Text(), lim.MaxContentChars, "messages", i, "content"))
+		default:
+			// Left as the client wrote it (api.Message.Quoted): the
+			// replica's body splices these bytes, and routing and the
+			// limits read them as they are; only a protocol that
+			// translates the request decodes them.
+			msgs[i].Quoted = c.Raw
 		}
 	}
 	return msgs, errs
