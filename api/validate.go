@@ -105,15 +105,8 @@ var roles = []string{RoleSystem, RoleUser, RoleAssistant}
 // ReadRequest reads and validates the body of r, and returns the body too.
 // It enforces the body size limit itself, so r.Body need not be wrapped.
 func (v *Validator) ReadRequest(r *http.Request) (*InferenceRequest, []byte, *Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return nil, nil, ValidationError(FieldError{
-				Type: "model_attributes_type", Loc: []any{"body"},
-				Msg:   "Input should be a JSON object: Content-Type must be application/json",
-				Input: ct,
-			})
-		}
+	if err := contentType(r); err != nil {
+		return nil, nil, err
 	}
 	body, err := ReadBody(r, v.Limits.WithDefaults().MaxBodyBytes)
 	if err != nil {
@@ -121,6 +114,42 @@ func (v *Validator) ReadRequest(r *http.Request) (*InferenceRequest, []byte, *Er
 	}
 	req, err := v.Parse(body)
 	return req, body, err
+}
+
+// ReadRequestLeased is ReadRequest with a large body read into a pooled
+// buffer (ReadBodyLeased), which the request's messages point into: the
+// caller holds its lease (nil for a small body) until the exchange is
+// answered. A refused body's buffer goes back at once (an error keeps
+// nothing of the body).
+func (v *Validator) ReadRequestLeased(r *http.Request) (*InferenceRequest, []byte, *Lease, *Error) {
+	if err := contentType(r); err != nil {
+		return nil, nil, nil, err
+	}
+	body, l, err := ReadBodyLeased(r, v.Limits.WithDefaults().MaxBodyBytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	req, err := v.Parse(body)
+	if err != nil {
+		l.Release()
+		return nil, nil, nil, err
+	}
+	return req, body, l, nil
+}
+
+// contentType refuses a body declared as anything but JSON.
+func contentType(r *http.Request) *Error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return ValidationError(FieldError{
+				Type: "model_attributes_type", Loc: []any{"body"},
+				Msg:   "Input should be a JSON object: Content-Type must be application/json",
+				Input: ct,
+			})
+		}
+	}
+	return nil
 }
 
 // natives are reused between requests: reading a body then allocates

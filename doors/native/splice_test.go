@@ -252,3 +252,69 @@ func FuzzSplicedBody(f *testing.F) {
 		sameBody(t, body, got, oldBody(t, body, sys))
 	})
 }
+
+// checking is a replica transport that checks every body it is sent
+// against want, by the marker of the request's first message.
+type checking struct {
+	rt   http.RoundTripper
+	want map[string][]byte // marker → the replica's body
+	mu   sync.Mutex
+	bad  []string
+}
+
+func (c *checking) RoundTrip(r *http.Request) (*http.Response, error) {
+	b, _ := io.ReadAll(r.Body)
+	_ = r.Body.Close()
+	ok := false
+	for marker, want := range c.want {
+		if bytes.Contains(b, []byte(marker)) {
+			ok = bytes.Equal(b, want)
+			break
+		}
+	}
+	if !ok {
+		c.mu.Lock()
+		c.bad = append(c.bad, string(b[:min(len(b), 200)]))
+		c.mu.Unlock()
+	}
+	r.Body = io.NopCloser(bytes.NewReader(nil))
+	return c.rt.RoundTrip(r)
+}
+
+// Large bodies read into pooled buffers, their messages sent in place,
+// served at once: every replica body is its own request's, whole; a
+// buffer goes back to the pool only once its request is done with it.
+func TestSplicedBodiesConcurrently(t *testing.T) {
+	c := &capture{}
+	p := splicePipeline(t, c, "")
+	bodies := make([][]byte, 8)
+	chk := &checking{want: map[string][]byte{}}
+	for i := range bodies {
+		marker := "marker-" + strings.Repeat(string(rune('a'+i)), 8)
+		bodies[i] = []byte(`{"messages":[{"role":"user","content":"` + marker + ` ` +
+			strings.Repeat(`caf\u00e9 line `+marker+`\n`, 3000+500*i) + `"}]}`)
+		if _, got := serveBody(p, c, bodies[i]); got == nil {
+			t.Fatal("no replica body")
+		} else {
+			chk.want[marker] = got
+		}
+	}
+	chk.rt = protocoltest.NewReplay(4)
+	p.Gateway.Client = &http.Client{Transport: chk}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for n := range 25 {
+				body := bodies[(g+n)%len(bodies)]
+				r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+				if ex := p.Serve(httptest.NewRecorder(), r, benchDoor()); ex.Status != http.StatusOK {
+					t.Errorf("status %d", ex.Status)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(chk.bad) > 0 {
+		t.Fatalf("%d replica bodies not their request's, e.g. %q", len(chk.bad), chk.bad[0])
+	}
+}

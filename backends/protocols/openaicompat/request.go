@@ -57,10 +57,10 @@ func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*
 	if pieces != nil {
 		// The client's bytes in place: net.Buffers is consumed as it is
 		// read, so each reading (a retry on a new connection) gets its own,
-		// which holds a pooled body until the transport closes it. (A
-		// translated request's quoted messages point into its client's
-		// body too: pooled only when the door carried it, as Wire.)
-		var lease *api.Lease
+		// which holds a pooled body until the transport closes it: the
+		// carried body's, or the one a translated request's quoted
+		// messages point into.
+		lease := req.Lease
 		if req.Wire != nil {
 			lease = req.Wire.Lease
 		}
