@@ -318,3 +318,29 @@ func TestSplicedBodiesConcurrently(t *testing.T) {
 		t.Fatalf("%d replica bodies not their request's, e.g. %q", len(chk.bad), chk.bad[0])
 	}
 }
+
+// A large body's pooled buffer goes back when the exchange is answered:
+// no reader can hold it after (Lease.Reader fails), while a small body
+// was never pooled.
+func TestSplicedBodyLeaseGoesBack(t *testing.T) {
+	c := &capture{}
+	p := splicePipeline(t, c, "")
+	for _, tc := range []struct {
+		name   string
+		size   int
+		pooled bool
+	}{{"small", 100, false}, {"large", 6000, true}} {
+		body := []byte(`{"messages":[{"role":"user","content":"` + strings.Repeat(`caf\u00e9 line\n`, tc.size) + `"}]}`)
+		r := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
+		ex := p.Serve(httptest.NewRecorder(), r, benchDoor())
+		if ex.Status != http.StatusOK || (ex.Chat.Lease != nil) != tc.pooled {
+			t.Fatalf("%s: status %d, lease %v", tc.name, ex.Status, ex.Chat.Lease)
+		}
+		if !tc.pooled {
+			continue
+		}
+		if _, err := ex.Chat.Lease.Reader(nil).Read(make([]byte, 1)); err == nil || err == io.EOF {
+			t.Fatalf("%s: the body's buffer is still held after the answer (read: %v)", tc.name, err)
+		}
+	}
+}
