@@ -30,6 +30,12 @@ type Chat struct {
 	// through to replicas that speak its format; nil for a door whose
 	// requests are always translated (llmedge's own).
 	Wire *Wire
+	// Lease, when not nil, is the pooled buffer of a body not carried
+	// through (no Wire: a carried body's is Wire.Lease) that Messages
+	// point into (Message.Quoted): the pipeline gives it back when the
+	// exchange is answered, and a replica request that sends the
+	// messages' bytes in place holds it (Lease.Reader) while it reads.
+	Lease *Lease
 }
 
 // Format names the wire format of a request body, and of its answer.

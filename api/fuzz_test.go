@@ -52,7 +52,7 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("accepted %+v", req)
 		}
 		for _, m := range req.Messages {
-			if !slices.Contains(roles, m.Role) || utf8.RuneCountInString(m.Content) > 32 {
+			if !slices.Contains(roles, m.Role) || m.Quoted == nil || utf8.RuneCountInString(m.Text()) > 32 {
 				t.Fatalf("accepted message %+v", m)
 			}
 		}

@@ -139,3 +139,39 @@ func TestLeaseReadCloseRace(t *testing.T) {
 		l2.Release()
 	}
 }
+
+// A native request read leased: a large body's messages point into the
+// pooled buffer, whose lease the caller gets; a small body has none; a
+// refused body's buffer goes back at once (its lease has no holder).
+func TestReadRequestLeased(t *testing.T) {
+	v := &Validator{Models: []string{"qwen"}, DefaultModel: "qwen"}
+	large := `{"messages":[{"role":"user","content":"` + strings.Repeat("0123456789", 10_000) + `"}]}`
+	for _, tc := range []struct {
+		name, body string
+		pooled, ok bool
+	}{
+		{"small", `{"messages":[{"role":"user","content":"hi"}]}`, false, true},
+		{"large", large, true, true},
+		{"large, refused", strings.Replace(large, `"user"`, `"nobody"`, 1), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := httptest.NewRequest("POST", "/", strings.NewReader(tc.body))
+			req, body, l, e := v.ReadRequestLeased(r)
+			if (e == nil) != tc.ok || (l != nil) != tc.pooled {
+				t.Fatalf("error %v, lease %v", e, l)
+			}
+			if !tc.ok {
+				return
+			}
+			if q := req.Messages[0].Quoted; len(q) < 2 || &q[0] != &body[len(`{"messages":[{"role":"user","content":`)] {
+				t.Fatal("the message does not point into the body read")
+			}
+			if l != nil {
+				if l.refs.Load() != 1 {
+					t.Fatalf("%d holders, want the caller alone", l.refs.Load())
+				}
+				l.Release()
+			}
+		})
+	}
+}

@@ -52,3 +52,65 @@ func TestMessageQuoted(t *testing.T) {
 		})
 	}
 }
+
+// A message of content parts left as written reads as its parts decoded
+// and joined with newlines (what the door once made of them), and routing
+// and the limits read its parts in place.
+func TestMessageParts(t *testing.T) {
+	img := `{"type":"image_url","image_url":{"url":"data:x"}}`
+	for _, tc := range []struct {
+		name    string
+		parts   []string
+		text    string // decoded and joined
+		written string // as routing renders it
+	}{
+		{"one text", []string{`"hi"`}, "hi", "hi"},
+		{"texts joined", []string{`"one"`, `"two"`}, "one\ntwo", "one\ntwo"},
+		{"escapes decoded only for Text", []string{`"caf\u00e9"`, `"\"q\"\n"`}, "café\n\"q\"\n", `caf\u00e9` + "\n" + `\"q\"\n`},
+		{"an image as written", []string{`"look"`, img}, "look\n" + img, "look\n" + img},
+		{"empty texts", []string{`""`, `""`}, "\n", "\n"},
+		{"none", []string{}, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := Message{Role: RoleUser, Parts: make([][]byte, len(tc.parts))}
+			for i, p := range tc.parts {
+				m.Parts[i] = []byte(p)
+			}
+			if m.Text() != tc.text {
+				t.Fatalf("Text %q, want %q", m.Text(), tc.text)
+			}
+			if m.Written() != tc.written {
+				t.Fatalf("Written %q, want %q", m.Written(), tc.written)
+			}
+			var pieces string
+			for s := range m.Pieces {
+				pieces += s
+			}
+			if pieces != tc.written {
+				t.Fatalf("Pieces %q, want %q", pieces, tc.written)
+			}
+			if m.Size() != len(tc.written) || m.Size() < len(tc.text)-len(img) {
+				t.Fatalf("Size %d, written %d bytes", m.Size(), len(tc.written))
+			}
+			// Translated, it is the one string the door once joined.
+			want, _ := json.Marshal(Message{Role: RoleUser, Content: tc.text})
+			if got := AppendMessage(nil, &m); string(got) != string(want) {
+				t.Fatalf("encoded %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// Pieces stops when its consumer does.
+func TestMessagePiecesStop(t *testing.T) {
+	m := Message{Parts: [][]byte{[]byte(`"a"`), []byte(`"b"`), []byte(`"c"`)}}
+	n := 0
+	for range m.Pieces {
+		if n++; n == 2 {
+			break
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d pieces after a break at 2", n)
+	}
+}

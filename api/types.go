@@ -23,6 +23,15 @@ type Message struct {
 	// 100 KB prompt is a second pass over it and a copy. Routing and the
 	// limits read Written and Size, which need no decoding.
 	Quoted []byte `json:"-"`
+	// Parts, when not nil, are the elements of a content array as the
+	// client's JSON spelled them, and Content and Quoted are empty: a
+	// text part as its text (a string with its quotes), any other part
+	// (an image, audio, a file) as written (an object). The message's
+	// text is the parts joined with newlines, as vLLM joins them for a
+	// chat template; like Quoted, it is decoded and joined only for a
+	// protocol that translates the request (Text), and routing and the
+	// limits read the parts in place (Pieces, Size).
+	Parts [][]byte `json:"-"`
 }
 
 // Usage is the token accounting of one inference.

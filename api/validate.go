@@ -105,15 +105,8 @@ var roles = []string{RoleSystem, RoleUser, RoleAssistant}
 // ReadRequest reads and validates the body of r, and returns the body too.
 // It enforces the body size limit itself, so r.Body need not be wrapped.
 func (v *Validator) ReadRequest(r *http.Request) (*InferenceRequest, []byte, *Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return nil, nil, ValidationError(FieldError{
-				Type: "model_attributes_type", Loc: []any{"body"},
-				Msg:   "Input should be a JSON object: Content-Type must be application/json",
-				Input: ct,
-			})
-		}
+	if err := contentType(r); err != nil {
+		return nil, nil, err
 	}
 	body, err := ReadBody(r, v.Limits.WithDefaults().MaxBodyBytes)
 	if err != nil {
@@ -121,6 +114,42 @@ func (v *Validator) ReadRequest(r *http.Request) (*InferenceRequest, []byte, *Er
 	}
 	req, err := v.Parse(body)
 	return req, body, err
+}
+
+// ReadRequestLeased is ReadRequest with a large body read into a pooled
+// buffer (ReadBodyLeased), which the request's messages point into: the
+// caller holds its lease (nil for a small body) until the exchange is
+// answered. A refused body's buffer goes back at once (an error keeps
+// nothing of the body).
+func (v *Validator) ReadRequestLeased(r *http.Request) (*InferenceRequest, []byte, *Lease, *Error) {
+	if err := contentType(r); err != nil {
+		return nil, nil, nil, err
+	}
+	body, l, err := ReadBodyLeased(r, v.Limits.WithDefaults().MaxBodyBytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	req, err := v.Parse(body)
+	if err != nil {
+		l.Release()
+		return nil, nil, nil, err
+	}
+	return req, body, l, nil
+}
+
+// contentType refuses a body declared as anything but JSON.
+func contentType(r *http.Request) *Error {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			return ValidationError(FieldError{
+				Type: "model_attributes_type", Loc: []any{"body"},
+				Msg:   "Input should be a JSON object: Content-Type must be application/json",
+				Input: ct,
+			})
+		}
+	}
+	return nil
 }
 
 // natives are reused between requests: reading a body then allocates
@@ -249,14 +278,21 @@ func parseMessages(n *wire.Native, lim Limits, errs []FieldError) ([]Message, []
 		} else {
 			errs = append(errs, literalError(roles, s, "messages", i, "role"))
 		}
-		if item.Content.IsAbsent() {
+		switch c := item.Content; {
+		case c.IsAbsent():
 			errs = append(errs, FieldError{Type: "missing", Loc: []any{"body", "messages", i, "content"}, Msg: "Field required", Input: jsonValue(item.Raw)})
-		} else if s, ok := item.Content.Str(); !ok {
-			errs = append(errs, typeError("string_type", "Input should be a valid string", item.Content, "messages", i, "content"))
-		} else if tooManyChars(s, lim.MaxContentChars) {
-			errs = append(errs, tooLong(s, lim.MaxContentChars, "messages", i, "content"))
-		} else {
-			msgs[i].Content = s
+		case c.Kind() != wire.String:
+			errs = append(errs, typeError("string_type", "Input should be a valid string", c, "messages", i, "content"))
+		case len(c.Raw)-2 > lim.MaxContentChars && tooManyChars(c.Text(), lim.MaxContentChars):
+			// The quoted string's inside bounds its characters: only a
+			// content that long is decoded, to count them.
+			errs = append(errs, tooLong(c.Text(), lim.MaxContentChars, "messages", i, "content"))
+		default:
+			// Left as the client wrote it (api.Message.Quoted): the
+			// replica's body splices these bytes, and routing and the
+			// limits read them as they are; only a protocol that
+			// translates the request decodes them.
+			msgs[i].Quoted = c.Raw
 		}
 	}
 	return msgs, errs

@@ -138,9 +138,10 @@ func newExchange(w http.ResponseWriter, r *http.Request, door Door) *Exchange {
 }
 
 // releaseBody gives a pooled body back (see Through): the decoded chat's
-// lease, when its body is carried through.
+// lease, its carried body's or its messages'.
 func (ex *Exchange) releaseBody() {
 	if w := ex.Chat.Wire; w != nil {
 		w.Lease.Release()
 	}
+	ex.Chat.Lease.Release()
 }

@@ -157,6 +157,7 @@ func (m *Model) call(chat *api.Chat) protocols.Request {
 		Stop:        s.Stop,
 		Seed:        s.Seed,
 		Wire:        chat.Wire,
+		Lease:       chat.Lease,
 	}
 	if chat.Wire != nil {
 		// What the gateway changes in a body it carries through: the

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"hash/fnv"
+	"io"
 	"math/rand/v2"
 
 	"github.com/llmedge/llmedge/api"
@@ -65,7 +66,9 @@ func conversationKey(chat *api.Chat) (uint64, bool) {
 	for _, msg := range msgs {
 		_, _ = h.Write([]byte(msg.Role))
 		_, _ = h.Write([]byte{0})
-		_, _ = h.Write([]byte(msg.Written()))
+		for s := range msg.Pieces {
+			_, _ = io.WriteString(h, s)
+		}
 		_, _ = h.Write([]byte{0})
 		n++
 		if msg.Role == api.RoleUser {

@@ -33,6 +33,10 @@ type Request struct {
 	Seed      *int64
 	// APIKey, when set, is sent as "Authorization: Bearer <key>".
 	APIKey string
+	// Lease, when not nil, is the pooled buffer Messages point into, for
+	// a request not carried through (Wire's own otherwise): a replica
+	// request that sends their bytes in place holds it while it reads.
+	Lease *api.Lease
 	// Wire is the client's request as the door received it, when the
 	// door carries it through: a protocol that speaks its format sends
 	// it on with the edits below and nothing else changed; one that does

@@ -129,6 +129,12 @@ func runPipeline(b *testing.B, pipeline *gateway.Pipeline, tok string, stream bo
 	if stream {
 		body = []byte(strings.Replace(benchBody, `"model_type"`, `"stream":true,"model_type"`, 1))
 	}
+	runPipelineBody(b, pipeline, tok, body, ctx)
+}
+
+// runPipelineBody serves body through pipeline and the bench door, b.N
+// times.
+func runPipelineBody(b *testing.B, pipeline *gateway.Pipeline, tok string, body []byte, ctx context.Context) {
 	d := benchDoor()
 	hdr := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + tok}}
 	w := &protocoltest.Discard{H: http.Header{}}

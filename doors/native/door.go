@@ -29,11 +29,16 @@ func (Door) Name() string { return "native" }
 
 // Decode implements gateway.Door.
 func (d Door) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
-	req, body, err := d.Validator.ReadRequest(r)
+	req, body, lease, err := d.Validator.ReadRequestLeased(r)
 	if err != nil {
 		return api.Chat{}, nil, err
 	}
-	return req.Chat(), body, nil
+	// The messages are left as written (api.Message.Quoted), pointing
+	// into the body: the replica's body splices them, in place when
+	// large, holding the lease.
+	chat := req.Chat()
+	chat.Lease = lease
+	return chat, body, nil
 }
 
 // WriteError implements gateway.Door.

@@ -41,6 +41,11 @@ func FuzzParse(f *testing.F) {
 			if m.Role != "system" && m.Role != "user" && m.Role != "assistant" {
 				t.Fatalf("role %q", m.Role)
 			}
+			// Routing and the limits read the content as written: never
+			// less than the text a translating protocol is given.
+			if w := m.Written(); m.Size() != len(w) || m.Size() < len(m.Text()) {
+				t.Fatalf("size %d, written %d bytes, text %d", m.Size(), len(w), len(m.Text()))
+			}
 		}
 		s := chat.Sampling
 		if (s.Temperature != nil && (*s.Temperature < 0 || *s.Temperature > 2)) || (s.TopP != nil && (*s.TopP < 0 || *s.TopP > 1)) ||

@@ -261,12 +261,9 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 	if aerr != nil {
 		return api.Message{}, aerr
 	}
-	content, quoted, aerr := f.parseContent(c, m, i, r)
+	msg, aerr := f.parseContent(c, m, i, r)
 	if aerr != nil {
 		return api.Message{}, aerr
-	}
-	if quoted != nil && (m.ToolCalls.Given() || m.FunctionCall.Given()) {
-		content, quoted = m.Content.Text(), nil // joined with the calls below
 	}
 	// A participant's name and an assistant's refusal text change nothing
 	// in what the replica is asked, but must be what OpenAI says they are.
@@ -278,6 +275,10 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 			return api.Message{}, typeError(messageParam(i, fv.name), "a string", fv.val)
 		}
 	}
+	if !m.ToolCalls.Given() && !m.FunctionCall.Given() {
+		return msg, nil
+	}
+	content := msg.Text() // joined with the calls below
 	if m.ToolCalls.Given() {
 		if m.ToolCalls.Kind() != wire.Array {
 			return api.Message{}, typeError(messageParam(i, "tool_calls"), "an array", m.ToolCalls)
@@ -291,7 +292,7 @@ func (f *Door) parseMessage(c *wire.Chat, i int) (api.Message, *api.Error) {
 	if m.FunctionCall.Given() {
 		content += string(m.FunctionCall.Raw)
 	}
-	return api.Message{Role: r, Content: content, Quoted: quoted}, nil
+	return api.Message{Role: r, Content: content}, nil
 }
 
 // parseRole takes OpenAI's roles. "developer" (OpenAI's new name for
@@ -330,56 +331,53 @@ func parseRole(raw wire.Value, i int) (string, *api.Error) {
 }
 
 // parseContent takes a string, left as the client wrote it (quoted: see
-// api.Message), or an array of content parts: text parts joined with
-// newlines (as vLLM joins them for a chat template), other parts (images,
-// audio, files) as written, for routing to see them. An assistant's
-// content may be null (a message of tool calls alone).
-func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role string) (content string, quoted []byte, aerr *api.Error) {
-	textLen := -1 // the text's length in bytes, when content is more than text
+// api.Message), or an array of content parts, left as written too
+// (api.Message.Parts: text parts' texts and other parts, images, audio,
+// files, which routing sees as written), neither decoded nor joined. An
+// assistant's content may be null (a message of tool calls alone).
+func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role string) (api.Message, *api.Error) {
+	msg := api.Message{Role: role}
+	// textLen bounds the text's length in bytes: an escape is longer than
+	// what it stands for, so a string's inside is at least its text.
+	textLen := 0
 	switch m.Content.Kind() {
 	case wire.String:
-		// An escape is longer than what it stands for: the string's
-		// inside bounds its text's length.
-		quoted, textLen = m.Content.Raw, len(m.Content.Raw)-2
+		msg.Quoted, textLen = m.Content.Raw, len(m.Content.Raw)-2
 	case wire.Array:
-		textLen = 0
-		var b strings.Builder
-		for j, part := range c.PartsOf(m) {
-			text, isText, aerr := contentPart(part, i, j)
+		parts := c.PartsOf(m)
+		msg.Parts = make([][]byte, len(parts))
+		for j, part := range parts {
+			raw, isText, aerr := contentPart(part, i, j)
 			if aerr != nil {
-				return "", nil, aerr
+				return api.Message{}, aerr
 			}
 			if j > 0 {
-				b.WriteByte('\n')
-				textLen++
+				textLen++ // the newline that joins them
 			}
 			if isText {
-				textLen += len(text)
+				textLen += len(raw) - 2
 			}
-			b.WriteString(text)
+			msg.Parts[j] = raw
 		}
-		content = b.String()
 	default:
 		param := messageParam(i, "content")
 		if !m.Content.Given() {
 			if role == api.RoleAssistant && (m.ToolCalls.Given() || m.FunctionCall.Given() || m.Refusal.Given()) {
-				return "", nil, nil
+				return msg, nil
 			}
-			return "", nil, invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
+			return api.Message{}, invalid(codeMissing, param, "Missing required parameter: '"+param+"'.")
 		}
-		return "", nil, typeError(param, "a string or an array of content parts", m.Content)
-	}
-	if textLen < 0 {
-		textLen = len(content)
+		return api.Message{}, typeError(param, "a string or an array of content parts", m.Content)
 	}
 	// The limit is on text: an image's bytes are bounded by the body's.
+	// Characters are counted (decoding) only past the bound.
 	if max := f.limits.MaxContentChars; textLen > max && textChars(c, m) > max {
 		param := messageParam(i, "content")
-		return "", nil, invalid(codeStringTooLong, param, fmt.Sprintf(
+		return api.Message{}, invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
 			param, max, textChars(c, m)))
 	}
-	return content, quoted, nil
+	return msg, nil
 }
 
 // textChars counts the characters of a message's text: its content
@@ -401,9 +399,10 @@ func textChars(c *wire.Chat, m *wire.ChatMessage) int {
 }
 
 // contentPart reads part j of message i's content: a text part's text,
-// or another part as written. Members beside type and text (a client's
-// cache hints) are the replica's to read.
-func contentPart(part wire.ChatPart, i, j int) (text string, isText bool, aerr *api.Error) {
+// a JSON string as written (isText), or another part as written, an
+// object. Members beside type and text (a client's cache hints) are the
+// replica's to read.
+func contentPart(part wire.ChatPart, i, j int) (raw []byte, isText bool, aerr *api.Error) {
 	param := func(name string) string {
 		p := messageParam(i, "content") + "[" + strconv.Itoa(j) + "]"
 		if name != "" {
@@ -412,27 +411,26 @@ func contentPart(part wire.ChatPart, i, j int) (text string, isText bool, aerr *
 		return p
 	}
 	if part.Kind() != wire.Object {
-		return "", false, typeError(param(""), "an object", part.Value)
+		return nil, false, typeError(param(""), "an object", part.Value)
 	}
 	if typ := part.Type; !typ.Is("text") {
 		t, ok := typ.Str()
 		switch {
 		case !typ.Given():
-			return "", false, invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
+			return nil, false, invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
 		case !ok:
-			return "", false, typeError(param("type"), "a string", typ)
+			return nil, false, typeError(param("type"), "a string", typ)
 		case t != "text":
-			return string(part.Raw), false, nil // an image, audio or file part, as written
+			return part.Raw, false, nil // an image, audio or file part, as written
 		}
 	}
-	s, ok := part.Text.Str()
-	if !ok {
+	if part.Text.Kind() != wire.String {
 		if !part.Text.Given() {
-			return "", false, invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
+			return nil, false, invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
 		}
-		return "", false, typeError(param("text"), "a string", part.Text)
+		return nil, false, typeError(param("text"), "a string", part.Text)
 	}
-	return s, true, nil
+	return part.Text.Raw, true, nil
 }
 
 // parseStop takes a string or an array of strings.

@@ -116,11 +116,22 @@ func (h Hasher) AppendIn(dst []uint64, partition uint64, msgs []api.Message) []u
 	w.d.ResetWithSeed(seed)
 	for i := range msgs {
 		if !w.field(msgs[i].Role) || !w.raw(endRole) ||
-			!w.field(msgs[i].Written()) || !w.raw(endMessage) {
+			!w.content(&msgs[i]) || !w.raw(endMessage) {
 			break
 		}
 	}
 	return w.out
+}
+
+// content writes m's content as written, piece by piece (a content
+// array's parts are neither decoded nor joined to be hashed).
+func (w *chainWriter) content(m *api.Message) bool {
+	for s := range m.Pieces {
+		if !w.field(s) {
+			return false
+		}
+	}
+	return true
 }
 
 // chainWriter is the streaming state of Append. It lives on Append's

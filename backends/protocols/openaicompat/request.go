@@ -34,7 +34,10 @@ func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*
 		path = paths[req.Wire.Format]
 	default:
 		var err error
-		buf, err = appendChatRequest(make([]byte, 0, 256+messagesSize(req.Messages)), req, stream)
+		buf, pieces, err = chatBodyOf(req, stream)
+		for _, p := range pieces {
+			size += len(p)
+		}
 		if err != nil {
 			// Only non-finite sampling values can get here; the message
 			// names the value kind, never prompt text.
@@ -54,8 +57,13 @@ func newHTTPRequest(ctx context.Context, req *protocols.Request, stream bool) (*
 	if pieces != nil {
 		// The client's bytes in place: net.Buffers is consumed as it is
 		// read, so each reading (a retry on a new connection) gets its own,
-		// which holds a pooled body until the transport closes it.
-		lease := req.Wire.Lease
+		// which holds a pooled body until the transport closes it: the
+		// carried body's, or the one a translated request's quoted
+		// messages point into.
+		lease := req.Lease
+		if req.Wire != nil {
+			lease = req.Wire.Lease
+		}
 		hr.ContentLength = int64(size)
 		hr.GetBody = func() (io.ReadCloser, error) {
 			return lease.Reader(slices.Clone(pieces)), nil
@@ -90,6 +98,70 @@ var (
 // would write it (TestAppendChatRequest holds it to that), without
 // reflection: it is written once per replica call.
 func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, error) {
+	c := chatBody{b: b}
+	err := c.request(req, stream)
+	return c.b, err
+}
+
+// chatBodyOf is the body appendChatRequest writes for req: in one
+// buffer, or, when its messages' quoted contents are large, as pieces
+// (chatBody) that send those contents from the client's body in place.
+func chatBodyOf(req *protocols.Request, stream bool) (buf []byte, pieces net.Buffers, err error) {
+	size := messagesSize(req.Messages)
+	if size < piecesFrom {
+		buf, err = appendChatRequest(make([]byte, 0, 256+size), req, stream)
+		return buf, nil, err
+	}
+	c := chatBody{b: make([]byte, 0, 256+64*len(req.Messages)), pieces: make(net.Buffers, 0, 2*len(req.Messages)+1)}
+	if err := c.request(req, stream); err != nil {
+		return nil, nil, err
+	}
+	return nil, c.done(), nil
+}
+
+// inPlaceFrom is the length from which a quoted content is a piece of
+// its own rather than copied into the body's buffer.
+const inPlaceFrom = 512
+
+// chatBody writes a chat request's body: into b, or, when pieces is not
+// nil, into b and pieces, a message's quoted content of inPlaceFrom
+// bytes or more being a piece of its own, the client's bytes in place.
+// A native request's messages are quoted (api.Message.Quoted), so its
+// body is the client's message bytes spliced between the few the
+// gateway writes, neither decoded nor encoded again nor copied.
+type chatBody struct {
+	b      []byte
+	from   int // b[from:] is not yet in pieces
+	pieces net.Buffers
+}
+
+// message appends m as {"role":…,"content":…}.
+func (c *chatBody) message(m *api.Message) {
+	if c.pieces == nil || len(m.Quoted) < inPlaceFrom {
+		c.b = api.AppendMessage(c.b, m)
+		return
+	}
+	c.b = append(c.b, `{"role":`...)
+	c.b = jsonx.String(c.b, m.Role)
+	c.b = append(c.b, `,"content":`...)
+	// b's bytes up to here never change: appends write past them, or
+	// into a new array, so the piece stays what it is.
+	c.pieces = append(c.pieces, c.b[c.from:len(c.b):len(c.b)], m.Quoted)
+	c.from = len(c.b)
+	c.b = append(c.b, '}')
+}
+
+// done returns the pieces, the rest of b last.
+func (c *chatBody) done() net.Buffers {
+	if c.from < len(c.b) {
+		c.pieces = append(c.pieces, c.b[c.from:])
+	}
+	return c.pieces
+}
+
+func (c *chatBody) request(req *protocols.Request, stream bool) error {
+	b := c.b
+	defer func() { c.b = b }()
 	b = append(b, '{')
 	if req.Model != "" {
 		b = append(b, `"model":`...)
@@ -101,7 +173,9 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = api.AppendMessage(b, &req.Messages[i])
+		c.b = b
+		c.message(&req.Messages[i])
+		b = c.b
 	}
 	if req.Continue != "" {
 		b = appendContinue(b, req.Continue, len(req.Messages) > 0)
@@ -115,7 +189,7 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 			continue
 		}
 		if math.IsNaN(*f.v) || math.IsInf(*f.v, 0) {
-			return nil, fmt.Errorf("%s is not a finite number", f.name)
+			return fmt.Errorf("%s is not a finite number", f.name)
 		}
 		b = append(b, `,"`...)
 		b = append(b, f.name...)
@@ -154,7 +228,8 @@ func appendChatRequest(b []byte, req *protocols.Request, stream bool) ([]byte, e
 		b = append(b, `,"priority":`...)
 		b = jsonx.Int(b, int64(*req.Priority))
 	}
-	return append(b, '}'), nil
+	b = append(b, '}')
+	return nil
 }
 
 func messagesSize(msgs []api.Message) int {
