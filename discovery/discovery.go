@@ -41,11 +41,14 @@ type Instance struct {
 	Weight int
 	// MaxConcurrency caps outstanding requests (Consul Meta "max_concurrency").
 	MaxConcurrency int
+	// Zone is where the replica runs (a Kubernetes endpoint's zone), for
+	// status and logs; empty when the source does not say.
+	Zone string
 }
 
 // Status is a source's state, for readiness reports and logs.
 type Status struct {
-	// Source is "consul" or "static".
+	// Source is "consul", "kubernetes" or "static".
 	Source string `json:"source"`
 	// Service names what is watched (the Consul service), if anything.
 	Service string `json:"service,omitempty"`
