@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/internal/freeport"
+	"github.com/llmedge/llmedge/internal/kubetest"
 )
 
 // deployCaddyfile is the Caddyfile the Kubernetes manifests ship as their
@@ -95,6 +97,40 @@ func makePodFiles(t *testing.T, dir string) podFiles {
 	return f
 }
 
+// podCaddyfile writes the ConfigMap's Caddyfile into dir as a pod would
+// run it here: with `kubeconfig` in its Kubernetes source, the one thing a
+// pod has from its service account (the in-cluster credentials) and this
+// machine has not. It returns the file's path.
+func podCaddyfile(t *testing.T, dir, kubeconfig string) string {
+	t.Helper()
+	b, err := os.ReadFile(deployCaddyfile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const source = "\t\t\tsource kubernetes vllm-qwen {\n"
+	if !bytes.Contains(b, []byte(source)) {
+		t.Fatalf("%s has no %q", deployCaddyfile, source)
+	}
+	b = bytes.Replace(b, []byte(source), []byte(source+"\t\t\t\tkubeconfig "+kubeconfig+"\n"), 1)
+	path := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// unreachableKubeconfig is a kubeconfig of an API server that is not
+// there: the gateway must load, serve and be ready all the same.
+func unreachableKubeconfig(t *testing.T, dir string, f podFiles) string {
+	t.Helper()
+	path := filepath.Join(dir, "kubeconfig")
+	kc := kubetest.Kubeconfig(fmt.Sprintf("https://127.0.0.1:%d", freeport.Must(t)), filepath.Join(f.tls, "tls.crt"), "llmedge", "no-token", "llmedge")
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // podEnv is the environment of a gateway pod, with this machine's folders
 // and free ports in place of the pod's (the Caddyfile's placeholders).
 func podEnv(f podFiles, data string, port, admin, metrics, status int) []string {
@@ -106,13 +142,15 @@ func podEnv(f podFiles, data string, port, admin, metrics, status int) []string 
 }
 
 // TestDeployCaddyfileValidates: `llmedge validate` accepts the ConfigMap's
-// Caddyfile with the pod's Secrets in place, without a warning (no unset
-// placeholder, no model without replicas).
+// Caddyfile with the pod's Secrets in place, without a warning of its own
+// (no unset placeholder): the only ones allowed are of this test's making
+// (its certificate's short life, its Kubernetes API that is not there).
 func TestDeployCaddyfileValidates(t *testing.T) {
 	needBinaries(t)
 	dir := t.TempDir()
 	f := makePodFiles(t, dir)
-	cmd := exec.Command(filepath.Join(binDir, "llmedge"), "validate", "--config", deployCaddyfile, "--adapter", "caddyfile")
+	conf := podCaddyfile(t, dir, unreachableKubeconfig(t, dir, f))
+	cmd := exec.Command(filepath.Join(binDir, "llmedge"), "validate", "--config", conf, "--adapter", "caddyfile")
 	cmd.Env = append(append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir),
 		podEnv(f, filepath.Join(dir, "data"), freeport.Must(t), freeport.Must(t), freeport.Must(t), freeport.Must(t))...)
 	out, err := cmd.CombinedOutput()
@@ -120,9 +158,9 @@ func TestDeployCaddyfileValidates(t *testing.T) {
 		t.Fatalf("llmedge validate %s: %v\n%s", deployCaddyfile, err, out)
 	}
 	for _, l := range strings.Split(string(out), "\n") {
-		// The test's certificate expiring within a month is the test's
-		// doing; every other warning is the file's.
-		if strings.Contains(l, `"level":"warn"`) && !strings.Contains(l, "unmanaged certificate expires") {
+		ours := strings.Contains(l, "unmanaged certificate expires") || strings.Contains(l, `"logger":"llmedge.kubernetes"`) ||
+			strings.Contains(l, "replica source not synced yet")
+		if (strings.Contains(l, `"level":"warn"`) || strings.HasPrefix(l, "WARNING")) && !ours {
 			t.Errorf("validate warns: %s", l)
 		}
 	}
@@ -131,12 +169,12 @@ func TestDeployCaddyfileValidates(t *testing.T) {
 // startPod starts a gateway as a pod of the Deployment runs it: the
 // ConfigMap's Caddyfile, the Secrets' files, a storage of its own (the
 // pod's emptyDir).
-func startPod(t *testing.T, f podFiles) *Gateway {
+func startPod(t *testing.T, f podFiles, kubeconfig string) *Gateway {
 	t.Helper()
 	needBinaries(t)
 	g := &Gateway{dir: t.TempDir(), bin: filepath.Join(binDir, "llmedge")}
 	g.data = filepath.Join(g.dir, "data")
-	g.conf = deployCaddyfile
+	g.conf = podCaddyfile(t, g.dir, kubeconfig)
 	for try := 1; ; try++ {
 		g.port, g.adminPort = freeport.Must(t), freeport.Must(t)
 		g.Extra = []int{freeport.Must(t), freeport.Must(t)} // metrics, status
@@ -221,10 +259,13 @@ func readAllString(resp *http.Response) string {
 // model up: a model down must not make a pod unready), the image's
 // HEALTHCHECK command, the certificate of the Secret served by name, the
 // metrics port, and a token issued by one pod accepted by the other (the
-// signing key is the Secret's, not each pod's own).
+// signing key is the Secret's, not each pod's own). The Kubernetes API is
+// not there: a pod must serve and be ready all the same.
 func TestDeployPodServesProbesAndSharesTokens(t *testing.T) {
-	f := makePodFiles(t, t.TempDir())
-	a, b := startPod(t, f), startPod(t, f)
+	dir := t.TempDir()
+	f := makePodFiles(t, dir)
+	kc := unreachableKubeconfig(t, dir, f)
+	a, b := startPod(t, f, kc), startPod(t, f, kc)
 
 	for _, p := range []struct {
 		path string

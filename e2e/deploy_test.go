@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/llmedge/llmedge/internal/kubetest"
 )
@@ -454,5 +456,70 @@ func TestDeployManifestsRefused(t *testing.T) {
 	_, stderr, err := kubectl(t, c, "apply", "--dry-run=server", "-k", dir)
 	if err == nil || !strings.Contains(stderr, "maxUnavailable") {
 		t.Fatalf("a Deployment with maxUnavailable 0 and maxSurge 0 was accepted (err %v):\n%s", err, stderr)
+	}
+}
+
+// TestDeployPodFindsReplicas runs a gateway pod against a real API server
+// with what the manifests give it: the kustomization applied for real
+// (no controller runs its Deployment, the gateway runs here), the example
+// vLLM Service with the EndpointSlice an endpoint controller would write
+// for one ready pod, and the service account's own token (what the
+// kubelet mounts). The ConfigMap's Caddyfile, with the Role of rbac.yaml
+// and nothing more, finds the replica.
+func TestDeployPodFindsReplicas(t *testing.T) {
+	needKube(t)
+	needBinaries(t)
+	c := kubetest.Start(t)
+	if _, stderr, err := kubectl(t, c, "apply", "-f", filepath.Join(deployDir, "namespace.yaml")); err != nil {
+		t.Fatalf("namespace.yaml: %v\n%s", err, stderr)
+	}
+	for _, args := range [][]string{
+		{"apply", "-k", deployDir},
+		{"apply", "-n", "llmedge", "-f", filepath.Join(deployDir, "examples", "vllm", "vllm.yaml")},
+	} {
+		if _, stderr, err := kubectl(t, c, args...); err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, stderr)
+		}
+	}
+	c.Apply(t, `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: vllm-qwen-abcde
+  namespace: llmedge
+  labels: {kubernetes.io/service-name: vllm-qwen}
+addressType: IPv4
+ports: [{name: http, port: 8000, protocol: TCP}]
+endpoints:
+  - addresses: [10.77.0.11]
+    conditions: {ready: true}
+`)
+	token, stderr, err := kubectl(t, c, "create", "token", "llmedge", "-n", "llmedge")
+	if err != nil {
+		t.Fatalf("a token of the service account: %v\n%s", err, stderr)
+	}
+	dir := t.TempDir()
+	kc := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kc, []byte(kubetest.Kubeconfig(c.URL, c.CAFile, "llmedge", strings.TrimSpace(token), "llmedge")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := startPod(t, makePodFiles(t, dir), kc)
+
+	var model map[string]any
+	if !pollEvery(30*time.Second, 100*time.Millisecond, func() bool {
+		resp, err := http.Get(g.Admin + "/llmedge/readyz")
+		if err != nil {
+			return false
+		}
+		var r struct {
+			Models map[string]map[string]any `json:"models"`
+		}
+		_ = json.Unmarshal([]byte(readAllString(resp)), &r)
+		model = r.Models["qwen"]
+		return model["source"] == "kubernetes" && model["synced"] == true && fmt.Sprint(model["replicas"]) == "1"
+	}) {
+		t.Fatalf("the pod's model qwen did not find the Service's replica: %v\n%s", model, lastLines(g.log.String(), 30))
+	}
+	if strings.Contains(g.log.String(), "forbidden") {
+		t.Errorf("the API refused the service account something:\n%s", lastLines(g.log.String(), 30))
 	}
 }
