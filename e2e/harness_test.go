@@ -31,10 +31,19 @@ import (
 
 var binDir string // llmedge and llmsim, built once by TestMain
 
+// e2eBinEnv names binDir for a test re-run in another process.
+const e2eBinEnv = "LLMEDGE_E2E_BIN"
+
 func TestMain(m *testing.M) {
 	code := func() int {
 		flag.Parse()
 		if testing.Short() {
+			return m.Run()
+		}
+		if dir := os.Getenv(e2eBinEnv); dir != "" {
+			// A test re-run in a private network namespace
+			// (kubetest.PrivateNetwork): its parent built the binaries.
+			binDir = dir
 			return m.Run()
 		}
 		dir, err := os.MkdirTemp("", "llmedge-e2e-bin")
