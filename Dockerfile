@@ -57,8 +57,8 @@ VOLUME /var/lib/llmedge
 USER llmedge:llmedge
 EXPOSE 8443
 # Liveness: /healthz over the gateway's own port (`caddy healthcheck`,
-# llmedge's command: the image has no curl). Balancers and orchestrators
-# that route traffic should probe /readyz instead.
+# llmedge's command: it needs no other tool in the image). Balancers and
+# orchestrators that route traffic should probe /readyz instead.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
 	CMD ["caddy", "healthcheck"]
 # deploy/kubernetes/deployment.yaml writes this same line as its command.
