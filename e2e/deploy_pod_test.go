@@ -8,7 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -42,7 +42,7 @@ type podFiles struct {
 }
 
 // makePodFiles writes the two Secrets' files into dir: a users file with
-// demo/demo, random secrets of the sizes docs/deploy.md's commands make,
+// demo/demo, random secrets made as docs/deploy.md's commands make them,
 // and a certificate for llmedge.example.com, localhost and 127.0.0.1.
 func makePodFiles(t *testing.T, dir string) podFiles {
 	t.Helper()
@@ -57,11 +57,11 @@ func makePodFiles(t *testing.T, dir string) podFiles {
 		if _, err := rand.Read(b); err != nil {
 			t.Fatal(err)
 		}
-		return base64.StdEncoding.EncodeToString(b)
+		return hex.EncodeToString(b) // as `openssl rand -hex n`
 	}
 	users, _ := json.Marshal(map[string]any{"users": []map[string]any{{"username": "demo", "password_hash": demoHash}}})
 	files := map[string]string{
-		filepath.Join(f.secrets, "hmac-secret"):  random(48),
+		filepath.Join(f.secrets, "hmac-secret"):  random(32),
 		filepath.Join(f.secrets, "cache-secret"): random(32),
 		filepath.Join(f.secrets, "users.json"):   string(users),
 	}
