@@ -17,6 +17,8 @@ apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: inferencepools.inference.networking.k8s.io
+  # *.k8s.io groups need the annotation; "unapproved" is accepted and says so.
+  annotations: {api-approved.kubernetes.io: "unapproved, a copy for tests"}
 spec:
   group: inference.networking.k8s.io
   scope: Namespaced
