@@ -173,7 +173,7 @@ func dryRun(t *testing.T, c *kubetest.Cluster, args ...string) ([]kobj, string) 
 func TestDeployManifests(t *testing.T) {
 	needKube(t)
 	c := kubetest.Start(t)
-	installInferencePoolCRD(t, c)
+	c.InstallInferencePoolCRD(t)
 
 	// The namespace for real: objects are dry-run into it, and its Pod
 	// Security labels judge them.
@@ -521,29 +521,5 @@ endpoints:
 	}
 	if strings.Contains(g.log.String(), "forbidden") {
 		t.Errorf("the API refused the service account something:\n%s", lastLines(g.log.String(), 30))
-	}
-}
-
-// installInferencePoolCRD installs kubetest's InferencePool CRD and waits
-// until the API serves it. Its group is one of the protected *.k8s.io
-// groups, whose CRDs the API server takes only with an
-// api-approved.kubernetes.io annotation (the upstream CRD has one): added
-// here when kubetest's copy lacks it.
-func installInferencePoolCRD(t *testing.T, c *kubetest.Cluster) {
-	t.Helper()
-	crd := kubetest.InferencePoolCRD
-	if !strings.Contains(crd, "api-approved.kubernetes.io") {
-		const name = "  name: inferencepools.inference.networking.k8s.io\n"
-		if !strings.Contains(crd, name) {
-			t.Fatal("kubetest.InferencePoolCRD has no metadata.name line to annotate")
-		}
-		crd = strings.Replace(crd, name, name+"  annotations: {api-approved.kubernetes.io: \"unapproved, a copy for tests\"}\n", 1)
-	}
-	c.Apply(t, crd)
-	if !pollEvery(30*time.Second, 100*time.Millisecond, func() bool {
-		_, _, err := kubectl(t, c, "get", "inferencepools", "-A")
-		return err == nil
-	}) {
-		t.Fatal("the InferencePool CRD is not served after 30s")
 	}
 }
