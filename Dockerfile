@@ -12,15 +12,21 @@
 # Its state (keys, the internal CA, the ledger) is in /var/lib/llmedge, a
 # volume: give it one of yours (-v llmedge:/var/lib/llmedge) to keep it.
 #
-# The base images are pinned by tag, not yet by digest: no digest of these
-# tags could be checked where this file was written, and an unchecked one
-# is worse than none. Pin them where a registry answers:
+# The base images are pinned by digest (the multi-platform index), as the
+# official images' records in github.com/docker-library/repo-info list
+# them: repos/golang/remote/1.26-bookworm.md (Go 1.26.7, August 2026) and
+# repos/caddy/remote/2.11.4-alpine.md (Alpine 3.23.6, September 2026). The
+# tag before the digest is for readers; the digest is what is pulled. The
+# Caddy image gives the run stage its Alpine, CA certificates and MIME
+# types: its own caddy binary is replaced by ours (Caddy v2.11.9 with
+# llmedge's modules), so its Caddy version does not matter. To move to
+# newer images, read their digests and pass or write them:
 #   docker buildx imagetools inspect golang:1.26-bookworm
-#   docker buildx imagetools inspect caddy:2.11.9
-# and build with --build-arg GO_IMAGE=golang:1.26-bookworm@sha256:<digest>
-# --build-arg CADDY_IMAGE=caddy:2.11.9@sha256:<digest> (or write them here).
-ARG GO_IMAGE=golang:1.26-bookworm
-ARG CADDY_IMAGE=caddy:2.11.9
+#   docker buildx imagetools inspect caddy:2.11.4-alpine
+#   docker build --build-arg GO_IMAGE=golang:1.26-bookworm@sha256:<digest> \
+#     --build-arg CADDY_IMAGE=caddy:2.11.4-alpine@sha256:<digest> .
+ARG GO_IMAGE=golang:1.26-bookworm@sha256:38f30937ff0751bd8c202e53556168b9093302ee6d591e7e65a9d1b84a9d360c
+ARG CADDY_IMAGE=caddy:2.11.4-alpine@sha256:de23def33b17fb5d1290b0f6c2add1d70780e52341896c00a4c8a2a2fe9d355e
 
 FROM ${GO_IMAGE} AS build
 ENV GOTOOLCHAIN=local CGO_ENABLED=0
@@ -34,8 +40,11 @@ RUN ./scripts/xcaddy-build.sh /out/caddy
 FROM ${CADDY_IMAGE}
 COPY --from=build /out/caddy /usr/bin/caddy
 # An unprivileged user owns the state; the gateway listens on 8443 (no
-# privileged port, so no capability is needed).
+# privileged port, so no capability is needed). The binary carries no file
+# capability either: under no_new_privs (Kubernetes'
+# allowPrivilegeEscalation: false) a binary with one cannot be started.
 RUN caddy list-modules | grep -q '^llmedge$' && \
+	{ setcap -r /usr/bin/caddy 2>/dev/null || true; } && \
 	addgroup -S -g 10001 llmedge && \
 	adduser -S -D -H -u 10001 -G llmedge -h /var/lib/llmedge llmedge && \
 	mkdir -p /var/lib/llmedge/caddy /var/lib/llmedge/config /var/lib/llmedge/data && \
@@ -48,8 +57,9 @@ VOLUME /var/lib/llmedge
 USER llmedge:llmedge
 EXPOSE 8443
 # Liveness: /healthz over the gateway's own port (`caddy healthcheck`,
-# llmedge's command: the image has no curl). Balancers and orchestrators
-# that route traffic should probe /readyz instead.
+# llmedge's command: it needs no other tool in the image). Balancers and
+# orchestrators that route traffic should probe /readyz instead.
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
 	CMD ["caddy", "healthcheck"]
+# deploy/kubernetes/deployment.yaml writes this same line as its command.
 CMD ["caddy", "run", "--config", "/etc/caddy/Caddyfile", "--adapter", "caddyfile"]
