@@ -121,6 +121,7 @@ func (g *Gateway) ReloadConfig(t *testing.T, cfg GatewayConfig) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("reload: %s %s", resp.Status, body)
 	}
+	g.Client.CloseIdleConnections() // as Reload does
 }
 
 var watcherGoroutine = regexp.MustCompile(`(?m)^goroutine (\d+) \[[^\]]*\]:\n(?:.*\n)*?github\.com/llmedge/llmedge/discovery\.\(\*Watcher\)\.run\(`)

@@ -132,7 +132,7 @@ func TestModelBuildErrors(t *testing.T) {
 		{"unknown policy", ModelConfig{Name: "m", PolicyRaw: json.RawMessage(`{"policy":"fastest"}`)},
 			`unknown lb_policy "fastest" (want one of affinity, least_requests, p2c, prefix_cache, random, round_robin)`},
 		{"unknown source", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"zookeeper"}`)},
-			`unknown source "zookeeper" (want one of consul, dns, static)`},
+			`unknown source "zookeeper" (want one of consul, dns, kubernetes, static)`},
 		{"static prefix", ModelConfig{Name: "m", SourceRaw: json.RawMessage(`{"source":"static","replicas":["mystery+http://a:1"]}`)},
 			`unknown protocol "mystery"`},
 		{"empty key env", ModelConfig{Name: "m", APIKeyEnv: "LLMEDGE_EMPTY"}, "LLMEDGE_EMPTY is not set"},
