@@ -40,6 +40,29 @@ func unsetPlaceholders(raw []byte, lookup func(string) (string, bool)) []string 
 	return out
 }
 
+// withoutComments is a Caddyfile's text without its comments (a token
+// that begins with # and the rest of its line), so that a placeholder
+// written in a comment, as an example, is not warned about. A # inside a
+// quoted token after a space is taken for a comment too: the cost is a
+// warning missed, never a false one.
+func withoutComments(raw []byte) []byte {
+	out := make([]byte, 0, len(raw))
+	for _, line := range bytes.SplitAfter(raw, []byte("\n")) {
+		for i, c := range line {
+			if c == '#' && (i == 0 || line[i-1] == ' ' || line[i-1] == '\t') {
+				if bytes.HasSuffix(line, []byte("\n")) {
+					line = append(line[:i:i], '\n')
+				} else {
+					line = line[:i]
+				}
+				break
+			}
+		}
+		out = append(out, line...)
+	}
+	return out
+}
+
 // validateArgs are the flags of `validate` this check needs.
 type validateArgs struct {
 	config, adapter string
@@ -105,6 +128,7 @@ func warnPlaceholders(w io.Writer, args []string) {
 	var raw []byte
 	if v.config != "" {
 		raw, _ = os.ReadFile(v.config) // the Caddyfile's own {$X}
+		raw = withoutComments(raw)
 	}
 	if cfg, _, _, err := caddycmd.LoadConfig(v.config, v.adapter); err == nil {
 		raw = append(raw, cfg...)

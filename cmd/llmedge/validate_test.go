@@ -21,6 +21,16 @@ func TestUnsetPlaceholders(t *testing.T) {
 	}
 }
 
+func TestPlaceholdersInCommentsIgnored(t *testing.T) {
+	lookup := func(string) (string, bool) { return "", false }
+	raw := withoutComments([]byte("# set {env.IN_COMMENT} first\n\tstatic {$REPLICAS} # or {$NOT_THIS}\n\tpath a#{env.KEPT}\n"))
+	got := unsetPlaceholders(raw, lookup)
+	want := []string{"{$REPLICAS}", "{env.KEPT}"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
 func TestParseValidateArgs(t *testing.T) {
 	for _, tt := range []struct {
 		args []string
