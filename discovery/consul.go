@@ -196,16 +196,9 @@ type Watcher struct {
 	done     chan struct{}
 	started  bool
 	stopOnce sync.Once
-	syncedCh chan struct{}
 
-	mu       sync.Mutex // guards the fields below and serializes deliveries
-	subs     map[uint64]func([]Instance)
-	nextSub  uint64
-	current  []Instance
-	synced   bool
-	lastErr  error
-	lastSync time.Time
-	failures int
+	published // the set found, its subscribers; its mu guards the fields below too
+	failures  int
 }
 
 // NewConsulWatcher returns a watcher of wc's service through a client for
@@ -233,8 +226,7 @@ func NewConsulWatcher(c ConsulConfig, wc WatchConfig, logger *zap.Logger) (*Watc
 		ctx:       ctx,
 		cancel:    cancel,
 		done:      make(chan struct{}),
-		syncedCh:  make(chan struct{}),
-		subs:      map[uint64]func([]Instance){},
+		published: newPublished(),
 	}, nil
 }
 
@@ -270,51 +262,8 @@ func (w *Watcher) Stop() {
 // subscribers.
 func (w *Watcher) Synced() <-chan struct{} { return w.syncedCh }
 
-// WaitSynced waits for the first answer until ctx ends, and reports
-// whether it came.
-func (w *Watcher) WaitSynced(ctx context.Context) bool {
-	select {
-	case <-w.syncedCh:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// Instances returns the current set and whether the watcher has synced.
-func (w *Watcher) Instances() ([]Instance, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.current, w.synced
-}
-
-// Subscribe implements Source.
-func (w *Watcher) Subscribe(fn func([]Instance)) func() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	id := w.nextSub
-	w.nextSub++
-	w.subs[id] = fn
-	if w.synced {
-		fn(w.current)
-	}
-	return func() {
-		w.mu.Lock()
-		delete(w.subs, id)
-		w.mu.Unlock()
-	}
-}
-
 // Status implements Source.
-func (w *Watcher) Status() Status {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := Status{Source: "consul", Service: w.cfg.Service, Synced: w.synced, Instances: len(w.current), LastSync: w.lastSync}
-	if w.lastErr != nil {
-		st.LastError = w.lastErr.Error()
-	}
-	return st
-}
+func (w *Watcher) Status() Status { return w.status("consul", w.cfg.Service) }
 
 func (w *Watcher) run() {
 	defer close(w.done)
@@ -425,18 +374,7 @@ func (w *Watcher) update(list []Instance) {
 		w.logger.Info("consul reachable again", zap.Int("failed_queries", w.failures))
 	}
 	w.lastErr, w.failures, w.lastSync = nil, 0, time.Now()
-	if w.synced && equalInstances(w.current, list) {
-		return // a wake-up without a change
-	}
-	first := !w.synced
-	w.current, w.synced = list, true
-	w.logger.Info("consul replicas updated", zap.Int("replicas", len(list)), zap.Strings("urls", urls(list)))
-	for _, fn := range w.subs {
-		fn(list)
-	}
-	if first {
-		close(w.syncedCh) // after the deliveries: a synced watcher's subscribers have the set
-	}
+	w.deliver(list, w.logger, "consul")
 }
 
 func equalInstances(a, b []Instance) bool {

@@ -156,15 +156,8 @@ type DNSWatcher struct {
 	done     chan struct{}
 	started  bool
 	stopOnce sync.Once
-	syncedCh chan struct{}
 
-	mu       sync.Mutex // guards the fields below and serializes deliveries
-	subs     map[uint64]func([]Instance)
-	nextSub  uint64
-	current  []Instance
-	synced   bool
-	lastErr  error
-	lastSync time.Time
+	published // the set found, its subscribers; its mu guards the fields below too
 	// emptySeen is true while an empty answer awaits its confirmation.
 	emptySeen bool
 }
@@ -185,14 +178,13 @@ func NewDNSWatcher(cfg DNSConfig, logger *zap.Logger) (*DNSWatcher, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &DNSWatcher{
-		cfg:      cfg,
-		resolver: r,
-		logger:   logger.With(zap.String("dns_name", cfg.Name), zap.String("dns_type", cfg.Type)),
-		ctx:      ctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		syncedCh: make(chan struct{}),
-		subs:     map[uint64]func([]Instance){},
+		cfg:       cfg,
+		resolver:  r,
+		logger:    logger.With(zap.String("dns_name", cfg.Name), zap.String("dns_type", cfg.Type)),
+		ctx:       ctx,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+		published: newPublished(),
 	}, nil
 }
 
@@ -223,51 +215,8 @@ func (w *DNSWatcher) Stop() {
 	})
 }
 
-// WaitSynced waits for the first answer until ctx ends, and reports
-// whether it came.
-func (w *DNSWatcher) WaitSynced(ctx context.Context) bool {
-	select {
-	case <-w.syncedCh:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// Instances returns the current set and whether the watcher has synced.
-func (w *DNSWatcher) Instances() ([]Instance, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.current, w.synced
-}
-
-// Subscribe implements Source.
-func (w *DNSWatcher) Subscribe(fn func([]Instance)) func() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	id := w.nextSub
-	w.nextSub++
-	w.subs[id] = fn
-	if w.synced {
-		fn(w.current)
-	}
-	return func() {
-		w.mu.Lock()
-		delete(w.subs, id)
-		w.mu.Unlock()
-	}
-}
-
 // Status implements Source.
-func (w *DNSWatcher) Status() Status {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := Status{Source: "dns", Service: w.cfg.Name, Synced: w.synced, Instances: len(w.current), LastSync: w.lastSync}
-	if w.lastErr != nil {
-		st.LastError = w.lastErr.Error()
-	}
-	return st
-}
+func (w *DNSWatcher) Status() Status { return w.status("dns", w.cfg.Name) }
 
 func (w *DNSWatcher) run() {
 	defer close(w.done)
@@ -332,24 +281,8 @@ func (w *DNSWatcher) answered(a answer) time.Duration {
 		return w.cfg.MinRefresh
 	}
 	w.emptySeen = false
-	w.deliver(a.instances)
+	w.deliver(a.instances, w.logger, "dns")
 	return refresh(a.ttl, w.cfg.MinRefresh, w.cfg.MaxRefresh)
-}
-
-// deliver passes a new set on; w.mu is held.
-func (w *DNSWatcher) deliver(list []Instance) {
-	if w.synced && equalInstances(w.current, list) {
-		return
-	}
-	first := !w.synced
-	w.current, w.synced = list, true
-	w.logger.Info("dns replicas updated", zap.Int("replicas", len(list)), zap.Strings("urls", urls(list)))
-	for _, fn := range w.subs {
-		fn(list)
-	}
-	if first {
-		close(w.syncedCh) // after the deliveries: a synced watcher's subscribers have the set
-	}
 }
 
 var _ Source = (*DNSWatcher)(nil)

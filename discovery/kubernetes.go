@@ -57,17 +57,10 @@ type KubeWatcher struct {
 	done     chan struct{}
 	started  bool
 	stopOnce sync.Once
-	syncedCh chan struct{}
 
-	mu       sync.Mutex // guards the fields below and serializes deliveries
-	subs     map[uint64]func([]Instance)
-	nextSub  uint64
-	current  []Instance
-	synced   bool
-	lastErr  error
-	lastSync time.Time
-	failures int
-	relists  int
+	published // the set found, its subscribers; its mu guards the fields below too
+	failures  int
+	relists   int
 }
 
 // NewKubeWatcher returns a watcher of wc through the API creds reach;
@@ -111,12 +104,11 @@ func NewKubeWatcher(creds KubeCredentials, wc KubeWatchConfig, logger *zap.Logge
 	ctx, cancel := context.WithCancel(context.Background())
 	return &KubeWatcher{
 		client: client, cfg: wc, what: what,
-		logger:   logger.With(zap.String("kubernetes", what)),
-		ctx:      ctx,
-		cancel:   cancel,
-		done:     make(chan struct{}),
-		syncedCh: make(chan struct{}),
-		subs:     map[uint64]func([]Instance){},
+		logger:    logger.With(zap.String("kubernetes", what)),
+		ctx:       ctx,
+		cancel:    cancel,
+		done:      make(chan struct{}),
+		published: newPublished(),
 	}, nil
 }
 
@@ -159,24 +151,6 @@ func (w *KubeWatcher) Stop() {
 	})
 }
 
-// WaitSynced waits for the first answer until ctx ends, and reports
-// whether it came.
-func (w *KubeWatcher) WaitSynced(ctx context.Context) bool {
-	select {
-	case <-w.syncedCh:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// Instances returns the current set and whether the watcher has synced.
-func (w *KubeWatcher) Instances() ([]Instance, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.current, w.synced
-}
-
 // Relists counts the lists made because the API answered 410 Gone.
 func (w *KubeWatcher) Relists() int {
 	w.mu.Lock()
@@ -184,33 +158,8 @@ func (w *KubeWatcher) Relists() int {
 	return w.relists
 }
 
-// Subscribe implements Source.
-func (w *KubeWatcher) Subscribe(fn func([]Instance)) func() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	id := w.nextSub
-	w.nextSub++
-	w.subs[id] = fn
-	if w.synced {
-		fn(w.current)
-	}
-	return func() {
-		w.mu.Lock()
-		delete(w.subs, id)
-		w.mu.Unlock()
-	}
-}
-
 // Status implements Source.
-func (w *KubeWatcher) Status() Status {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	st := Status{Source: "kubernetes", Service: w.what, Synced: w.synced, Instances: len(w.current), LastSync: w.lastSync}
-	if w.lastErr != nil {
-		st.LastError = w.lastErr.Error()
-	}
-	return st
-}
+func (w *KubeWatcher) Status() Status { return w.status("kubernetes", w.what) }
 
 func (w *KubeWatcher) newListWatch(path string, q url.Values, changed func(map[string]json.RawMessage)) *listWatch {
 	return &listWatch{client: w.client, path: path, query: q, changed: changed,
@@ -505,18 +454,7 @@ func (w *KubeWatcher) update(list []Instance) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lastSync = time.Now()
-	if w.synced && equalInstances(w.current, list) {
-		return // a change that does not touch the replicas
-	}
-	first := !w.synced
-	w.current, w.synced = list, true
-	w.logger.Info("kubernetes replicas updated", zap.Int("replicas", len(list)), zap.Strings("urls", urls(list)))
-	for _, fn := range w.subs {
-		fn(list)
-	}
-	if first {
-		close(w.syncedCh) // after the deliveries: a synced watcher's subscribers have the set
-	}
+	w.deliver(list, w.logger, "kubernetes")
 }
 
 var _ Source = (*KubeWatcher)(nil)
