@@ -68,7 +68,6 @@ func TestDNSSourceValidateProtocol(t *testing.T) {
 // settings are compared; the last release stops it.
 func TestDNSWatchersShared(t *testing.T) {
 	kept := keep.New()
-	baseline := runtime.NumGoroutine()
 	t.Setenv("LLM_DNS_NAME", "vllm.llm.test")
 	open := func(s *DNS) (*discovery.DNSWatcher, func()) {
 		ds, release, err := s.Open(Env{Model: "qwen", Kept: kept})
@@ -90,11 +89,26 @@ func TestDNSWatchersShared(t *testing.T) {
 	if w1.Status().Service != "vllm.llm.test" {
 		t.Errorf("watching %q", w1.Status().Service)
 	}
+	waitCond(t, 5*time.Second, "two watcher loops", func() bool { return dnsLoops() == 2 })
 	r1()
-	if runtime.NumGoroutine() < baseline+2 {
-		t.Error("a watcher stopped while a config still uses it")
+	if n := dnsLoops(); n != 2 {
+		t.Errorf("%d watcher loops after the first release, want 2: a watcher stopped while a config still uses it", n)
 	}
 	r2()
 	r3()
-	waitCond(t, 5*time.Second, "the watchers' goroutines to end", func() bool { return runtime.NumGoroutine() <= baseline })
+	waitCond(t, 5*time.Second, "the watchers' loops to end", func() bool { return dnsLoops() == 0 })
+}
+
+// dnsLoops counts the DNS watchers' lookup loops running in this process.
+// Counting all goroutines instead is at the mercy of other tests' leftovers
+// ending meanwhile.
+func dnsLoops() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			return strings.Count(string(buf[:n]), "discovery.(*DNSWatcher).run(")
+		}
+		buf = make([]byte, 2*len(buf))
+	}
 }
