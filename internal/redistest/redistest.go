@@ -59,6 +59,9 @@ type Server struct {
 	// args, when set, make the command line from the port (a replica, a
 	// sentinel, a cluster node) instead of a plain server's.
 	args func(port string) []string
+	// dir is the server's working directory: a replica's full sync
+	// writes an RDB file there even with saving off.
+	dir  string
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -76,6 +79,7 @@ func StartWith(t testing.TB, password string) *Server {
 
 func startServer(t testing.TB, s *Server) *Server {
 	t.Helper()
+	s.dir = t.TempDir()
 	// The port is free when picked, but the server binds it later: when
 	// another process took it in between, start again on a new one.
 	for try := 1; ; try++ {
@@ -111,6 +115,7 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.out = new(lockedBuffer)
 	s.cmd = exec.Command(s.bin, args...)
+	s.cmd.Dir = s.dir
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
 		s.mu.Unlock()
