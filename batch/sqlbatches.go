@@ -72,7 +72,7 @@ func (s *SQLStore) CreateBatch(ctx context.Context, b Batch) (Batch, error) {
 		window_ms, status, final_status, total, completed, failed, errors, metadata, lease_owner, lease_until,
 		created_ms, in_progress_ms, expires_ms, finalizing_ms, completed_ms, failed_ms, expired_ms, cancelling_ms, cancelled_ms)
 		VALUES (?, ?, ?, ?, ?, ?, '', '', ?, ?, '', 0, 0, 0, '', ?, '', 0, ?, 0, ?, 0, 0, 0, 0, 0, 0)`,
-		b.ID, b.Owner.Key(), string(owner), b.Endpoint, b.Model, b.InputFileID,
+		b.ID, ownerColumn(b.Owner.Key()), string(owner), b.Endpoint, b.Model, b.InputFileID,
 		b.CompletionWindow.Milliseconds(), string(b.Status), meta, ms(b.CreatedAt), ms(b.ExpiresAt))
 	if err != nil {
 		return Batch{}, fmt.Errorf("batch: %s: creating a batch: %w", s.d.name, err)
@@ -106,7 +106,7 @@ func (s *SQLStore) Batches(ctx context.Context, ownerKey, after string, limit in
 	q := `SELECT ` + batchColumns + ` FROM batch_batches WHERE 1 = 1`
 	var args []any
 	if ownerKey != "" {
-		q, args = q+` AND owner_key = ?`, append(args, ownerKey)
+		q, args = q+` AND owner_key = ?`, append(args, ownerColumn(ownerKey))
 	}
 	if after != "" {
 		q, args = q+` AND seq < (SELECT seq FROM batch_batches WHERE id = ?)`, append(args, after)

@@ -33,7 +33,7 @@ func (s *SQLStore) createFile(ctx context.Context, f File) (*fileWriter, error) 
 		return nil, fmt.Errorf("batch: encoding the owner: %w", err)
 	}
 	if _, err := s.exec(ctx, `INSERT INTO batch_files (id, owner_key, owner, purpose, filename, bytes, complete, created_ms, expires_ms)
-		VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?)`, f.ID, f.Owner.Key(), string(owner), f.Purpose, f.Filename, ms(f.CreatedAt), ms(f.ExpiresAt)); err != nil {
+		VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?)`, f.ID, ownerColumn(f.Owner.Key()), string(owner), f.Purpose, f.Filename, ms(f.CreatedAt), ms(f.ExpiresAt)); err != nil {
 		return nil, fmt.Errorf("batch: %s: creating file %s: %w", s.d.name, f.ID, err)
 	}
 	return &fileWriter{s: s, ctx: ctx, f: f, buf: make([]byte, 0, chunkBytes)}, nil
@@ -150,7 +150,7 @@ func (s *SQLStore) Files(ctx context.Context, ownerKey, purpose, after string, l
 	q := `SELECT ` + fileColumns + ` FROM batch_files WHERE complete = 1`
 	var args []any
 	if ownerKey != "" {
-		q, args = q+` AND owner_key = ?`, append(args, ownerKey)
+		q, args = q+` AND owner_key = ?`, append(args, ownerColumn(ownerKey))
 	}
 	if purpose != "" {
 		q, args = q+` AND purpose = ?`, append(args, purpose)

@@ -182,6 +182,10 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
+// ownerColumn is an owner's key as the owner_key columns keep it:
+// quoted, since the key holds a NUL that PostgreSQL's text refuses.
+func ownerColumn(key string) string { return strconv.Quote(key) }
+
 func ms(t time.Time) int64 {
 	if t.IsZero() {
 		return 0

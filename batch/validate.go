@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -190,6 +191,11 @@ func (v *validator) check(n int, line []byte) {
 		missing("custom_id")
 		return
 	}
+	if strings.ContainsRune(customID, 0) {
+		// PostgreSQL's text cannot keep it.
+		v.fail(LineError{Code: "invalid_value", Line: n, Param: "custom_id", Message: "The custom_id may not contain a NUL character."})
+		return
+	}
 	if isNull(r.Body) {
 		missing("body")
 		return
@@ -211,7 +217,7 @@ func (v *validator) check(n int, line []byte) {
 		return
 	}
 	var model string
-	if isNull(body.Model) || json.Unmarshal(body.Model, &model) != nil || model == "" {
+	if isNull(body.Model) || json.Unmarshal(body.Model, &model) != nil || model == "" || strings.ContainsRune(model, 0) {
 		v.fail(LineError{Code: "invalid_request", Line: n, Param: "body.model", Message: "Model parameter is required."})
 		return
 	}
