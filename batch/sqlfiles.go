@@ -192,7 +192,8 @@ type fileReader struct {
 	ctx  context.Context
 	id   string
 	n    int    // the next chunk to fetch
-	cur  []byte // what is left of the current chunk
+	buf  []byte // the current chunk
+	cur  []byte // what is left of it
 	done bool
 }
 
@@ -201,24 +202,41 @@ func (r *fileReader) Read(p []byte) (int, error) {
 		if r.done {
 			return 0, io.EOF
 		}
-		var data []byte
-		err := r.s.queryRow(r.ctx, `SELECT data FROM batch_file_chunks WHERE file_id = ? AND n = ?`, r.id, r.n).Scan(&data)
-		if errors.Is(err, sql.ErrNoRows) {
-			r.done = true
-			continue
+		if err := r.fetch(); err != nil {
+			return 0, err
 		}
-		if err != nil {
-			return 0, fmt.Errorf("batch: %s: reading chunk %d of file %s: %w", r.s.d.name, r.n, r.id, err)
-		}
-		r.n++
-		r.cur = data
 	}
 	k := copy(p, r.cur)
 	r.cur = r.cur[k:]
 	return k, nil
 }
 
-func (r *fileReader) Close() error { r.cur, r.done = nil, true; return nil }
+// fetch reads the next chunk into the reader's one buffer (a chunk's
+// bytes scanned as RawBytes, not a new slice each).
+func (r *fileReader) fetch() error {
+	rows, err := r.s.query(r.ctx, `SELECT data FROM batch_file_chunks WHERE file_id = ? AND n = ?`, r.id, r.n)
+	if err != nil {
+		return fmt.Errorf("batch: %s: reading chunk %d of file %s: %w", r.s.d.name, r.n, r.id, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("batch: %s: reading chunk %d of file %s: %w", r.s.d.name, r.n, r.id, err)
+		}
+		r.done = true
+		return nil
+	}
+	var raw sql.RawBytes
+	if err := rows.Scan(&raw); err != nil {
+		return fmt.Errorf("batch: %s: reading chunk %d of file %s: %w", r.s.d.name, r.n, r.id, err)
+	}
+	r.buf = append(r.buf[:0], raw...)
+	r.cur = r.buf
+	r.n++
+	return nil
+}
+
+func (r *fileReader) Close() error { r.buf, r.cur, r.done = nil, nil, true; return nil }
 
 // DeleteFile implements Store.
 func (s *SQLStore) DeleteFile(ctx context.Context, id string) error {
