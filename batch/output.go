@@ -45,6 +45,9 @@ func (s *SQLStore) Finalize(ctx context.Context, worker string, now time.Time) (
 	}
 	var out []Batch
 	var errs []error
+	if err := s.sweepFiles(ctx, now); err != nil {
+		errs = append(errs, err)
+	}
 	for _, id := range ids {
 		b, ok, err := s.finalize(ctx, worker, id, now)
 		if err != nil {
@@ -120,6 +123,34 @@ func (s *SQLStore) finalize(ctx context.Context, worker, id string, now time.Tim
 	}
 	b, err = s.Batch(ctx, id)
 	return b, err == nil, err
+}
+
+// abandonedUpload is how old an upload that never completed (its
+// writer's instance died) is when its chunks are removed.
+const abandonedUpload = 24 * time.Hour
+
+// sweepFiles removes a few files past their expiry and uploads
+// abandoned midway.
+func (s *SQLStore) sweepFiles(ctx context.Context, now time.Time) error {
+	rows, err := s.query(ctx, `SELECT id FROM batch_files WHERE (complete = 0 AND created_ms < ?)
+		OR (expires_ms > 0 AND expires_ms <= ?) LIMIT 16`, ms(now.Add(-abandonedUpload)), ms(now))
+	if err != nil {
+		return fmt.Errorf("batch: %s: finding files to remove: %w", s.d.name, err)
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err == nil {
+			ids = append(ids, id)
+		}
+	}
+	rows.Close()
+	for _, id := range ids {
+		if err := s.removeFile(ctx, id); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 func (s *SQLStore) dropFiles(ctx context.Context, ids ...string) {

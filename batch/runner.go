@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -63,6 +64,8 @@ type Runner struct {
 	wg     sync.WaitGroup
 	start  sync.Once
 	wake   chan struct{} // a line ended or a batch became ready
+	// relist: a batch became ready, so the models with lines changed.
+	relist atomic.Bool
 
 	mu      sync.Mutex
 	running map[string]int
@@ -162,6 +165,7 @@ func (r *Runner) housekeep() {
 			}
 			r.o.Logger.Info("batch: validated", zap.String("batch", b.ID), zap.String("status", string(b.Status)),
 				zap.Int("lines", b.Counts.Total), zap.Int("errors", len(b.Errors)))
+			r.relist.Store(true)
 			r.poke()
 		}
 		if r.ctx.Err() == nil {
@@ -191,7 +195,7 @@ func (r *Runner) dispatchLoop() {
 	var listed time.Time
 	for r.ctx.Err() == nil {
 		now := time.Now()
-		if now.Sub(listed) >= r.o.Poll || models == nil {
+		if now.Sub(listed) >= r.o.Poll || models == nil || r.relist.Swap(false) {
 			m, err := r.s.Models(r.ctx)
 			if err != nil && r.ctx.Err() == nil {
 				r.o.Logger.Warn("batch: listing models with lines", zap.Error(err))
@@ -222,8 +226,7 @@ func (r *Runner) dispatchLoop() {
 		}
 		select {
 		case <-r.ctx.Done():
-		case <-r.wake:
-			listed = time.Time{} // a batch became ready or a slot freed
+		case <-r.wake: // a slot freed or a batch became ready
 		case <-time.After(wait):
 		}
 	}

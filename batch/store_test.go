@@ -256,6 +256,25 @@ func testFiles(t *testing.T, s *SQLStore) {
 	if err := s.DeleteFile(ctx, f.ID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("DeleteFile twice = %v", err)
 	}
+	// Files past their expiry, and uploads abandoned a day ago, are swept.
+	e, _ := s.PutFile(ctx, File{Owner: alice, Purpose: "batch", ExpiresAt: time.Now().Add(time.Hour)}, strings.NewReader("x"))
+	if _, err := s.exec(ctx, `INSERT INTO batch_files (id, owner_key, owner, purpose, filename, bytes, complete, created_ms, expires_ms)
+		VALUES ('file-abandoned', '', '{}', 'batch', '', 0, 0, ?, 0)`, ms(time.Now().Add(-25*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Finalize(ctx, "f", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.File(ctx, e.ID); err != nil {
+		t.Fatalf("a file before its expiry: %v", err)
+	}
+	if _, err := s.Finalize(ctx, "f", time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.db.QueryRow(s.d.bind(`SELECT COUNT(*) FROM batch_files WHERE id IN (?, ?)`), e.ID, "file-abandoned").Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d expired or abandoned files left, %v", left, err)
+	}
 	// A failed upload leaves nothing.
 	_, err = s.PutFile(ctx, File{Owner: alice, Purpose: "batch"}, io.MultiReader(strings.NewReader(strings.Repeat("x", chunkBytes+10)), errReader{}))
 	if err == nil {
@@ -604,7 +623,11 @@ func testCancel(t *testing.T, s *SQLStore) {
 	}
 	// A batch cancelled while validating ends with no files.
 	f, _ := s.PutFile(ctx, File{Owner: alice, Purpose: "batch"}, strings.NewReader(chat("a", "m")))
-	v, _ := s.CreateBatch(ctx, Batch{Owner: alice, Endpoint: "/v1/chat/completions", InputFileID: f.ID})
+	v, _ := s.CreateBatch(ctx, Batch{Owner: alice, Endpoint: "/v1/chat/completions", InputFileID: f.ID, Metadata: map[string]string{"job": "eval-7"}})
+	if got, err := s.Batch(ctx, v.ID); err != nil || got.Metadata["job"] != "eval-7" || got.CompletionWindow != 24*time.Hour ||
+		got.ExpiresAt.Sub(got.CreatedAt) != 24*time.Hour || got.InputFileID != f.ID {
+		t.Fatalf("Batch = %+v, %v", got, err)
+	}
 	if _, err := s.Cancel(ctx, v.ID); err != nil {
 		t.Fatal(err)
 	}
