@@ -45,11 +45,27 @@ func (s *SQLStore) Validate(ctx context.Context, worker string, lease time.Durat
 	}
 	v := &validator{s: s, b: b, worker: worker, lease: lease, seen: map[[16]byte]int{}}
 	if err := v.run(ctx); err != nil {
-		_, _ = s.exec(context.WithoutCancel(ctx), `DELETE FROM batch_lines WHERE batch_id = ?`, id)
-		_, _ = s.exec(context.WithoutCancel(ctx), `UPDATE batch_batches SET lease_owner = '', lease_until = 0 WHERE id = ? AND lease_owner = ?`, id, worker)
+		s.abandon(context.WithoutCancel(ctx), id, worker)
 		return Batch{}, err
 	}
 	return v.finish(ctx)
+}
+
+// abandon gives a batch back to validate again later, with the lines
+// stored so far removed, if worker still holds it (a worker that lost
+// it leaves the lines to the one that took it over).
+func (s *SQLStore) abandon(ctx context.Context, id, worker string) {
+	_ = s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.d.bind(`UPDATE batch_batches SET lease_owner = '', lease_until = 0 WHERE id = ? AND lease_owner = ?`), id, worker)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, s.d.bind(`DELETE FROM batch_lines WHERE batch_id = ?`), id)
+		return err
+	})
 }
 
 // validator checks one batch's input file.
@@ -299,28 +315,39 @@ func (v *validator) store(ctx context.Context) error {
 func (v *validator) finish(ctx context.Context) (Batch, error) {
 	s, b := v.s, v.b
 	now := s.clock()
-	var res sql.Result
-	var err error
-	if len(v.errs) > 0 {
-		errs, _ := json.Marshal(v.errs)
-		_, _ = s.exec(ctx, `DELETE FROM batch_lines WHERE batch_id = ?`, b.ID)
-		res, err = s.exec(ctx, `UPDATE batch_batches SET status = ?, errors = ?, failed_ms = ?, lease_owner = '', lease_until = 0
-			WHERE id = ? AND lease_owner = ? AND status = ?`, string(StatusFailed), string(errs), ms(now), b.ID, v.worker, string(StatusValidating))
-	} else {
-		res, err = s.exec(ctx, `UPDATE batch_batches SET status = ?, model = ?, total = ?, in_progress_ms = ?, lease_owner = '', lease_until = 0
-			WHERE id = ? AND lease_owner = ? AND status = ?`, string(StatusInProgress), b.Model, v.total, ms(now), b.ID, v.worker, string(StatusValidating))
-	}
-	if err != nil {
-		return Batch{}, fmt.Errorf("batch: %s: validating %s: %w", s.d.name, b.ID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		// Cancelled meanwhile (or taken over): its lines are not ours.
-		_, _ = s.exec(ctx, `UPDATE batch_batches SET lease_owner = '', lease_until = 0 WHERE id = ? AND lease_owner = ?`, b.ID, v.worker)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var res sql.Result
+		var err error
+		if len(v.errs) > 0 {
+			errs, _ := json.Marshal(v.errs)
+			res, err = tx.ExecContext(ctx, s.d.bind(`UPDATE batch_batches SET status = ?, errors = ?, failed_ms = ?, lease_owner = '', lease_until = 0
+				WHERE id = ? AND lease_owner = ? AND status = ?`), string(StatusFailed), string(errs), ms(now), b.ID, v.worker, string(StatusValidating))
+		} else {
+			res, err = tx.ExecContext(ctx, s.d.bind(`UPDATE batch_batches SET status = ?, model = ?, total = ?, in_progress_ms = ?, lease_owner = '', lease_until = 0
+				WHERE id = ? AND lease_owner = ? AND status = ?`), string(StatusInProgress), b.Model, v.total, ms(now), b.ID, v.worker, string(StatusValidating))
+		}
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return ErrLeaseLost
+		}
+		if len(v.errs) > 0 { // the lines stored before the first error
+			_, err = tx.ExecContext(ctx, s.d.bind(`DELETE FROM batch_lines WHERE batch_id = ?`), b.ID)
+		}
+		return err
+	})
+	if errors.Is(err, ErrLeaseLost) {
+		// Cancelled meanwhile, or taken over: a cancelled batch's lines
+		// go with the lease; another worker's are its own.
+		s.abandon(ctx, b.ID, v.worker)
 		if cur, err := s.Batch(ctx, b.ID); err == nil && cur.Status == StatusCancelling {
-			_, _ = s.exec(ctx, `DELETE FROM batch_lines WHERE batch_id = ?`, b.ID)
 			return cur, nil
 		}
 		return Batch{}, fmt.Errorf("%w: batch %s, validating", ErrLeaseLost, b.ID)
+	}
+	if err != nil {
+		return Batch{}, fmt.Errorf("batch: %s: validating %s: %w", s.d.name, b.ID, err)
 	}
 	return s.Batch(ctx, b.ID)
 }
