@@ -10,8 +10,9 @@ import (
 
 // TestPostgresExactlyOnce: two instances (two stores on one PostgreSQL,
 // a runner each) race on one batch of 2,000 lines, while a third worker
-// that claimed lines died holding them: the batch completes, every
-// custom_id is in the output exactly once and the counts are right.
+// that claimed lines died holding them, and one of the two is stopped
+// and started again midway: the batch completes, every custom_id is in
+// the output exactly once and the counts are right.
 func TestPostgresExactlyOnce(t *testing.T) {
 	dsn := postgres(t)
 	ctx := context.Background()
@@ -35,8 +36,15 @@ func TestPostgresExactlyOnce(t *testing.T) {
 	rb := NewRunner(b, db, gate(16), fastOptions("b"))
 	ra.Start()
 	rb.Start()
-	defer ra.Stop()
 	defer rb.Stop()
+	waitUntil(t, 60*time.Second, func() bool {
+		cur, err := a.Batch(ctx, batch.ID)
+		return err == nil && cur.Counts.Completed >= n/4
+	})
+	ra.Stop() // a restart: its running lines are cancelled and given back
+	ra = NewRunner(a, da, gate(16), fastOptions("a2"))
+	ra.Start()
+	defer ra.Stop()
 	got := waitFor(t, a, batch.ID, 90*time.Second)
 	if got.Status != StatusCompleted || got.Counts != (Counts{Total: n, Completed: n}) || got.ErrorFileID != "" {
 		t.Fatalf("batch = %s %+v error file %q", got.Status, got.Counts, got.ErrorFileID)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 )
 
 // fileWriter stores a file's content a chunk at a time: the file's row
@@ -27,7 +28,7 @@ func (s *SQLStore) createFile(ctx context.Context, f File) (*fileWriter, error) 
 	if f.ID == "" {
 		f.ID = newID("file-")
 	}
-	f.CreatedAt = s.clock().UTC().Truncate(1e6)
+	f.CreatedAt = s.clock().UTC().Truncate(time.Millisecond)
 	owner, err := json.Marshal(f.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("batch: encoding the owner: %w", err)
