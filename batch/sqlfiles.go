@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,8 @@ func (s *SQLStore) createFile(ctx context.Context, f File) (*fileWriter, error) 
 		f.ID = newID("file-")
 	}
 	f.CreatedAt = s.clock().UTC().Truncate(time.Millisecond)
+	// A client's file name, kept as text PostgreSQL takes.
+	f.Filename = strings.ReplaceAll(strings.ToValidUTF8(f.Filename, "\uFFFD"), "\x00", "")
 	owner, err := json.Marshal(f.Owner)
 	if err != nil {
 		return nil, fmt.Errorf("batch: encoding the owner: %w", err)

@@ -211,7 +211,10 @@ func testFiles(t *testing.T, s *SQLStore) {
 	if got := readAll(t, s, g.ID); got != "" {
 		t.Fatalf("empty file read %q", got)
 	}
-	h, _ := s.PutFile(ctx, File{Owner: alice, Purpose: "batch_output", Filename: "out.jsonl"}, strings.NewReader("x"))
+	h, err := s.PutFile(ctx, File{Owner: alice, Purpose: "batch_output", Filename: "out\x00\xff.jsonl"}, strings.NewReader("x"))
+	if err != nil || h.Filename != "out\uFFFD.jsonl" {
+		t.Fatalf("PutFile of a name with a NUL and a bad byte = %q, %v", h.Filename, err)
+	}
 	list := func(owner, purpose, after string, limit int) []string {
 		fs, err := s.Files(ctx, owner, purpose, after, limit)
 		if err != nil {

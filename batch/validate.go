@@ -155,7 +155,11 @@ func readLine(br *bufio.Reader, buf *[]byte, max int) (line []byte, tooLong bool
 	for {
 		frag, err := br.ReadSlice('\n')
 		if !tooLong {
-			if len(*buf)+len(frag) > max+1 { // +1: the newline
+			n := len(frag)
+			if n > 0 && frag[n-1] == '\n' {
+				n-- // the newline is not the line's
+			}
+			if len(*buf)+n > max {
 				tooLong, *buf = true, (*buf)[:0]
 			} else {
 				*buf = append(*buf, frag...)
