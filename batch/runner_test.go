@@ -84,7 +84,7 @@ func fastOptions(worker string) RunnerOptions {
 
 // created stores content and creates a batch of it, not validated (the
 // runner validates).
-func created(t *testing.T, s Store, content string) Batch {
+func created(t testing.TB, s Store, content string) Batch {
 	t.Helper()
 	ctx := context.Background()
 	f, err := s.PutFile(ctx, File{Owner: alice, Purpose: "batch"}, strings.NewReader(content))
