@@ -44,13 +44,13 @@ func (c *call) createBatch() {
 	f, err := c.api.store.File(c.r.Context(), b.InputFileID)
 	switch {
 	case errors.Is(err, ErrNotFound) || (err == nil && f.Owner.Key() != c.ownerKey):
-		c.fail(invalid(codeInvalidValue, "input_file_id", "No such File object: "+b.InputFileID))
+		c.fail(invalid(codeInvalidValue, "input_file_id", "No such File object: "+clip(b.InputFileID)))
 		return
 	case err != nil:
 		c.storeFailed(err, "File", b.InputFileID)
 		return
 	case f.Purpose != "batch":
-		c.fail(invalid(codeInvalidValue, "input_file_id", "The file "+b.InputFileID+" has purpose '"+f.Purpose+
+		c.fail(invalid(codeInvalidValue, "input_file_id", "The file "+clip(b.InputFileID)+" has purpose '"+f.Purpose+
 			"'; a batch's input file must have purpose 'batch'."))
 		return
 	}
@@ -91,14 +91,14 @@ func (a *API) parseCreate(body []byte) (Batch, *apiErr) {
 			b.InputFileID = s
 		case "endpoint":
 			if !a.endpoints[s] {
-				return Batch{}, errp(invalid(codeUnsupportedV, name, "The endpoint '"+s+"' is not supported; supported: "+
+				return Batch{}, errp(invalid(codeUnsupportedV, name, "The endpoint '"+clip(s)+"' is not supported; supported: "+
 					strings.Join(a.endpointList(), ", ")+"."))
 			}
 			b.Endpoint = s
 		case "completion_window":
 			w, ok := a.window(s)
 			if !ok {
-				return Batch{}, errp(invalid(codeUnsupportedV, name, "The completion_window '"+s+"' is not supported; supported: "+
+				return Batch{}, errp(invalid(codeUnsupportedV, name, "The completion_window '"+clip(s)+"' is not supported; supported: "+
 					a.windowList()+"."))
 			}
 			b.CompletionWindow = w
@@ -121,7 +121,7 @@ func (a *API) parseCreate(body []byte) (Batch, *apiErr) {
 		case "output_expires_after":
 			return Batch{}, errp(invalid(codeUnsupported, name, "output_expires_after is not supported here: output files are kept until deleted."))
 		default:
-			return Batch{}, errp(invalid(codeUnknown, name, "Unknown parameter: '"+name+"'."))
+			return Batch{}, errp(invalid(codeUnknown, clip(name), "Unknown parameter: '"+clip(name)+"'."))
 		}
 	}
 	return b, nil
@@ -145,7 +145,7 @@ func parseMetadata(raw json.RawMessage) (map[string]string, *apiErr) {
 	}
 	m := make(map[string]string, len(fields))
 	for k, v := range fields {
-		param := "metadata." + k
+		param := "metadata." + clip(k)
 		if utf8.RuneCountInString(k) > maxMetadataKey {
 			return nil, errp(invalid(codeTooLong, "metadata", "A metadata key is longer than 64 characters."))
 		}
@@ -193,7 +193,7 @@ func decodeObject(data []byte, where string) (map[string]json.RawMessage, *apiEr
 			return nil, bad(jsonWhy(err))
 		}
 		if _, dup := fields[key]; dup {
-			param := key
+			param := clip(key)
 			if where != "" {
 				param = where + "." + key
 			}
@@ -276,7 +276,7 @@ func (c *call) listBatches() {
 			return
 		}
 		if err != nil || !c.visible(b.Owner) {
-			c.fail(invalid(codeInvalidValue, "after", "after names no batch of yours: "+after))
+			c.fail(invalid(codeInvalidValue, "after", "after names no batch of yours: "+clip(after)))
 			return
 		}
 	}
@@ -345,5 +345,5 @@ func (c *call) cancelBatch(id string) {
 
 func cannotCancel(b Batch) apiErr {
 	return apiErr{status: http.StatusConflict, code: codeConflict,
-		msg: "Cannot cancel the batch " + b.ID + ": its status is '" + string(b.Status) + "'."}
+		msg: "Cannot cancel the batch " + clip(b.ID) + ": its status is '" + string(b.Status) + "'."}
 }

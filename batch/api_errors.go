@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 )
@@ -38,7 +39,7 @@ func invalid(code, param, msg string) apiErr {
 }
 
 func notFound(kind, id string) apiErr {
-	return apiErr{status: http.StatusNotFound, code: codeNotFound, msg: "No such " + kind + " object: " + id}
+	return apiErr{status: http.StatusNotFound, code: codeNotFound, msg: "No such " + kind + " object: " + clip(id)}
 }
 
 // serverErr is what a Store's failure answers: nothing of its text.
@@ -90,7 +91,7 @@ func (c *call) storeFailed(err error, kind, id string) {
 		c.fail(notFound(kind, id))
 	case errors.Is(err, ErrConflict):
 		c.fail(apiErr{status: http.StatusConflict, code: codeConflict,
-			msg: "The " + kind + " " + id + " is not in a state that allows this."})
+			msg: "The " + kind + " " + clip(id) + " is not in a state that allows this."})
 	default:
 		c.api.log.Error("batch store", zap.String("method", c.r.Method), zap.String("path", c.r.URL.Path), zap.Error(err))
 		c.fail(serverErr)
@@ -116,4 +117,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// clip shortens a value of the request quoted in an error, so that an
+// answer stays small whatever was sent.
+func clip(s string) string {
+	const max = 80
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

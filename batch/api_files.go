@@ -60,7 +60,7 @@ func (c *call) uploadFile() {
 		}
 		name := p.FormName()
 		if seen[name] {
-			refuse(invalid(codeDuplicate, name, "The form has the part "+name+" twice."))
+			refuse(invalid(codeDuplicate, clip(name), "The form has the part "+clip(name)+" twice."))
 			return
 		}
 		seen[name] = true
@@ -87,7 +87,7 @@ func (c *call) uploadFile() {
 			refuse(invalid(codeUnsupported, "expires_after", "expires_after is not supported here: files are kept until deleted."))
 			return
 		default:
-			refuse(invalid(codeUnknown, name, "Unknown parameter: '"+name+"'."))
+			refuse(invalid(codeUnknown, clip(name), "Unknown parameter: '"+clip(name)+"'."))
 			return
 		}
 	}
@@ -144,7 +144,7 @@ func (c *call) formError(err error) apiErr {
 }
 
 func badPurpose(p string) apiErr {
-	return invalid(codeUnsupportedV, "purpose", "The purpose '"+p+"' is not supported: this gateway keeps files for batches only (purpose=batch).")
+	return invalid(codeUnsupportedV, "purpose", "The purpose '"+clip(p)+"' is not supported: this gateway keeps files for batches only (purpose=batch).")
 }
 
 // cappedReader reads r up to left bytes and fails past it, remembering
@@ -191,7 +191,7 @@ func (c *call) listFiles() {
 		order = "desc"
 	}
 	if order != "asc" && order != "desc" {
-		c.fail(invalid(codeInvalidValue, "order", "order must be 'asc' or 'desc', not '"+order+"'."))
+		c.fail(invalid(codeInvalidValue, "order", "order must be 'asc' or 'desc', not '"+clip(order)+"'."))
 		return
 	}
 	purpose, after := q.Get("purpose"), q.Get("after")
@@ -267,7 +267,7 @@ func (c *call) fileCursor(id string) bool {
 		c.storeFailed(err, "File", id)
 		return false
 	}
-	c.fail(invalid(codeInvalidValue, "after", "after names no file of yours: "+id))
+	c.fail(invalid(codeInvalidValue, "after", "after names no file of yours: "+clip(id)))
 	return false
 }
 
@@ -278,7 +278,7 @@ func limitParam(v string, def, max int) (int, *apiErr) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > max {
-		e := invalid(codeInvalidValue, "limit", "limit must be an integer from 1 to "+strconv.Itoa(max)+", not '"+v+"'.")
+		e := invalid(codeInvalidValue, "limit", "limit must be an integer from 1 to "+strconv.Itoa(max)+", not '"+clip(v)+"'.")
 		return 0, &e
 	}
 	return n, nil
