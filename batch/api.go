@@ -176,25 +176,26 @@ func (a *API) ServeAdmin(w http.ResponseWriter, r *http.Request) bool {
 }
 
 // splitPath cuts "files", "files/ID" or "files/ID/content" (and the
-// batches' alike) into its parts; ok is false for any other shape.
+// batches' alike) into its parts; ok is false for any other shape. It
+// allocates nothing: the door asks it of every request.
 func splitPath(p string) (coll, id, sub string, ok bool) {
-	parts := strings.Split(p, "/")
-	if len(parts) > 3 || (parts[0] != "files" && parts[0] != "batches") {
+	coll, rest, more := strings.Cut(p, "/")
+	if coll != "files" && coll != "batches" {
 		return "", "", "", false
 	}
-	coll = parts[0]
-	if len(parts) >= 2 {
-		if id = parts[1]; id == "" {
-			return "", "", "", false
-		}
+	if !more {
+		return coll, "", "", true
 	}
-	if len(parts) == 3 {
-		sub = parts[2]
-		if (coll == "files" && sub != "content") || (coll == "batches" && sub != "cancel") {
-			return "", "", "", false
-		}
+	id, sub, more = strings.Cut(rest, "/")
+	switch {
+	case id == "":
+		return "", "", "", false
+	case !more:
+		return coll, id, "", true
+	case coll == "files" && sub == "content", coll == "batches" && sub == "cancel":
+		return coll, id, sub, true
 	}
-	return coll, id, sub, true
+	return "", "", "", false
 }
 
 // call is one request to the API.

@@ -58,7 +58,11 @@ func (c *call) createBatch() {
 	b.CreatedAt = c.api.now()
 	b.ExpiresAt = b.CreatedAt.Add(b.CompletionWindow)
 	b, err = c.api.store.CreateBatch(c.r.Context(), b)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFound): // the file was deleted meanwhile
+		c.fail(invalid(codeInvalidValue, "input_file_id", "No such File object: "+clip(b.InputFileID)))
+		return
+	case err != nil:
 		c.storeFailed(err, "Batch", "")
 		return
 	}

@@ -266,3 +266,20 @@ func sameJSON(a, b any) bool {
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
 }
+
+// TestServeOtherPathsAllocateNothing: the door asks Serve of every
+// request; the ones that are not the API's cost it no allocation.
+func TestServeOtherPathsAllocateNothing(t *testing.T) {
+	a, _ := newTestAPI(APIOptions{})
+	w := httptest.NewRecorder()
+	for _, path := range []string{"/v1/chat/completions", "/v1/models", "/v1/files/a/b", "/v1/batches/x/y", "/tasks/assistant_inference"} {
+		r := httptest.NewRequest(http.MethodPost, path, nil)
+		if n := testing.AllocsPerRun(100, func() {
+			if a.Serve(w, r, alice) {
+				t.Fatal("served")
+			}
+		}); n != 0 {
+			t.Errorf("%s: %v allocations", path, n)
+		}
+	}
+}
