@@ -44,7 +44,7 @@ func (c *call) uploadFile() {
 	refuse := func(e apiErr) {
 		if stored != nil {
 			if err := a.store.DeleteFile(context.WithoutCancel(c.r.Context()), stored.ID); err != nil {
-				a.log.Warn("batch: deleting a refused upload")
+				a.log.Warn("batch: deleting a refused upload", zap.Error(err))
 			}
 		}
 		c.fail(e)
