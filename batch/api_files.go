@@ -15,6 +15,9 @@ import (
 // purpose, the parts' headers and boundaries.
 const formSlack = 64 << 10
 
+// maxFilename caps an uploaded file's name, as most file systems do.
+const maxFilename = 255
+
 // uploadFile serves POST /v1/files: a multipart form with the file and
 // its purpose, the file streamed into the Store as it arrives. Clients
 // send the two parts in either order (the Go SDK sends the file first),
@@ -112,8 +115,18 @@ func (c *call) putFile(p io.Reader) (File, *apiErr) {
 	if name == "" {
 		name = "upload.jsonl"
 	}
+	if len(name) > maxFilename {
+		e := invalid(codeInvalidValue, "file", "The file's name is longer than 255 bytes.")
+		return File{}, &e
+	}
 	body := &cappedReader{r: p, left: a.maxBytes}
 	f, err := a.store.PutFile(c.r.Context(), File{Owner: c.owner, Purpose: "batch", Filename: name, CreatedAt: a.now()}, body)
+	if err == nil && (body.over || body.err != nil) {
+		// A Store that took a body that failed: not the file sent.
+		if err := a.store.DeleteFile(context.WithoutCancel(c.r.Context()), f.ID); err != nil {
+			a.log.Warn("batch: deleting a partial upload", zap.Error(err))
+		}
+	}
 	switch {
 	case body.over:
 		e := a.tooLarge()

@@ -88,6 +88,15 @@ func TestUploadFileErrors(t *testing.T) {
 			b, ct := form([2]string{"purpose", "batch"}, [2]string{"file", strings.Repeat(line, 100)})
 			return io.MultiReader(b), ct // no Content-Length: found while streaming
 		}, 413, codeTooLarge, "file"},
+		{"a long file name", func() (io.Reader, string) {
+			body := &bytes.Buffer{}
+			mw := multipart.NewWriter(body)
+			_ = mw.WriteField("purpose", "batch")
+			w, _ := mw.CreateFormFile("file", strings.Repeat("n", 256)+".jsonl")
+			_, _ = io.WriteString(w, line)
+			_ = mw.Close()
+			return body, mw.FormDataContentType()
+		}, 400, codeInvalidValue, "file"},
 		{"cut short", func() (io.Reader, string) {
 			b, ct := form([2]string{"purpose", "batch"}, [2]string{"file", line})
 			return bytes.NewReader(b.Bytes()[:b.Len()-20]), ct
