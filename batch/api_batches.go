@@ -57,7 +57,7 @@ func (c *call) createBatch() {
 	b.Owner, b.Status = c.owner, StatusValidating
 	b.CreatedAt = c.api.now()
 	b.ExpiresAt = b.CreatedAt.Add(b.CompletionWindow)
-	b, err = c.api.store.CreateBatch(c.r.Context(), b)
+	nb, err := c.api.store.CreateBatch(c.r.Context(), b)
 	switch {
 	case errors.Is(err, ErrNotFound): // the file was deleted meanwhile
 		c.fail(invalid(codeInvalidValue, "input_file_id", "No such File object: "+clip(b.InputFileID)))
@@ -66,7 +66,7 @@ func (c *call) createBatch() {
 		c.storeFailed(err, "Batch", "")
 		return
 	}
-	writeJSON(c.w, http.StatusOK, c.batch(b))
+	writeJSON(c.w, http.StatusOK, c.batch(nb))
 }
 
 // parseCreate reads and checks a batch's creation body: OpenAI's

@@ -184,3 +184,25 @@ func TestCancelBatch(t *testing.T) {
 		t.Errorf("no such batch: %+v", e)
 	}
 }
+
+// TestBatchRaces: what changed between the API's look and the Store's
+// change answers as the client's own case, not a 500.
+func TestBatchRaces(t *testing.T) {
+	a, s := newTestAPI(APIOptions{})
+	f := upload(t, a, alice, "x\n")
+	b := create(t, a, alice, f.ID)
+	// The file deleted between the check and the creation.
+	s.createErr = fmt.Errorf("store: %w", ErrNotFound)
+	e := errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches",
+		`{"input_file_id":"`+f.ID+`","endpoint":"/v1/embeddings","completion_window":"24h"}`), 400)
+	if e.Param != "input_file_id" || e.Message != "No such File object: "+f.ID {
+		t.Errorf("a file gone meanwhile: %+v", e)
+	}
+	// The batch finished between the look and the cancel: 409 naming
+	// the status it has now.
+	s.finishOnCancel = true
+	e = errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", ""), 409)
+	if e.Code != codeConflict || !strings.Contains(e.Message, "'completed'") {
+		t.Errorf("a batch finished meanwhile: %+v", e)
+	}
+}

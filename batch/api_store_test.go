@@ -22,6 +22,12 @@ type memStore struct {
 	discard bool
 	// fail, when set, is every call's error.
 	fail error
+	// createErr, when set, is CreateBatch's (the file deleted
+	// meanwhile).
+	createErr error
+	// finishOnCancel completes a batch as Cancel is called (the last
+	// line's result written meanwhile).
+	finishOnCancel bool
 }
 
 func newMemStore() *memStore { return &memStore{content: map[string][]byte{}} }
@@ -128,6 +134,9 @@ func (s *memStore) CreateBatch(_ context.Context, b Batch) (Batch, error) {
 	if s.fail != nil {
 		return Batch{}, s.fail
 	}
+	if s.createErr != nil {
+		return Batch{}, s.createErr
+	}
 	s.seq++
 	b.ID = fmt.Sprintf("batch_%03d", s.seq)
 	b.Status = StatusValidating
@@ -178,6 +187,10 @@ func (s *memStore) Cancel(_ context.Context, id string) (Batch, error) {
 	}
 	for i, b := range s.batches {
 		if b.ID == id {
+			if s.finishOnCancel {
+				b.Status = StatusCompleted
+				s.batches[i] = b
+			}
 			if b.Status.Terminal() {
 				return Batch{}, ErrConflict
 			}
