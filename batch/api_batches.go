@@ -27,13 +27,14 @@ const (
 // createBatch serves POST /v1/batches.
 func (c *call) createBatch() {
 	body, err := io.ReadAll(io.LimitReader(c.r.Body, maxCreateBody+1))
-	if err != nil {
+	var mb *http.MaxBytesError
+	if err != nil && !errors.As(err, &mb) {
 		c.fail(invalid(codeInvalidJSON, "", "The request body could not be read."))
 		return
 	}
-	if len(body) > maxCreateBody {
+	if len(body) > maxCreateBody || mb != nil { // over this API's cap, or the site's
 		c.fail(apiErr{status: http.StatusRequestEntityTooLarge, code: codeTooLarge,
-			msg: "The request body is larger than " + strconv.Itoa(maxCreateBody) + " bytes."})
+			msg: "The request body is larger than this gateway takes (" + strconv.Itoa(maxCreateBody) + " bytes at most)."})
 		return
 	}
 	b, e := c.api.parseCreate(body)

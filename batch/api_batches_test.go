@@ -3,6 +3,7 @@ package batch
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +90,15 @@ func TestCreateBatchErrors(t *testing.T) {
 				t.Errorf("error %+v, want code %q param %q", e, tt.code, tt.param)
 			}
 		})
+	}
+	// A body over the site's own limit (Caddy's request_body) is a 413
+	// as well.
+	r := httptest.NewRequest(http.MethodPost, "/v1/batches", strings.NewReader(`{`+ok+`}`))
+	rec := httptest.NewRecorder()
+	r.Body = http.MaxBytesReader(rec, r.Body, 10)
+	a.Serve(rec, r, alice)
+	if e := errorOf(t, rec, 413); e.Code != codeTooLarge {
+		t.Errorf("over the site's limit: %+v", e)
 	}
 	// 16 pairs at the limits pass.
 	if rec := request(t, a, alice, http.MethodPost, "/v1/batches", meta(16)); rec.Code != 200 {
