@@ -78,6 +78,13 @@ func (a *API) Serve(w http.ResponseWriter, r *http.Request, o Owner) bool {
 		return false
 	}
 	c := call{api: a, w: w, r: r, owner: o, ownerKey: o.Key(), errs: openAIErrors{}}
+	if o.Subject == "" {
+		// Nobody's files would be everybody's: the door authenticates
+		// before it asks, so this is a wiring mistake, refused safely.
+		c.fail(apiErr{status: http.StatusUnauthorized, code: "invalid_api_key",
+			msg: "The Files and Batches API needs a credential."})
+		return true
+	}
 	switch {
 	case coll == "files" && id == "":
 		if c.allow(http.MethodGet, http.MethodPost) {

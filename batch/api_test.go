@@ -283,3 +283,15 @@ func TestServeOtherPathsAllocateNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWithoutOwner: a request without a subject (a door that did
+// not authenticate) sees nothing: 401, never the files of every other
+// request without one.
+func TestServeWithoutOwner(t *testing.T) {
+	a, _ := newTestAPI(APIOptions{})
+	for _, path := range []string{"/v1/files", "/v1/batches", "/v1/files/f", "/v1/batches/b/cancel"} {
+		if e := errorOf(t, request(t, a, Owner{}, http.MethodGet, path, ""), 401); e.Code != "invalid_api_key" {
+			t.Errorf("%s: %+v", path, e)
+		}
+	}
+}
