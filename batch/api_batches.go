@@ -223,8 +223,6 @@ func jsonWhy(err error) string {
 	return strings.TrimPrefix(err.Error(), "json: ")
 }
 
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
-
 func firstByte(raw json.RawMessage) byte {
 	if t := bytes.TrimSpace(raw); len(t) > 0 {
 		return t[0]

@@ -11,8 +11,8 @@ import (
 
 func TestCreateBatch(t *testing.T) {
 	a, s := newTestAPI(APIOptions{Windows: []time.Duration{24 * time.Hour, 72 * time.Hour}})
-	f := upload(t, a, alice, "x\n")
-	rec := request(t, a, alice, http.MethodPost, "/v1/batches", `{"input_file_id":"`+f.ID+`","endpoint":"/v1/embeddings",
+	f := upload(t, a, apiAlice, "x\n")
+	rec := apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches", `{"input_file_id":"`+f.ID+`","endpoint":"/v1/embeddings",
 		"completion_window":"72h","metadata":{"job":"nightly","ü":"ß"}}`)
 	if rec.Code != 200 {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
@@ -24,11 +24,11 @@ func TestCreateBatch(t *testing.T) {
 		t.Fatalf("batch %+v", b)
 	}
 	stored, _ := s.Batch(t.Context(), b.ID)
-	if stored.Owner.Key() != alice.Key() || stored.Owner.Team != "red" || stored.CompletionWindow != 72*time.Hour {
+	if stored.Owner.Key() != apiAlice.Key() || stored.Owner.Team != "red" || stored.CompletionWindow != 72*time.Hour {
 		t.Fatalf("stored %+v", stored)
 	}
 	// metadata null is none.
-	rec = request(t, a, alice, http.MethodPost, "/v1/batches", `{"input_file_id":"`+f.ID+`","endpoint":"/v1/completions","completion_window":"24h","metadata":null}`)
+	rec = apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches", `{"input_file_id":"`+f.ID+`","endpoint":"/v1/completions","completion_window":"24h","metadata":null}`)
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"metadata":null`) {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
@@ -36,9 +36,9 @@ func TestCreateBatch(t *testing.T) {
 
 func TestCreateBatchErrors(t *testing.T) {
 	a, s := newTestAPI(APIOptions{Endpoints: []string{"/v1/chat/completions", "/v1/embeddings"}})
-	f := upload(t, a, alice, "x\n")
+	f := upload(t, a, apiAlice, "x\n")
 	bobs := upload(t, a, bob, "x\n")
-	out, _ := s.PutFile(t.Context(), File{Owner: alice, Purpose: "batch_output", Filename: "o.jsonl"}, strings.NewReader("{}\n"))
+	out, _ := s.PutFile(t.Context(), File{Owner: apiAlice, Purpose: "batch_output", Filename: "o.jsonl"}, strings.NewReader("{}\n"))
 	ok := `"input_file_id":"` + f.ID + `","endpoint":"/v1/chat/completions","completion_window":"24h"`
 	meta := func(n int) string {
 		var ps []string
@@ -85,7 +85,7 @@ func TestCreateBatchErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches", tt.body), tt.status)
+			e := errorOf(t, apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches", tt.body), tt.status)
 			if e.Code != tt.code || e.Param != tt.param {
 				t.Errorf("error %+v, want code %q param %q", e, tt.code, tt.param)
 			}
@@ -96,21 +96,21 @@ func TestCreateBatchErrors(t *testing.T) {
 	r := httptest.NewRequest(http.MethodPost, "/v1/batches", strings.NewReader(`{`+ok+`}`))
 	rec := httptest.NewRecorder()
 	r.Body = http.MaxBytesReader(rec, r.Body, 10)
-	a.Serve(rec, r, alice)
+	a.Serve(rec, r, apiAlice)
 	if e := errorOf(t, rec, 413); e.Code != codeTooLarge {
 		t.Errorf("over the site's limit: %+v", e)
 	}
 	// 16 pairs at the limits pass.
-	if rec := request(t, a, alice, http.MethodPost, "/v1/batches", meta(16)); rec.Code != 200 {
+	if rec := apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches", meta(16)); rec.Code != 200 {
 		t.Errorf("16 metadata pairs: %d %s", rec.Code, rec.Body)
 	}
 	body := `{` + ok + `,"metadata":{"` + strings.Repeat("k", 64) + `":"` + strings.Repeat("é", 512) + `"}}`
-	if rec := request(t, a, alice, http.MethodPost, "/v1/batches", body); rec.Code != 200 {
+	if rec := apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches", body); rec.Code != 200 {
 		t.Errorf("a key of 64 and a value of 512: %d %s", rec.Code, rec.Body)
 	}
 	// A missing file and another owner's read the same.
-	m1 := errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches", `{"input_file_id":"X","endpoint":"/v1/embeddings","completion_window":"24h"}`), 400)
-	m2 := errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches", `{"input_file_id":"`+bobs.ID+`","endpoint":"/v1/embeddings","completion_window":"24h"}`), 400)
+	m1 := errorOf(t, apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches", `{"input_file_id":"X","endpoint":"/v1/embeddings","completion_window":"24h"}`), 400)
+	m2 := errorOf(t, apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches", `{"input_file_id":"`+bobs.ID+`","endpoint":"/v1/embeddings","completion_window":"24h"}`), 400)
 	if strings.Replace(m2.Message, bobs.ID, "X", 1) != m1.Message {
 		t.Errorf("another owner's file: %q; a missing one: %q", m2.Message, m1.Message)
 	}
@@ -118,10 +118,10 @@ func TestCreateBatchErrors(t *testing.T) {
 
 func TestListBatches(t *testing.T) {
 	a, _ := newTestAPI(APIOptions{})
-	f := upload(t, a, alice, "x\n")
+	f := upload(t, a, apiAlice, "x\n")
 	var ids []string // oldest first
 	for range 25 {
-		ids = append(ids, create(t, a, alice, f.ID).ID)
+		ids = append(ids, create(t, a, apiAlice, f.ID).ID)
 	}
 	bf := upload(t, a, bob, "x\n")
 	bobs := create(t, a, bob, bf.ID)
@@ -134,7 +134,7 @@ func TestListBatches(t *testing.T) {
 	}
 	get := func(query string) page {
 		t.Helper()
-		rec := request(t, a, alice, http.MethodGet, "/v1/batches"+query, "")
+		rec := apiDo(t, a, apiAlice, http.MethodGet, "/v1/batches"+query, "")
 		if rec.Code != 200 {
 			t.Fatalf("%s: %d %s", query, rec.Code, rec.Body)
 		}
@@ -161,7 +161,7 @@ func TestListBatches(t *testing.T) {
 		if strings.HasPrefix(q, "?after") {
 			param = "after"
 		}
-		if e := errorOf(t, request(t, a, alice, http.MethodGet, "/v1/batches"+q, ""), 400); e.Code != codeInvalidValue || e.Param != param {
+		if e := errorOf(t, apiDo(t, a, apiAlice, http.MethodGet, "/v1/batches"+q, ""), 400); e.Code != codeInvalidValue || e.Param != param {
 			t.Errorf("%s: %+v", q, e)
 		}
 	}
@@ -169,28 +169,28 @@ func TestListBatches(t *testing.T) {
 
 func TestCancelBatch(t *testing.T) {
 	a, s := newTestAPI(APIOptions{})
-	f := upload(t, a, alice, "x\n")
-	b := create(t, a, alice, f.ID)
-	rec := request(t, a, alice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", "")
+	f := upload(t, a, apiAlice, "x\n")
+	b := create(t, a, apiAlice, f.ID)
+	rec := apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", "")
 	var got batchObject
 	decode(t, rec, &got)
 	if rec.Code != 200 || got.Status != StatusCancelling || got.CancellingAt == nil {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
 	// Cancelling again while it winds down answers it as it is.
-	if rec := request(t, a, alice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", ""); rec.Code != 200 {
+	if rec := apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", ""); rec.Code != 200 {
 		t.Fatalf("again: %d %s", rec.Code, rec.Body)
 	}
 	for _, st := range []Status{StatusCompleted, StatusFailed, StatusExpired, StatusCancelled} {
 		bb, _ := s.Batch(t.Context(), b.ID)
 		bb.Status = st
 		s.set(bb)
-		e := errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", ""), 409)
+		e := errorOf(t, apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", ""), 409)
 		if e.Code != codeConflict || !strings.Contains(e.Message, "'"+string(st)+"'") {
 			t.Errorf("%s: %+v", st, e)
 		}
 	}
-	if e := errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches/batch_nope/cancel", ""), 404); e.Code != codeNotFound {
+	if e := errorOf(t, apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches/batch_nope/cancel", ""), 404); e.Code != codeNotFound {
 		t.Errorf("no such batch: %+v", e)
 	}
 }
@@ -199,11 +199,11 @@ func TestCancelBatch(t *testing.T) {
 // change answers as the client's own case, not a 500.
 func TestBatchRaces(t *testing.T) {
 	a, s := newTestAPI(APIOptions{})
-	f := upload(t, a, alice, "x\n")
-	b := create(t, a, alice, f.ID)
+	f := upload(t, a, apiAlice, "x\n")
+	b := create(t, a, apiAlice, f.ID)
 	// The file deleted between the check and the creation.
 	s.createErr = fmt.Errorf("store: %w", ErrNotFound)
-	e := errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches",
+	e := errorOf(t, apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches",
 		`{"input_file_id":"`+f.ID+`","endpoint":"/v1/embeddings","completion_window":"24h"}`), 400)
 	if e.Param != "input_file_id" || e.Message != "No such File object: "+f.ID {
 		t.Errorf("a file gone meanwhile: %+v", e)
@@ -211,7 +211,7 @@ func TestBatchRaces(t *testing.T) {
 	// The batch finished between the look and the cancel: 409 naming
 	// the status it has now.
 	s.finishOnCancel = true
-	e = errorOf(t, request(t, a, alice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", ""), 409)
+	e = errorOf(t, apiDo(t, a, apiAlice, http.MethodPost, "/v1/batches/"+b.ID+"/cancel", ""), 409)
 	if e.Code != codeConflict || !strings.Contains(e.Message, "'completed'") {
 		t.Errorf("a batch finished meanwhile: %+v", e)
 	}

@@ -23,7 +23,7 @@ func TestUploadFile(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a, s := newTestAPI(APIOptions{})
 			body, ct := form(tc.parts...)
-			rec, _ := serve(a, alice, http.MethodPost, "/v1/files", body, ct)
+			rec, _ := serve(a, apiAlice, http.MethodPost, "/v1/files", body, ct)
 			if rec.Code != 200 {
 				t.Fatalf("%d %s", rec.Code, rec.Body)
 			}
@@ -33,11 +33,11 @@ func TestUploadFile(t *testing.T) {
 				t.Fatalf("file %+v", f)
 			}
 			stored, err := s.File(t.Context(), f.ID)
-			if err != nil || stored.Owner.Key() != alice.Key() || stored.Owner.KeyID != "k1" || stored.Purpose != "batch" {
+			if err != nil || stored.Owner.Key() != apiAlice.Key() || stored.Owner.KeyID != "k1" || stored.Purpose != "batch" {
 				t.Fatalf("stored %+v, %v", stored, err)
 			}
 			// The content comes back as it went in, as a download.
-			rec = request(t, a, alice, http.MethodGet, "/v1/files/"+f.ID+"/content", "")
+			rec = apiDo(t, a, apiAlice, http.MethodGet, "/v1/files/"+f.ID+"/content", "")
 			if rec.Code != 200 || rec.Body.String() != content {
 				t.Fatalf("content: %d %q", rec.Code, rec.Body)
 			}
@@ -107,7 +107,7 @@ func TestUploadFileErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			a, s := newTestAPI(APIOptions{MaxFileBytes: 1000})
 			body, ct := tt.body()
-			rec, served := serve(a, alice, http.MethodPost, "/v1/files", body, ct)
+			rec, served := serve(a, apiAlice, http.MethodPost, "/v1/files", body, ct)
 			if !served {
 				t.Fatal("not served")
 			}
@@ -145,7 +145,7 @@ func TestUploadStreams(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	rec, _ := serve(a, alice, http.MethodPost, "/v1/files", pr, mw.FormDataContentType())
+	rec, _ := serve(a, apiAlice, http.MethodPost, "/v1/files", pr, mw.FormDataContentType())
 	runtime.ReadMemStats(&after)
 	if rec.Code != 200 {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
@@ -168,11 +168,11 @@ func TestListFiles(t *testing.T) {
 	a, s := newTestAPI(APIOptions{})
 	var ids []string // oldest first
 	for i := range 5 {
-		ids = append(ids, upload(t, a, alice, fmt.Sprintf("line %d\n", i)).ID)
+		ids = append(ids, upload(t, a, apiAlice, fmt.Sprintf("line %d\n", i)).ID)
 	}
 	upload(t, a, bob, "bob's\n")
-	// An output file of alice's, as the runner writes one.
-	out, _ := s.PutFile(t.Context(), File{Owner: alice, Purpose: "batch_output", Filename: "out.jsonl"}, strings.NewReader("{}\n"))
+	// An output file of apiAlice's, as the runner writes one.
+	out, _ := s.PutFile(t.Context(), File{Owner: apiAlice, Purpose: "batch_output", Filename: "out.jsonl"}, strings.NewReader("{}\n"))
 
 	type page struct {
 		Data    []fileObject
@@ -199,7 +199,7 @@ func TestListFiles(t *testing.T) {
 		{"?purpose=fine-tune", nil, false},
 	}
 	for _, tt := range tests {
-		rec := request(t, a, alice, http.MethodGet, "/v1/files"+tt.query, "")
+		rec := apiDo(t, a, apiAlice, http.MethodGet, "/v1/files"+tt.query, "")
 		if rec.Code != 200 {
 			t.Fatalf("%s: %d %s", tt.query, rec.Code, rec.Body)
 		}
@@ -226,7 +226,7 @@ func TestListFiles(t *testing.T) {
 		{"?order=up", "order"}, {"?after=file-nope", "after"},
 		{"?after=" + bobs[0].ID, "after"}, // another owner's: as a missing one
 	} {
-		e := errorOf(t, request(t, a, alice, http.MethodGet, "/v1/files"+tt.query, ""), 400)
+		e := errorOf(t, apiDo(t, a, apiAlice, http.MethodGet, "/v1/files"+tt.query, ""), 400)
 		if e.Code != codeInvalidValue || e.Param != tt.param {
 			t.Errorf("%s: %+v", tt.query, e)
 		}
@@ -235,8 +235,8 @@ func TestListFiles(t *testing.T) {
 
 func TestDeleteFile(t *testing.T) {
 	a, s := newTestAPI(APIOptions{})
-	f := upload(t, a, alice, "x\n")
-	rec := request(t, a, alice, http.MethodDelete, "/v1/files/"+f.ID, "")
+	f := upload(t, a, apiAlice, "x\n")
+	rec := apiDo(t, a, apiAlice, http.MethodDelete, "/v1/files/"+f.ID, "")
 	if rec.Code != 200 || strings.TrimSpace(rec.Body.String()) != `{"id":"`+f.ID+`","object":"file","deleted":true}` {
 		t.Fatalf("%d %s", rec.Code, rec.Body)
 	}
@@ -244,10 +244,10 @@ func TestDeleteFile(t *testing.T) {
 		t.Fatal("still stored")
 	}
 	for _, m := range []string{http.MethodGet, http.MethodDelete} {
-		if e := errorOf(t, request(t, a, alice, m, "/v1/files/"+f.ID, ""), 404); e.Code != codeNotFound ||
+		if e := errorOf(t, apiDo(t, a, apiAlice, m, "/v1/files/"+f.ID, ""), 404); e.Code != codeNotFound ||
 			e.Message != "No such File object: "+f.ID {
 			t.Errorf("%s after delete: %+v", m, e)
 		}
 	}
-	errorOf(t, request(t, a, alice, http.MethodGet, "/v1/files/"+f.ID+"/content", ""), 404)
+	errorOf(t, apiDo(t, a, apiAlice, http.MethodGet, "/v1/files/"+f.ID+"/content", ""), 404)
 }

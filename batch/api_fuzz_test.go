@@ -22,11 +22,11 @@ func FuzzCreateBatch(f *testing.F) {
 	}
 	a, _ := newTestAPI(APIOptions{})
 	body, ct := form([2]string{"file", "x\n"}, [2]string{"purpose", "batch"})
-	if rec, _ := serve(a, alice, http.MethodPost, "/v1/files", body, ct); rec.Code != 200 {
+	if rec, _ := serve(a, apiAlice, http.MethodPost, "/v1/files", body, ct); rec.Code != 200 {
 		f.Fatalf("upload: %d", rec.Code)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		rec, served := serve(a, alice, http.MethodPost, "/v1/batches", bytes.NewReader(b), "application/json")
+		rec, served := serve(a, apiAlice, http.MethodPost, "/v1/batches", bytes.NewReader(b), "application/json")
 		if !served {
 			t.Fatal("not served")
 		}

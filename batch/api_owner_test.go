@@ -19,9 +19,9 @@ import (
 // show another's.
 func TestOwnership(t *testing.T) {
 	a, s := newTestAPI(APIOptions{})
-	af := upload(t, a, alice, "alice's\n")
-	ab := create(t, a, alice, af.ID)
-	out, _ := s.PutFile(t.Context(), File{Owner: alice, Purpose: "batch_output", Filename: "out.jsonl"}, strings.NewReader("{}\n"))
+	af := upload(t, a, apiAlice, "alice's\n")
+	ab := create(t, a, apiAlice, af.ID)
+	out, _ := s.PutFile(t.Context(), File{Owner: apiAlice, Purpose: "batch_output", Filename: "out.jsonl"}, strings.NewReader("{}\n"))
 
 	for _, intruder := range []Owner{bob, aliceOIDC} {
 		for _, tt := range []struct{ method, path, missing string }{
@@ -33,8 +33,8 @@ func TestOwnership(t *testing.T) {
 			{"GET", "/v1/batches/" + ab.ID, "/v1/batches/batch_none"},
 			{"POST", "/v1/batches/" + ab.ID + "/cancel", "/v1/batches/batch_none/cancel"},
 		} {
-			theirs := request(t, a, intruder, tt.method, tt.path, "")
-			none := request(t, a, intruder, tt.method, tt.missing, "")
+			theirs := apiDo(t, a, intruder, tt.method, tt.path, "")
+			none := apiDo(t, a, intruder, tt.method, tt.missing, "")
 			et, en := errorOf(t, theirs, 404), errorOf(t, none, 404)
 			id := strings.Split(strings.TrimPrefix(tt.path, "/v1/"), "/")[1]
 			if strings.Replace(et.Message, id, "ID", 1) != strings.Replace(en.Message, strings.Split(strings.TrimPrefix(tt.missing, "/v1/"), "/")[1], "ID", 1) ||
@@ -43,25 +43,25 @@ func TestOwnership(t *testing.T) {
 			}
 		}
 		for _, path := range []string{"/v1/files", "/v1/files?order=asc", "/v1/batches"} {
-			rec := request(t, a, intruder, http.MethodGet, path, "")
+			rec := apiDo(t, a, intruder, http.MethodGet, path, "")
 			if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"data":[]`) {
 				t.Errorf("%s as %s: %d %s", path, intruder.Subject, rec.Code, rec.Body)
 			}
 		}
 	}
-	// Nothing of alice's was deleted or cancelled by them.
+	// Nothing of apiAlice's was deleted or cancelled by them.
 	if f, err := s.File(t.Context(), af.ID); err != nil || f.ID != af.ID {
 		t.Fatalf("alice's file: %v", err)
 	}
 	if b, _ := s.Batch(t.Context(), ab.ID); b.Status != StatusValidating {
 		t.Fatalf("alice's batch: %s", b.Status)
 	}
-	// Another key of alice's (same subject and provider) sees them: its
+	// Another key of apiAlice's (same subject and provider) sees them: its
 	// owner's output file included.
-	other := alice
+	other := apiAlice
 	other.KeyID = "k2"
 	for _, path := range []string{"/v1/files/" + af.ID, "/v1/files/" + out.ID + "/content", "/v1/batches/" + ab.ID} {
-		if rec := request(t, a, other, http.MethodGet, path, ""); rec.Code != 200 {
+		if rec := apiDo(t, a, other, http.MethodGet, path, ""); rec.Code != 200 {
 			t.Errorf("%s with alice's other key: %d", path, rec.Code)
 		}
 	}
@@ -72,7 +72,7 @@ func TestOwnership(t *testing.T) {
 func TestStoreFailure(t *testing.T) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	a, s := newTestAPI(APIOptions{Logger: zap.New(core)})
-	f := upload(t, a, alice, "secret prompt\n")
+	f := upload(t, a, apiAlice, "secret prompt\n")
 	s.fail = errors.New("database on fire at 10.0.0.7")
 	for _, tt := range []struct{ method, path, body string }{
 		{"GET", "/v1/files", ""},
@@ -84,14 +84,14 @@ func TestStoreFailure(t *testing.T) {
 		{"POST", "/v1/batches/b/cancel", ""},
 		{"POST", "/v1/batches", `{"input_file_id":"` + f.ID + `","endpoint":"/v1/embeddings","completion_window":"24h"}`},
 	} {
-		rec := request(t, a, alice, tt.method, tt.path, tt.body)
+		rec := apiDo(t, a, apiAlice, tt.method, tt.path, tt.body)
 		e := errorOf(t, rec, 500)
 		if e.Type != "server_error" || strings.Contains(rec.Body.String(), "fire") {
 			t.Errorf("%s %s: %s", tt.method, tt.path, rec.Body)
 		}
 	}
 	body, ct := form([2]string{"purpose", "batch"}, [2]string{"file", "secret prompt\n"})
-	rec, _ := serve(a, alice, http.MethodPost, "/v1/files", body, ct)
+	rec, _ := serve(a, apiAlice, http.MethodPost, "/v1/files", body, ct)
 	errorOf(t, rec, 500)
 	if logs.Len() == 0 {
 		t.Fatal("nothing logged")
@@ -106,8 +106,8 @@ func TestStoreFailure(t *testing.T) {
 
 func TestServeAdmin(t *testing.T) {
 	a, s := newTestAPI(APIOptions{})
-	af := upload(t, a, alice, "a\n")
-	ab := create(t, a, alice, af.ID)
+	af := upload(t, a, apiAlice, "a\n")
+	ab := create(t, a, apiAlice, af.ID)
 	bf := upload(t, a, bob, "b\n")
 	bb := create(t, a, bob, bf.ID)
 

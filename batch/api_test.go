@@ -13,9 +13,9 @@ import (
 )
 
 var (
-	alice = Owner{Subject: "alice", Provider: "bearer", KeyID: "k1", Team: "red"}
-	bob   = Owner{Subject: "bob", Provider: "bearer"}
-	// aliceOIDC is another provider's alice: someone else.
+	apiAlice = Owner{Subject: "alice", Provider: "bearer", KeyID: "k1", Team: "red"}
+	bob      = Owner{Subject: "bob", Provider: "bearer"}
+	// aliceOIDC is another provider's apiAlice: someone else.
 	aliceOIDC = Owner{Subject: "alice", Provider: "oidc"}
 )
 
@@ -42,7 +42,7 @@ func serve(a *API, o Owner, method, path string, body io.Reader, contentType str
 }
 
 // request is serve for a path the API serves.
-func request(t *testing.T, a *API, o Owner, method, path string, body string) *httptest.ResponseRecorder {
+func apiDo(t *testing.T, a *API, o Owner, method, path string, body string) *httptest.ResponseRecorder {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -90,7 +90,7 @@ func upload(t *testing.T, a *API, o Owner, content string) fileObject {
 // create makes a batch of o's on file id and returns it.
 func create(t *testing.T, a *API, o Owner, fileID string) batchObject {
 	t.Helper()
-	rec := request(t, a, o, http.MethodPost, "/v1/batches",
+	rec := apiDo(t, a, o, http.MethodPost, "/v1/batches",
 		`{"input_file_id":"`+fileID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)
 	if rec.Code != http.StatusOK {
 		t.Fatalf("create: %d %s", rec.Code, rec.Body)
@@ -146,8 +146,8 @@ func errorOf(t *testing.T, rec *httptest.ResponseRecorder, status int) openAIErr
 
 func TestServeRoutes(t *testing.T) {
 	a, _ := newTestAPI(APIOptions{})
-	f := upload(t, a, alice, `{"custom_id":"a"}`+"\n")
-	b := create(t, a, alice, f.ID)
+	f := upload(t, a, apiAlice, `{"custom_id":"a"}`+"\n")
+	b := create(t, a, apiAlice, f.ID)
 	tests := []struct {
 		method, path string
 		served       bool
@@ -178,7 +178,7 @@ func TestServeRoutes(t *testing.T) {
 		{"GET", "/llmedge/batches", false, 0, ""},
 	}
 	for _, tt := range tests {
-		rec, served := serve(a, alice, tt.method, tt.path, nil, "")
+		rec, served := serve(a, apiAlice, tt.method, tt.path, nil, "")
 		if served != tt.served {
 			t.Errorf("%s %s: served %v, want %v", tt.method, tt.path, served, tt.served)
 			continue
@@ -207,8 +207,8 @@ func TestServeRoutes(t *testing.T) {
 // OpenAI's, the unset ones null.
 func TestObjectShapes(t *testing.T) {
 	a, s := newTestAPI(APIOptions{})
-	f := upload(t, a, alice, "line\n")
-	rec := request(t, a, alice, http.MethodGet, "/v1/files/"+f.ID, "")
+	f := upload(t, a, apiAlice, "line\n")
+	rec := apiDo(t, a, apiAlice, http.MethodGet, "/v1/files/"+f.ID, "")
 	var file map[string]any
 	decode(t, rec, &file)
 	wantFile := map[string]any{"id": f.ID, "object": "file", "bytes": 5.0, "created_at": float64(testNow.Unix()),
@@ -217,9 +217,9 @@ func TestObjectShapes(t *testing.T) {
 		t.Errorf("file object\n got %v\nwant %v", file, wantFile)
 	}
 
-	b := create(t, a, alice, f.ID)
+	b := create(t, a, apiAlice, f.ID)
 	var fresh map[string]any
-	decode(t, request(t, a, alice, http.MethodGet, "/v1/batches/"+b.ID, ""), &fresh)
+	decode(t, apiDo(t, a, apiAlice, http.MethodGet, "/v1/batches/"+b.ID, ""), &fresh)
 	wantBatch := map[string]any{"id": b.ID, "object": "batch", "endpoint": "/v1/chat/completions", "errors": nil,
 		"input_file_id": f.ID, "completion_window": "24h", "status": "validating", "output_file_id": nil,
 		"error_file_id": nil, "created_at": float64(testNow.Unix()), "in_progress_at": nil,
@@ -241,7 +241,7 @@ func TestObjectShapes(t *testing.T) {
 	bb.OutputFileID = "file-out"
 	s.set(bb)
 	var failed map[string]any
-	decode(t, request(t, a, alice, http.MethodGet, "/v1/batches/"+b.ID, ""), &failed)
+	decode(t, apiDo(t, a, apiAlice, http.MethodGet, "/v1/batches/"+b.ID, ""), &failed)
 	for k, want := range map[string]any{
 		"status": "failed", "model": "qwen", "failed_at": float64(testNow.Add(time.Minute).Unix()),
 		"in_progress_at": float64(testNow.Add(time.Second).Unix()), "output_file_id": "file-out", "error_file_id": nil,
@@ -275,7 +275,7 @@ func TestServeOtherPathsAllocateNothing(t *testing.T) {
 	for _, path := range []string{"/v1/chat/completions", "/v1/models", "/v1/files/a/b", "/v1/batches/x/y", "/tasks/assistant_inference"} {
 		r := httptest.NewRequest(http.MethodPost, path, nil)
 		if n := testing.AllocsPerRun(100, func() {
-			if a.Serve(w, r, alice) {
+			if a.Serve(w, r, apiAlice) {
 				t.Fatal("served")
 			}
 		}); n != 0 {
@@ -290,7 +290,7 @@ func TestServeOtherPathsAllocateNothing(t *testing.T) {
 func TestServeWithoutOwner(t *testing.T) {
 	a, _ := newTestAPI(APIOptions{})
 	for _, path := range []string{"/v1/files", "/v1/batches", "/v1/files/f", "/v1/batches/b/cancel"} {
-		if e := errorOf(t, request(t, a, Owner{}, http.MethodGet, path, ""), 401); e.Code != "invalid_api_key" {
+		if e := errorOf(t, apiDo(t, a, Owner{}, http.MethodGet, path, ""), 401); e.Code != "invalid_api_key" {
 			t.Errorf("%s: %+v", path, e)
 		}
 	}
