@@ -77,6 +77,7 @@ func buildBinaries(t *testing.T) string {
 func scaleoutOnly(cfg Config) Config {
 	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
 	cfg.Routing.Policies, cfg.Overload.Modes, cfg.Tenants.Modes = nil, nil, nil
+	cfg.Doors = DoorsConfig{}
 	cfg.Scaleout = tinyScaleoutConfig()
 	return cfg
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -216,4 +217,23 @@ func fillText(b *strings.Builder, n, seed int) {
 	for ; written < n; written++ {
 		b.WriteByte('.') // whole words only: pad to the size
 	}
+}
+
+// ParseSize reads a body size as sizeName writes it (1KB, 16KB, 1MB:
+// binary units) or in bytes.
+func ParseSize(s string) (int, error) {
+	num, mult := s, 1
+	switch {
+	case strings.HasSuffix(s, "MB"):
+		num, mult = strings.TrimSuffix(s, "MB"), 1<<20
+	case strings.HasSuffix(s, "KB"):
+		num, mult = strings.TrimSuffix(s, "KB"), 1<<10
+	case strings.HasSuffix(s, "B"):
+		num = strings.TrimSuffix(s, "B")
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("size %q: want a positive number of bytes, KB or MB (1KB, 16KB, 1MB)", s)
+	}
+	return n * mult, nil
 }

@@ -119,5 +119,16 @@ func TestSizeName(t *testing.T) {
 		if got := sizeName(n); got != want {
 			t.Errorf("sizeName(%d) = %s, want %s", n, got, want)
 		}
+		if back, err := ParseSize(want); err != nil || back != n {
+			t.Errorf("ParseSize(%s) = %d, %v; want %d", want, back, err, n)
+		}
+	}
+	if n, err := ParseSize("2048"); err != nil || n != 2048 {
+		t.Errorf("ParseSize(2048) = %d, %v", n, err)
+	}
+	for _, bad := range []string{"", "KB", "-1KB", "1GB", "x"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
 	}
 }

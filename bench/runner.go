@@ -29,6 +29,7 @@ type runner struct {
 	caddy   *proxy
 	llmedge *proxy
 	targets map[string]*Target
+	token   string // llmedge's bearer token for the bench user
 	report  *Report
 }
 
@@ -60,12 +61,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer os.RemoveAll(dir)
 	defer r.stop()
 	r.report = newReport(cfg)
-	if len(cfg.scenarios()) > 0 {
-		if err := r.runPaths(ctx, dir); err != nil {
+	if len(cfg.scenarios()) > 0 || cfg.Doors.Enabled() {
+		if err := r.setUp(ctx, dir); err != nil {
+			return nil, err
+		}
+		if err := r.runPaths(ctx); err != nil {
+			return nil, err
+		}
+		if err := r.runDoors(ctx); err != nil {
 			return nil, err
 		}
 		// The routing scenario needs the cores to itself.
 		r.stop()
+	}
+	if cfg.Doors.Enabled() {
+		// Callgrind too: its counts do not depend on the load, but its
+		// runs would be the other scenarios' noise.
+		if err := r.countDoors(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Routing.Enabled() {
 		if err := r.runRouting(ctx, dir); err != nil {
@@ -96,11 +110,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return r.report, nil
 }
 
-// runPaths runs the request and stream scenarios against the three paths.
-func (r *runner) runPaths(ctx context.Context, dir string) error {
-	if err := r.setUp(ctx, dir); err != nil {
-		return err
-	}
+// runPaths runs the request and stream scenarios against the three
+// paths, started by setUp.
+func (r *runner) runPaths(ctx context.Context) error {
 	for _, s := range r.cfg.scenarios() {
 		if err := r.configureSim(ctx, s); err != nil {
 			return err
@@ -159,6 +171,7 @@ func (r *runner) setUp(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	r.token = token
 
 	u, err := url.Parse(r.simURL)
 	if err != nil {
@@ -244,7 +257,7 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 		begin: func() {
 			sample(&before, &busy0, &began)
 			if profiling {
-				d := r.cfg.Duration
+				_, d := s.window(r.cfg)
 				if s.Kind == "streams" {
 					d = r.cfg.StreamSteady
 				}
@@ -254,12 +267,13 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 		end: func() { sample(&after, &busy1, &ended) },
 	}
 
+	warmup, dur := s.window(r.cfg)
 	switch s.Kind {
 	case "rate":
-		lr := openLoop(ctx, c, t, s.Rate, r.cfg.Warmup, r.cfg.Duration, r.cfg.MaxInFlight, win)
+		lr := openLoop(ctx, c, t, s.Rate, warmup, dur, r.cfg.MaxInFlight, win)
 		res.fromLoad(lr)
 	case "max":
-		lr := closedLoop(ctx, c, t, s.Workers, r.cfg.Warmup, r.cfg.Duration, win)
+		lr := closedLoop(ctx, c, t, s.Workers, warmup, dur, win)
 		res.fromLoad(lr)
 	case "large":
 		lt := *t
