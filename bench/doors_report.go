@@ -26,9 +26,9 @@ type doorFigures struct {
 	// Open loop: CPU per request ratio, and the latency llmedge adds to
 	// Caddy's at p50 and p99, ms.
 	OpenCPURatio, AddedP50, AddedP99 float64
-	HasClosed, HasOpen                bool
-	Errors                            int     // llmedge's, both loops
-	Instructions                      float64 // per request; 0 when not counted
+	HasClosed, HasOpen               bool
+	Errors                           int     // llmedge's, both loops
+	Instructions                     float64 // per request; 0 when not counted
 }
 
 // Met reports whether the cell meets the closed loop's targets.
