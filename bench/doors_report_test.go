@@ -52,7 +52,6 @@ func TestDoorsMatrix(t *testing.T) {
 	}
 }
 
-
 func TestDoorsChecks(t *testing.T) {
 	cs := doorsReport().doorsChecks()
 	if len(cs) != 2 {
