@@ -4,7 +4,7 @@
 // markdown report and writes it as JSON; with -write it also updates
 // BENCHMARKS.md.
 //
-//	llmbench -bin bin                      # the default run, about 4.5 minutes
+//	llmbench -bin bin                      # the default run, about 11 minutes (doors: about 6)
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
 //	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
 //	llmbench -bin bin -scenarios overload  # only the overload scenario (classes of work), about 1 minute
