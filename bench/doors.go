@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"math"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -57,8 +58,10 @@ func tinyDoorsConfig() DoorsConfig {
 // Enabled reports whether the scenario runs.
 func (c DoorsConfig) Enabled() bool { return len(c.Doors) > 0 && len(c.Sizes) > 0 }
 
-// rate is the open loop's rate at size.
-func (c DoorsConfig) rate(size int) float64 { return min(c.MaxRate, c.Bandwidth/float64(size)) }
+// rate is the open loop's rate at size, in whole requests per second.
+func (c DoorsConfig) rate(size int) float64 {
+	return max(1, math.Round(min(c.MaxRate, c.Bandwidth/float64(size))))
+}
 
 // validate reports a scenario that cannot run.
 func (c DoorsConfig) validate() error {

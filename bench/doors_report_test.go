@@ -19,7 +19,7 @@ func doorsReport() *Report {
 	}
 	r := &Report{Started: time.Date(2026, 11, 28, 0, 5, 0, 0, time.UTC), Seconds: 330, Command: "llmbench -scenarios doors",
 		DoorsConfig: DefaultDoorsConfig().report(16)}
-	r.DoorsConfig.Sizes, r.DoorsConfig.Rates, r.DoorsConfig.Turns = []int{1 << 10, 1 << 20}, []float64{500, 19.07}, []int{5, 39}
+	r.DoorsConfig.Sizes, r.DoorsConfig.Rates, r.DoorsConfig.Turns = []int{1 << 10, 1 << 20}, []float64{500, 19}, []int{5, 39}
 	r.Doors = []DoorRun{
 		run("chat", 1<<10, "max", PathCaddy, 1000, 0.100, 1, 2, 0), run("chat", 1<<10, "max", PathLLMEdge, 950, 0.105, 1.1, 2.2, 0),
 		run("chat", 1<<10, "rate", PathCaddy, 500, 0.200, 0.5, 1, 0), run("chat", 1<<10, "rate", PathLLMEdge, 500, 0.210, 0.52, 1.5, 0),
@@ -73,7 +73,7 @@ func TestDoorsMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"Run 2026-11-28 00:05 UTC, 330 s: `llmbench -scenarios doors`",
 		"messages: 1KB 6, 1MB 40",
-		"open loop (req/s): 1KB 500, 1MB 19.07",
+		"open loop (req/s): 1KB 500, 1MB 19",
 		"| chat | 1KB | 1.05× | 0.95× | 1.05× | +0.020 | +0.500 | 163,312 | yes |",
 		"| anthropic | 1KB | 1.08× | 0.90× |  |  |  | – | yes |",
 		"| chat | 1MB | 1.04× | 0.96× |  |  |  | 11,129,087 | yes |",
@@ -112,10 +112,46 @@ func TestDoorsUpdateFile(t *testing.T) {
 	}
 }
 
+func TestDoorsRate(t *testing.T) {
+	c := DefaultDoorsConfig()
+	for size, want := range map[int]float64{1 << 10: 500, 16 << 10: 500, 100 << 10: 195, 1 << 20: 19, 100 << 20: 1} {
+		if got := c.rate(size); got != want {
+			t.Errorf("rate at %s: %g, want %g", sizeName(size), got, want)
+		}
+	}
+}
+
 func TestThousands(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999: "999", 1000: "1,000", 163312.4: "163,312", 11129087: "11,129,087", 1234567890: "1,234,567,890"} {
 		if got := thousands(v); got != want {
 			t.Errorf("thousands(%g) = %s, want %s", v, got, want)
 		}
+	}
+}
+
+func TestDoorsConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*DoorsConfig)
+		want string // in the error; "" for none
+	}{
+		{"the default", func(*DoorsConfig) {}, ""},
+		{"off", func(c *DoorsConfig) { c.Doors = nil; c.Workers = 0 }, ""},
+		{"unknown door", func(c *DoorsConfig) { c.Doors = []string{"chat", "gemini"} }, `unknown door "gemini"`},
+		{"size over the body limit", func(c *DoorsConfig) { c.Sizes = []int{5 << 20} }, "at most"},
+		{"size under the structure", func(c *DoorsConfig) { c.Sizes = []int{200} }, "its structure alone takes"},
+		{"no workers", func(c *DoorsConfig) { c.Workers = 0 }, "workers"},
+		{"no rate", func(c *DoorsConfig) { c.Bandwidth = 0 }, "bandwidth"},
+		{"no window", func(c *DoorsConfig) { c.Duration = 0 }, "duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultDoorsConfig()
+			tt.edit(&c)
+			err := c.validate()
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("error %v, want %q", err, tt.want)
+			}
+		})
 	}
 }
