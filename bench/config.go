@@ -150,6 +150,10 @@ type scenario struct {
 	// Warmup and Duration, when Duration is set, replace the Config's
 	// (the doors scenario has its own).
 	Warmup, Duration time.Duration
+	// PreciseCPU counts the process's CPU from its threads' schedstat (ns)
+	// rather than utime+stime (10 ms ticks): the doors scenario's runs
+	// of large bodies hold too few ticks.
+	PreciseCPU bool
 }
 
 // window is s's warm-up and measured window under c.

@@ -171,6 +171,7 @@ func (r *Report) doorsMarkdown() string {
 	if r.DoorsCountSkipped != "" {
 		b.WriteString(" Not counted in this run: " + r.DoorsCountSkipped + ".")
 	}
+	b.WriteString(" CPU: the proxy's threads' time on a CPU in the measured window (schedstat, ns).")
 	b.WriteString("\n\n#### Runs\n\n")
 	b.WriteString("| door | size | load | path | achieved req/s | p50 ms | p99 ms | errors | CPU s / 1k req | CPU cores | other load |\n")
 	b.WriteString("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|\n")

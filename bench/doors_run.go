@@ -30,8 +30,8 @@ func (r *runner) runDoors(ctx context.Context) error {
 		}
 		name := cell.door.Name + "-" + sizeName(cell.size)
 		loads := []scenario{
-			{Name: name + "-max", Kind: "max", Workers: dc.Workers, Warmup: dc.Warmup, Duration: dc.Duration},
-			{Name: name + "-rate", Kind: "rate", Rate: dc.rate(cell.size), Warmup: dc.Warmup, Duration: dc.Duration},
+			{Name: name + "-max", Kind: "max", Workers: dc.Workers, Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true},
+			{Name: name + "-rate", Kind: "rate", Rate: dc.rate(cell.size), Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true},
 		}
 		for _, s := range loads {
 			for _, t := range pair {

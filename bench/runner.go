@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -243,7 +244,11 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 		profile       = make(chan error, 1)
 	)
 	pids := [5]int{t.PID, r.sim.pid(), os.Getpid(), r.caddy.pid(), r.llmedge.pid()}
-	sample := func(into *[5]ProcSample, busy *time.Duration, at *time.Time) {
+	var (
+		task0, task1 time.Duration // the threads' time on CPU of the process under test (PreciseCPU)
+		taskErr      error
+	)
+	sample := func(into *[5]ProcSample, busy *time.Duration, at *time.Time, task *time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		*at = time.Now()
@@ -251,11 +256,16 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 		for i, pid := range pids {
 			into[i], _ = ReadProc(pid)
 		}
+		if s.PreciseCPU {
+			var err error
+			*task, err = ReadTaskCPU(pids[0])
+			taskErr = errors.Join(taskErr, err)
+		}
 	}
 	profiling := r.cfg.CPUProfile != "" && t.Name == PathLLMEdge && s.Name == r.cfg.ProfileScenario && s.Round <= 1
 	win := window{
 		begin: func() {
-			sample(&before, &busy0, &began)
+			sample(&before, &busy0, &began, &task0)
 			if profiling {
 				_, d := s.window(r.cfg)
 				if s.Kind == "streams" {
@@ -264,7 +274,7 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 				go func() { profile <- r.llmedge.cpuProfile(ctx, d, r.cfg.CPUProfile) }()
 			}
 		},
-		end: func() { sample(&after, &busy1, &ended) },
+		end: func() { sample(&after, &busy1, &ended, &task1) },
 	}
 
 	warmup, dur := s.window(r.cfg)
@@ -297,7 +307,11 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 	if s.Kind == "streams" {
 		units = res.Tokens
 	}
-	res.setCPU(after[0].CPU-before[0].CPU, elapsed, units)
+	cpu := after[0].CPU - before[0].CPU
+	if s.PreciseCPU && taskErr == nil {
+		cpu = task1 - task0
+	}
+	res.setCPU(cpu, elapsed, units)
 	res.ReplicaCPUSeconds = (after[1].CPU - before[1].CPU).Seconds()
 	res.ClientCPUSeconds = (after[2].CPU - before[2].CPU).Seconds()
 	ours := time.Duration(0)
