@@ -35,7 +35,7 @@ type DoorsConfig struct {
 }
 
 // DefaultDoorsConfig is the scenario of `make bench`: 5 doors × 4 sizes
-// × 4 runs of 2.8 s, about 4 minutes, then about 1.5 minutes of
+// × 4 runs of 2.8 s, about 4 minutes, then about a minute of
 // callgrind.
 func DefaultDoorsConfig() DoorsConfig {
 	return DoorsConfig{

@@ -4,13 +4,13 @@
 // markdown report and writes it as JSON; with -write it also updates
 // BENCHMARKS.md.
 //
-//	llmbench -bin bin                      # the default run, about 11 minutes (doors: about 6)
+//	llmbench -bin bin                      # the default run, about 10 minutes (the doors: about 5)
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
 //	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
 //	llmbench -bin bin -scenarios overload  # only the overload scenario (classes of work), about 1 minute
 //	llmbench -bin bin -scenarios ledger    # only llmedge without and with the usage ledger, about 30 s
 //	llmbench -bin bin -scenarios tenants   # only a light user beside a heavy one, gateway queue and engine priority, about 45 s
-//	llmbench -bin bin -scenarios doors     # every door at 1 KB to 1 MB against stock Caddy, and callgrind's counts, about 6 minutes
+//	llmbench -bin bin -scenarios doors     # every door at 1 KB to 1 MB against stock Caddy, and callgrind's counts, about 5 minutes
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -94,7 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	long := fs.Duration("long", 0, "set every measured window to this (e.g. 30s) for steadier numbers")
 	paths := fs.String("paths", "", "comma-separated subset of replica,caddy,llmedge (default all)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of llmedge (from its admin /debug/pprof) to this file")
-	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N, large-Nk)")
+	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N, large-Nk, or a doors run: <door>-<size>-max or -rate, e.g. anthropic-1MB-max)")
 	scenarios := fs.String("scenarios", strings.Join(defaultScenarios, ","), "comma-separated scenario groups to run: "+strings.Join(scenarioGroups, ", ")+" (scaleout only when named)")
 	rc := &cfg.Routing
 	policies := fs.String("routing-policies", strings.Join(rc.Policies, ","), "routing: lb_policy names to compare")
