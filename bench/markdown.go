@@ -51,6 +51,9 @@ func (r *Report) sections() []section {
 	if len(r.Tenants) > 0 {
 		out = append(out, section{"Tenants", "tenants.md", tenantsBeginMarker, tenantsEndMarker, r.tenantsMarkdown()})
 	}
+	if len(r.Doors) > 0 {
+		out = append(out, section{"Doors", "doors.md", doorsBeginMarker, doorsEndMarker, r.doorsMarkdown()})
+	}
 	return out
 }
 

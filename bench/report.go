@@ -58,6 +58,13 @@ type Report struct {
 	// The tenants scenario, when it ran.
 	TenantsConfig *tenantsReportConfig `json:"tenants_config,omitempty"`
 	Tenants       []TenantsResult      `json:"tenants,omitempty"`
+
+	// The doors scenario, when it ran: its load runs, the callgrind
+	// counts of each door's pipeline, or why they are missing.
+	DoorsConfig       *doorsReportConfig `json:"doors_config,omitempty"`
+	Doors             []DoorRun          `json:"doors,omitempty"`
+	DoorCounts        []DoorCount        `json:"door_counts,omitempty"`
+	DoorsCountSkipped string             `json:"door_counts_skipped,omitempty"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -149,6 +156,9 @@ func newReport(cfg Config) *Report {
 	if cfg.Tenants.Enabled() {
 		r.TenantsConfig = cfg.Tenants.report()
 	}
+	if cfg.Doors.Enabled() {
+		r.DoorsConfig = cfg.Doors.report(cfg.ReplyTokens)
+	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{
 			Policies: rc.Policies, Workloads: rc.Workloads, Replicas: rc.Replicas, Tenants: rc.Tenants,
@@ -176,6 +186,7 @@ func (r *Report) finish() {
 	r.Checks = append(append(r.checks(), r.routingChecks()...), r.scaleoutChecks()...)
 	r.Checks = append(r.Checks, r.ledgerChecks()...)
 	r.Checks = append(r.Checks, r.tenantsChecks()...)
+	r.Checks = append(r.Checks, r.doorsChecks()...)
 }
 
 // result finds the result of scenario on path.
