@@ -50,7 +50,7 @@ func (r *Replica) engineSaturated(kv float64) bool {
 
 // sheds reports whether req is to be refused at once (ErrShed).
 func (p *Pool) sheds(req *Request) bool {
-	return req.Priority <= api.PrioritySheddable && !p.opts.NoShed && p.Saturated()
+	return req.Priority <= api.PrioritySheddable && (!p.opts.NoShed || req.NoWait) && p.Saturated()
 }
 
 // Reserve is the number of slots kept from sheddable requests.
