@@ -90,6 +90,15 @@ type Exchange struct {
 	// Shed: the request was refused as sheddable work, its model being
 	// saturated.
 	Shed bool
+	// Batch is the id of the batch the request is a line of, run by the
+	// gateway itself as the batch's owner; "" for a client's request.
+	Batch string
+	// Busy: a batch's line was refused for want of capacity (the model
+	// saturated, no replica up), not for anything of its own: it is to
+	// be tried again later.
+	Busy bool
+	// batchOwner is the batch's owner, who the line runs as.
+	batchOwner *auth.Principal
 	// Admission is what the limits were asked (StageAdmitted); Ticket
 	// what they granted, settled once the request ends.
 	Admission tenancy.Admission

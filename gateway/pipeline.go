@@ -76,6 +76,7 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, door Door, la
 	ex := FromContext(r.Context())
 	if ex == nil {
 		ex = newExchange(w, r, door)
+		p.beginBatch(r, ex)
 		if last < StageRouted {
 			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 		} else {
@@ -175,6 +176,15 @@ func (p *Pipeline) checkHeaders(w http.ResponseWriter, r *http.Request, ex *Exch
 }
 
 func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
+	if ex.batchOwner != nil {
+		// A batch's line, run by the gateway as the batch's owner: its
+		// authorization, limits and budgets are the owner's.
+		ex.Principal = ex.batchOwner
+		if p.Teams != nil {
+			ex.Team = p.Teams.Team(ex.Principal)
+		}
+		return true
+	}
 	start := time.Now()
 	principal, err := p.Auth.Authenticate(r)
 	ex.Auth = time.Since(start)
