@@ -180,7 +180,7 @@ func TestBatchLineRunsAsItsOwner(t *testing.T) {
 
 	recs := s.flushed(t)
 	if len(recs) != len(bodies) {
-		t.Fatalf("%d records, want %d (one per answered line; none for the refusal)", len(recs), len(bodies))
+		t.Fatalf("%d records, want %d (one per answered line; none for the refusals)", len(recs), len(bodies))
 	}
 	for _, r := range recs {
 		if r.Batch != "batch_1" || r.User != "alice" || r.KeyID != "key-1" || !ids[r.RequestID] || r.Status != 200 {
@@ -193,6 +193,12 @@ func TestBatchLineRunsAsItsOwner(t *testing.T) {
 		if r.Cost != want {
 			t.Errorf("record %s: cost %g, want the batch price %g", r.RequestID, r.Cost, want)
 		}
+	}
+	// A line that asks for a stream: 400, naming the member.
+	res, err = d.Dispatch(context.Background(), line(alice, openai.PathChatCompletions,
+		`{"model":"qwen","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil || res.StatusCode != http.StatusBadRequest || !strings.Contains(string(res.Body), `"param":"stream"`) {
+		t.Fatalf("streamed line: %d %v %s", res.StatusCode, err, res.Body)
 	}
 	// A client's request goes through the Authenticator as ever.
 	w := httptest.NewRecorder()

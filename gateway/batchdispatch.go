@@ -65,8 +65,8 @@ func (d *batchDispatcher) Dispatch(ctx context.Context, l batch.Line) (batch.Res
 	}
 	outcome := ""
 	defer func() {
-		if g != nil && ex != nil && ex.Stage >= StageDecoded {
-			g.Metrics.BatchLine(ex.Chat.Model, outcome)
+		if g != nil {
+			g.Metrics.BatchLine(l.Model, outcome)
 		}
 	}()
 	switch {

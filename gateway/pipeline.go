@@ -228,6 +228,13 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		api.LiftBodyDeadline(w) // the answer may take minutes: only the body had a deadline
 	}
 	ex.Chat, ex.body = chat, body
+	if ex.Batch != "" && chat.Stream {
+		// A batch's line is answered whole, into its output file.
+		e := api.NewError(http.StatusBadRequest, "Streaming is not supported in a batch: remove \"stream\" or set it to false")
+		e.Code, e.Param = "invalid_value", "stream"
+		p.reject(w, ex, e, "")
+		return false
+	}
 	if m, ok := p.Gateway.Aliases[chat.Model]; ok {
 		// An alias is its model in every later stage (scope, limits,
 		// routing); the answer gives the name the client used.
