@@ -444,3 +444,32 @@ func gaugeOrCounter(t *testing.T, reg *prometheus.Registry, name, outcome string
 	}
 	return sum
 }
+
+// TestBatchGateRollout: a weighted rollout's lines go to any of its
+// shares, so it has the room of the share with the least; a share's
+// online work closes it.
+func TestBatchGateRollout(t *testing.T) {
+	a := newBatchSite(t, siteOpts{slots: 4})
+	b := newBatchSite(t, siteOpts{slots: 2})
+	g := &gateway.Gateway{Models: map[string]*gateway.Model{
+		"qwen-a": a.g.Models["qwen"], "qwen-b": b.g.Models["qwen"],
+		"qwen": {Name: "qwen", Rollout: []gateway.Share{{Model: "qwen-a", Weight: 1}, {Model: "qwen-b", Weight: 1}}},
+	}}
+	gate := gateway.NewBatchGate(g, nil)
+	if got := gate.Room("qwen", 0); got != 2 {
+		t.Fatalf("Room = %d, want 2 (the smaller share's free slots)", got)
+	}
+	for range 2 {
+		l, err := b.pool.Acquire(nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(pool.Success)
+	}
+	if got := gate.Room("qwen", 0); got != 0 {
+		t.Fatalf("Room with a share saturated = %d, want 0", got)
+	}
+	if got := gate.Room("qwen-a", 0); got != 4 {
+		t.Fatalf("Room of the idle share's own model = %d, want 4", got)
+	}
+}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"math"
 
+	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/batch"
 )
 
@@ -27,29 +28,48 @@ type batchGate struct {
 // slot takes at most one new line per call: the load grows by what the
 // engines show they can take), within the share. For replicas without a
 // cap, whose slots are unknown, it is one line at a time, while their
-// engines are not saturated.
+// engines are not saturated. A weighted rollout's lines go to any of its
+// shares: it has the room of the one with the least.
 func (b *batchGate) Room(model string, running int) int {
 	m := b.g.Models[model]
-	if m == nil || m.Pool == nil || len(m.Rollout) > 0 {
-		return 0 // not served here; a rollout's lines have no pool of their own
-	}
-	p := m.Pool
-	if p.Waiting() > 0 || p.Saturated() {
+	if m == nil {
 		return 0
+	}
+	share := b.shareOf(model)
+	if share <= 0 {
+		return 0 // batches are off for the model
 	}
 	// Lines the runner started that are not on a replica yet: their
 	// slots are not taken, but are spoken for.
 	starting := max(running-m.BatchRunning(), 0)
+	if len(m.Rollout) == 0 {
+		return poolRoom(m.Pool, running, starting, share)
+	}
+	room := -1
+	for _, s := range m.Rollout {
+		t := b.g.Models[s.Model]
+		if t == nil {
+			return 0
+		}
+		if r := poolRoom(t.Pool, running, starting, share); room < 0 || r < room {
+			room = r
+		}
+	}
+	return max(room, 0)
+}
+
+// poolRoom is the room of p for batch lines, running of them started,
+// starting of which hold no slot yet, within share of its slots.
+func poolRoom(p *pool.Pool, running, starting int, share float64) int {
+	if p == nil || p.Waiting() > 0 || p.Saturated() {
+		return 0
+	}
 	s := p.Spare()
 	room := s.Free - p.Reserve() - starting
 	if s.Open {
 		// A replica without a cap: one line at a time, and the engines'
 		// figures (their queue, their KV cache) say when to stop.
 		room = max(room, 1-starting)
-	}
-	share := b.shareOf(model)
-	if share <= 0 {
-		return 0 // batches are off for the model
 	}
 	if share < 1 && s.Slots > 0 {
 		limit := int(math.Floor(share * float64(s.Slots)))
