@@ -21,6 +21,8 @@ type batchRun struct {
 	// ex and g are set by the pipeline as it begins the line's exchange.
 	ex *Exchange
 	g  *Gateway
+	// busy: the gateway had no capacity for the line (Exchange.Busy).
+	busy bool
 }
 
 func withBatchRun(ctx context.Context, run *batchRun) context.Context {
@@ -35,9 +37,22 @@ func (p *Pipeline) beginBatch(r *http.Request, ex *Exchange) {
 	if !ok {
 		return
 	}
-	ex.Batch, ex.batchOwner = run.id, run.owner
-	run.ex, run.g = ex, p.Gateway
+	ex.batch, run.ex, run.g = run, ex, p.Gateway
 }
+
+// Batch is the id of the batch the request is a line of; "" for a
+// client's request.
+func (ex *Exchange) Batch() string {
+	if ex.batch == nil {
+		return ""
+	}
+	return ex.batch.id
+}
+
+// Busy reports whether the request is a batch's line refused for want of
+// capacity (its model saturated, no replica up), not for anything of its
+// own: it is to be tried again later.
+func (ex *Exchange) Busy() bool { return ex.batch != nil && ex.batch.busy }
 
 // batchLoad counts a model's batch lines on its replicas, from the
 // routing stage to their answer.

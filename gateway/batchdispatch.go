@@ -74,7 +74,7 @@ func (d *batchDispatcher) Dispatch(ctx context.Context, l batch.Line) (batch.Res
 		// The runner is stopping (or its lease ended): nobody is to
 		// have this answer; the line is run again.
 		return res, fmt.Errorf("gateway: batch %s line %d: %w", l.BatchID, l.Index, ctx.Err())
-	case ex != nil && ex.Busy:
+	case run.busy:
 		outcome = batchOutcome(true, 0)
 		return res, fmt.Errorf("gateway: batch %s line %d, model %q: %w", l.BatchID, l.Index, l.Model, ErrBusy)
 	}

@@ -176,10 +176,10 @@ func (p *Pipeline) checkHeaders(w http.ResponseWriter, r *http.Request, ex *Exch
 }
 
 func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
-	if ex.batchOwner != nil {
+	if ex.batch != nil {
 		// A batch's line, run by the gateway as the batch's owner: its
 		// authorization, limits and budgets are the owner's.
-		ex.Principal = ex.batchOwner
+		ex.Principal = ex.batch.owner
 		if p.Teams != nil {
 			ex.Team = p.Teams.Team(ex.Principal)
 		}
@@ -228,7 +228,7 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		api.LiftBodyDeadline(w) // the answer may take minutes: only the body had a deadline
 	}
 	ex.Chat, ex.body = chat, body
-	if ex.Batch != "" && chat.Stream {
+	if ex.batch != nil && chat.Stream {
 		// A batch's line is answered whole, into its output file.
 		e := api.NewError(http.StatusBadRequest, "Streaming is not supported in a batch: remove \"stream\" or set it to false")
 		e.Code, e.Param = "invalid_value", "stream"
