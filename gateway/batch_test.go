@@ -298,6 +298,7 @@ func TestBatchGateBacksOff(t *testing.T) {
 		t.Fatalf("Room idle = %d, want 2", got)
 	}
 	var wg sync.WaitGroup
+	sent := time.Now()
 	for range 3 { // one more than the slots: one waits
 		wg.Add(1)
 		go func() {
@@ -307,6 +308,15 @@ func TestBatchGateBacksOff(t *testing.T) {
 			s.mount.Handler(openai.PathChatCompletions).ServeHTTP(httptest.NewRecorder(), r)
 		}()
 	}
+	// From the online requests' arrival, the gate closes within a second
+	// (at once, in fact: as the third request waits).
+	for gate.Room("qwen", 0) != 0 {
+		if time.Since(sent) > time.Second {
+			t.Fatalf("Room still %d a second after the online load rose", gate.Room("qwen", 0))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("the gate closed %v after the online requests were sent", time.Since(sent))
 	deadline := time.Now().Add(5 * time.Second)
 	for s.pool.Waiting() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
