@@ -111,8 +111,13 @@ func newBatchSite(t *testing.T, o siteOpts) *batchSite {
 	}
 	pl := &gateway.Pipeline{Auth: bearerAuth{}, Gateway: s.g}
 	if o.budgets != nil {
+		// Cost budgets price tokens as the ledger does (the Caddy glue's
+		// way).
+		cost := func(model string, prompt, cached, completion int) float64 {
+			return o.price[model].Cost(&ledger.Record{PromptTokens: prompt, CachedTokens: cached, CompletionTokens: completion})
+		}
 		svc, err := tenancy.New(context.Background(), tenancy.Config{Registry: prometheus.NewRegistry(), Storage: noStorage{},
-			Limits: &tenancy.Limits{Default: limits.Limit{Budgets: o.budgets}}})
+			Limits: &tenancy.Limits{Default: limits.Limit{Budgets: o.budgets}, Cost: cost}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -481,5 +486,30 @@ func TestBatchGateRollout(t *testing.T) {
 	}
 	if got := gate.Room("qwen-a", 0); got != 4 {
 		t.Fatalf("Room of the idle share's own model = %d, want 4", got)
+	}
+}
+
+// TestBatchLineCostBudgetAtBatchPrice: a line's cost budget is charged
+// what the ledger records for it, the batch price.
+func TestBatchLineCostBudgetAtBatchPrice(t *testing.T) {
+	s := newBatchSite(t, siteOpts{slots: 4, price: map[string]ledger.Price{"qwen": {Input: 1e6, Output: 2e6, Batch: 0.5}},
+		budgets: []limits.Budget{{Unit: limits.UnitCost, Amount: 1e9, Per: limits.PerDay}}})
+	d := gateway.NewBatchDispatcher(s.mount.Handler, 0)
+	if res, err := d.Dispatch(context.Background(), line(alice, openai.PathChatCompletions, chatBody)); err != nil || res.StatusCode != 200 {
+		t.Fatalf("line: %d %v %s", res.StatusCode, err, res.Body)
+	}
+	var used float64
+	for _, b := range s.budgets.Budgets() {
+		if b.Name == "alice" && b.Unit == string(limits.UnitCost) {
+			used = b.Used
+		}
+	}
+	recs := s.flushed(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d records", len(recs))
+	}
+	full := float64(recs[0].PromptTokens) + 2*float64(recs[0].CompletionTokens)
+	if used != recs[0].Cost || used != full*0.5 {
+		t.Fatalf("cost budget charged %v, ledger %v; want both the batch price %v", used, recs[0].Cost, full*0.5)
 	}
 }
