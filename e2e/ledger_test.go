@@ -58,7 +58,9 @@ func TestLedgerCountsWhatAnswersSaid(t *testing.T) {
 	sim := startSim(t)
 	g := startGateway(t, GatewayConfig{
 		Models: map[string]string{
-			"qwen":  staticModel(sim) + "\n\t\t\tprice 1 0.5 2",
+			// The batch price is batch lines' alone: online requests pay
+			// the whole price.
+			"qwen":  staticModel(sim) + "\n\t\t\tprice 1 0.5 2 batch 0.5",
 			"gemma": staticModel(sim),
 		},
 		Options: "\t\tledger {\n\t\t\tflush_interval 100ms\n\t\t}",

@@ -37,6 +37,10 @@ func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) b
 	}
 	a := &ex.Admission
 	a.Principal, a.Model, a.Team = ex.Principal, ex.Chat.Model, ex.Team
+	if ex.batch != nil {
+		// A batch's line: its cost budgets charge the ledger's batch price.
+		a.CostFactor = p.Gateway.Ledger.BatchFactor(ex.Chat.Model)
+	}
 	c := m.count(&ex.Chat)
 	m.fill(a, &ex.Chat, &c)
 	if err := caps.CheckGenerations(c.Generations, c.GenerationsMember); err != nil {

@@ -20,6 +20,11 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exch
 	if m.Pool != nil {
 		open = m.Pool.Breaker().OpenTimeout
 	}
+	// A batch's line refused for want of capacity is the dispatcher's to
+	// try again later, not the line's answer.
+	if ex.batch != nil {
+		ex.batch.busy = unavailable(err)
+	}
 	e := overloadError(m.Name, m.Pool, err)
 	if e == nil {
 		e = adapterError(m.Name, err)

@@ -90,6 +90,10 @@ type Exchange struct {
 	// Shed: the request was refused as sheddable work, its model being
 	// saturated.
 	Shed bool
+	// batch is the run of a batch's line, when the request is one (run
+	// by the gateway itself as the batch's owner); nil for a client's
+	// request. One pointer: the exchange of every request carries it.
+	batch *batchRun
 	// Admission is what the limits were asked (StageAdmitted); Ticket
 	// what they granted, settled once the request ends.
 	Admission tenancy.Admission
@@ -102,9 +106,11 @@ type Exchange struct {
 	// admitted: the request passed every stage before routing (Serve
 	// ran): it is the ledger's to record.
 	admitted bool
+	// observed: metrics recorded. Beside admitted: the exchange stays
+	// within its allocation's size class.
+	observed bool
 	body     []byte // the request body, once decoded
 	splice   splice // what a continuation needs of the stream (continue.go)
-	observed bool   // metrics recorded
 	// tracer makes the request's spans; nil when it is not traced.
 	tracer trace.Tracer
 }

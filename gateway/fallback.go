@@ -30,6 +30,9 @@ func (g *Gateway) mayFallBack(r *http.Request, ex *Exchange, sse *sseWriter, ctx
 	if ex.Adapter != "" {
 		return false // another model has not the adapter: its answer would not be the one asked for
 	}
+	if ex.batch != nil {
+		return false // a batch runs on its own model's spare capacity, which the gate measured
+	}
 	if !unavailable(err) || ctx.Err() != nil || r.Context().Err() != nil || (sse != nil && sse.isStarted()) {
 		return false
 	}

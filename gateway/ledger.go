@@ -22,12 +22,15 @@ func (g *Gateway) recordLedger(ex *Exchange) {
 		g.Metrics.LedgerUnrecorded(unrecordedReason(ex))
 		return
 	}
+	if ex.Busy() {
+		return // a batch's line put off for capacity: its record is the run that answers it
+	}
 	g.Ledger.Add(ledger.Record{
 		Time: ex.Start, RequestID: ex.RequestID, ClientRequestID: ex.ClientRequestID,
 		User: ex.Principal.Subject, KeyID: ex.Principal.KeyID, Team: ex.Team,
 		Model: ex.Model(), Alias: ex.Chat.Asked, ServedModel: ex.ServedModel(), Replica: ex.Replica, Door: ex.Door.Name(), Status: ex.Status,
 		PromptTokens: ex.Usage.PromptTokens, CachedTokens: ex.Usage.CachedTokens, CompletionTokens: ex.Usage.CompletionTokens,
-		TTFT: ex.TTFT, Duration: time.Since(ex.Start),
+		TTFT: ex.TTFT, Duration: time.Since(ex.Start), Batch: ex.Batch(),
 	})
 }
 

@@ -107,6 +107,8 @@ type Model struct {
 	// Caps bound what one request may ask of the model's engines: its
 	// generations (n, best_of) and its prompt's estimated tokens.
 	Caps reserve.Caps
+
+	batch batchLoad // the batch lines on its replicas
 }
 
 // Timeouts bound one request. Zero fields take the defaults.

@@ -76,6 +76,7 @@ func (p *Pipeline) Through(w http.ResponseWriter, r *http.Request, door Door, la
 	ex := FromContext(r.Context())
 	if ex == nil {
 		ex = newExchange(w, r, door)
+		p.beginBatch(r, ex)
 		if last < StageRouted {
 			r = r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex))
 		} else {
@@ -175,6 +176,15 @@ func (p *Pipeline) checkHeaders(w http.ResponseWriter, r *http.Request, ex *Exch
 }
 
 func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
+	if ex.batch != nil {
+		// A batch's line, run by the gateway as the batch's owner: its
+		// authorization, limits and budgets are the owner's.
+		ex.Principal = ex.batch.owner
+		if p.Teams != nil {
+			ex.Team = p.Teams.Team(ex.Principal)
+		}
+		return true
+	}
 	start := time.Now()
 	principal, err := p.Auth.Authenticate(r)
 	ex.Auth = time.Since(start)
@@ -218,6 +228,13 @@ func (p *Pipeline) decode(w http.ResponseWriter, r *http.Request, ex *Exchange) 
 		api.LiftBodyDeadline(w) // the answer may take minutes: only the body had a deadline
 	}
 	ex.Chat, ex.body = chat, body
+	if ex.batch != nil && chat.Stream {
+		// A batch's line is answered whole, into its output file.
+		e := api.NewError(http.StatusBadRequest, "Streaming is not supported in a batch: remove \"stream\" or set it to false")
+		e.Code, e.Param = "invalid_value", "stream"
+		p.reject(w, ex, e, "")
+		return false
+	}
 	if m, ok := p.Gateway.Aliases[chat.Model]; ok {
 		// An alias is its model in every later stage (scope, limits,
 		// routing); the answer gives the name the client used.

@@ -16,6 +16,12 @@ import (
 // that always sends "critical" keeps its credential's class — and one
 // that names no class is refused (400) before the limits are asked.
 func (p *Pipeline) classify(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
+	if ex.batch != nil {
+		// A batch's line runs below every online class, whatever its
+		// owner's credential's class.
+		ex.Priority = api.PrioritySheddable
+		return true
+	}
 	cred := api.PriorityStandard
 	if f := p.Gateway.PriorityOf; f != nil {
 		cred = f(ex.Principal)

@@ -92,6 +92,9 @@ func (g *Gateway) Serve(w http.ResponseWriter, r *http.Request, ex *Exchange) {
 	if refused(w, ex, m) {
 		return
 	}
+	if ex.batch != nil {
+		defer g.startBatch(m)()
+	}
 	serving := m
 	if len(m.Rollout) > 0 {
 		// A rollout: the share that serves this conversation stands in for
@@ -192,7 +195,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 	}
 	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority,
-		Partition: g.indexKey(m, ex)}
+		Partition: g.indexKey(m, ex), NoWait: ex.batch != nil}
 	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
 		preq.Messages = nil // an embedding reuses no cached prefix: no affinity to it
 	}

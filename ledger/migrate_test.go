@@ -55,3 +55,57 @@ func TestSQLiteMigratesVersion3(t *testing.T) {
 		return &openTestSQLite(t, path).sqlStore
 	})
 }
+
+// testMigratesVersion4 brings a store made at schema version 4 (before
+// batch_id) with a record in it to the current version: the old record is
+// kept with batch_id empty, a batch line's record is written with its
+// batch id, and the usage sums count both.
+func testMigratesVersion4(t *testing.T, d dialect, raw *sql.DB, open func() *sqlStore) {
+	t.Helper()
+	ctx := context.Background()
+	old := &sqlStore{db: raw, d: dialect{name: d.name, numbered: d.numbered, migrations: d.migrations[:4]}}
+	if err := old.migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := rec(1)
+	if _, err := raw.ExecContext(ctx, d.bind(`INSERT INTO usage_records (time_ms, request_id, user_name, key_id, model, alias, replica, door, status,
+		prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost, team, served_model, client_request_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+		r.Time.UnixMilli(), "old", r.User, r.KeyID, r.Model, r.Alias, r.Replica, r.Door, r.Status,
+		r.PromptTokens, r.CachedTokens, r.CompletionTokens, 0, 0, r.Cost, "", "", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	s := open()
+	if v, err := s.Version(ctx); err != nil || v != len(d.migrations) || v < 5 {
+		t.Fatalf("Version = %d, %v; want %d", v, err, len(d.migrations))
+	}
+	n := rec(2)
+	n.RequestID, n.Batch = "new", "batch_abc"
+	if err := s.Write(ctx, []Record{n}); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"old": "", "new": "batch_abc"} {
+		var batch string
+		if err := s.db.QueryRowContext(ctx, d.bind(`SELECT batch_id FROM usage_records WHERE request_id = ?`), id).
+			Scan(&batch); err != nil || batch != want {
+			t.Fatalf("record %s: batch_id %q, %v; want %q", id, batch, err, want)
+		}
+	}
+	sums, err := s.Sum(ctx, Filter{By: ByModel})
+	if err != nil || len(sums) != 1 || sums[0].Requests != 2 {
+		t.Fatalf("Sum = %+v, %v; want both records", sums, err)
+	}
+}
+
+func TestSQLiteMigratesVersion4(t *testing.T) {
+	path := t.TempDir() + "/ledger.db"
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	testMigratesVersion4(t, dialect{name: "sqlite", migrations: sqliteMigrations}, raw, func() *sqlStore {
+		return &openTestSQLite(t, path).sqlStore
+	})
+}

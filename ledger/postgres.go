@@ -58,6 +58,9 @@ var postgresMigrations = []string{
 	// model answered them was not kept.
 	`ALTER TABLE usage_records ADD COLUMN served_model TEXT NOT NULL DEFAULT '';
 	ALTER TABLE usage_records ADD COLUMN client_request_id TEXT NOT NULL DEFAULT ''`,
+	// 5: the batch a record's request was a line of ("" for an online
+	// request): a line is priced at its model's batch price.
+	`ALTER TABLE usage_records ADD COLUMN batch_id TEXT NOT NULL DEFAULT ''`,
 }
 
 // Postgres is a Store in a PostgreSQL database.

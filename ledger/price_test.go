@@ -25,3 +25,28 @@ func TestPriceCost(t *testing.T) {
 		})
 	}
 }
+
+// TestPriceBatch: a batch's line pays the price times the model's batch
+// factor; an online request, and a line of a model without a factor, the
+// whole price.
+func TestPriceBatch(t *testing.T) {
+	full := Record{PromptTokens: 1_000_000, CompletionTokens: 1_000_000}
+	line := full
+	line.Batch = "batch_1"
+	for _, tc := range []struct {
+		name string
+		p    Price
+		r    Record
+		want float64
+	}{
+		{"online at a discounted model", Price{Input: 2, Output: 6, Batch: 0.5}, full, 8},
+		{"line at a discounted model", Price{Input: 2, Output: 6, Batch: 0.5}, line, 4},
+		{"line without a discount", Price{Input: 2, Output: 6}, line, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.Cost(&tc.r); got != tc.want {
+				t.Fatalf("Cost = %g, want %g", got, tc.want)
+			}
+		})
+	}
+}

@@ -40,6 +40,9 @@ type Record struct {
 	// the whole request's.
 	TTFT     time.Duration
 	Duration time.Duration
+	// Batch is the id of the batch the request was a line of ("" for an
+	// online request); its cost is at the model's batch price.
+	Batch string
 	// Cost is computed by the Writer from ServedModel's Price (Model's
 	// when ServedModel is empty) when the record is written; 0 for a
 	// model without one.

@@ -59,6 +59,9 @@ var sqliteMigrations = []string{
 	// model answered them was not kept.
 	`ALTER TABLE usage_records ADD COLUMN served_model TEXT NOT NULL DEFAULT '';
 	ALTER TABLE usage_records ADD COLUMN client_request_id TEXT NOT NULL DEFAULT ''`,
+	// 5: the batch a record's request was a line of ("" for an online
+	// request): a line is priced at its model's batch price.
+	`ALTER TABLE usage_records ADD COLUMN batch_id TEXT NOT NULL DEFAULT ''`,
 }
 
 // SQLite is a Store in a SQLite file.

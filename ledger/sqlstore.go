@@ -35,7 +35,7 @@ type dialect struct {
 
 // columns are usage_records' columns that a Record fills, in order.
 const columns = "time_ms, request_id, user_name, key_id, model, alias, replica, door, status, " +
-	"prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost, team, served_model, client_request_id"
+	"prompt_tokens, cached_tokens, completion_tokens, ttft_us, duration_us, cost, team, served_model, client_request_id, batch_id"
 
 const dayMillis = 24 * 60 * 60 * 1000
 
@@ -130,7 +130,7 @@ func (s *sqlStore) Version(ctx context.Context) (int, error) {
 var insertRows = [...]int{100, 10, 1}
 
 // nColumns is the number of columns.
-const nColumns = 18
+const nColumns = 19
 
 // insertSQL is the INSERT of n records, in the dialect's placeholders.
 func (d dialect) insertSQL(n int) string {
@@ -192,7 +192,7 @@ func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 				r := &recs[j]
 				args = append(args, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
 					r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
-					r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team, r.ServedModel, r.ClientRequestID)
+					r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team, r.ServedModel, r.ClientRequestID, r.Batch)
 			}
 			if _, err := stmts[i].ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("ledger: %s: inserting %d records: %w", s.d.name, n, err)

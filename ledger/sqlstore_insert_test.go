@@ -19,9 +19,9 @@ func TestInsertSQL(t *testing.T) {
 		n    int
 		want []string // substrings
 	}{
-		{dialect{}, 1, []string{"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"}},
+		{dialect{}, 1, []string{"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"}},
 		{dialect{}, 2, []string{"?), (?, "}},
-		{dialect{numbered: true}, 2, []string{"VALUES ($1, $2,", "$18), ($19,", "$36)"}},
+		{dialect{numbered: true}, 2, []string{"VALUES ($1, $2,", "$19), ($20,", "$38)"}},
 	}
 	for _, tt := range tests {
 		q := tt.d.insertSQL(tt.n)

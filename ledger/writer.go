@@ -148,6 +148,20 @@ func (w *Writer) Add(r Record) bool {
 	return true
 }
 
+// BatchFactor is the part of model's price a batch's line pays (its
+// price's Batch factor), 1 for a model without one, or without a price.
+// Cost budgets charge a line the same part, so that they agree with the
+// ledger.
+func (w *Writer) BatchFactor(model string) float64 {
+	if w == nil {
+		return 1
+	}
+	if p, ok := w.opts.Prices[model]; ok && p.Batch > 0 {
+		return p.Batch
+	}
+	return 1
+}
+
 // Dropped is how many records were refused (the buffer full, the writer
 // closed) or lost at close.
 func (w *Writer) Dropped() uint64 { return w.dropped.Load() }

@@ -15,6 +15,7 @@ import (
 // Metrics are the collectors of one gateway configuration.
 type Metrics struct {
 	overload     overload
+	batch        batchMetrics
 	ledger       ledgerMetrics
 	requests     *prometheus.CounterVec
 	overhead     *prometheus.HistogramVec
@@ -180,6 +181,7 @@ func New(reg prometheus.Registerer, src Source) (*Metrics, error) {
 	m.rollouts = register(reg, m.rollouts, &err)
 	m.overload = newOverload(reg, &err)
 	m.ledger = newLedgerMetrics(reg, &err)
+	m.batch = newBatchMetrics(reg, &err)
 	m.adapterReqs = register(reg, m.adapterReqs, &err)
 	m.adapterLoads = register(reg, m.adapterLoads, &err)
 	if src != nil {

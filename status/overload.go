@@ -16,6 +16,11 @@ type Overload struct {
 	Reserve int `json:"reserve"`
 	// QueueLimitSeconds is the longest a request waits for a slot.
 	QueueLimitSeconds float64 `json:"queue_limit_seconds"`
+	// BatchRunning counts the batch lines on the model's replicas now;
+	// BatchShare is their share of the replicas' slots (null when the
+	// replicas have no cap).
+	BatchRunning int      `json:"batch_running"`
+	BatchShare   *float64 `json:"batch_share"`
 }
 
 // QueuedByClass counts waiting requests by class of work.

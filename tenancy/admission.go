@@ -50,6 +50,10 @@ type Admission struct {
 	// replica of the first could take it. The limits of the user and key
 	// were taken then; Model's own apply now.
 	Fallback bool
+	// CostFactor is the part of the model's price the request pays (a
+	// batch's line: its model's batch factor), for the cost budgets; 0
+	// means the whole price.
+	CostFactor float64
 }
 
 // NoReply is the MaxTokens of a request that generates no tokens: its

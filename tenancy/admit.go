@@ -142,11 +142,11 @@ func (ad *limitsAdmitter) admit(ctx context.Context, adm *Admission, h http.Head
 	// Every generation of every prompt may take a whole reply.
 	replies := satMul(satMul(max(adm.Prompts, 1), max(adm.Generations, 1)), reply)
 	tokens := satAdd(prompt, replies)
-	tk := &ticket{prompt: prompt, model: adm.Model, cost: ad.l.Cost}
+	tk := &ticket{prompt: prompt, model: adm.Model, cost: ad.l.Cost, factor: adm.CostFactor}
 	if len(cs) > 0 {
 		breq := limits.BudgetRequest{Charges: cs, Tokens: tokens}
 		if ad.l.Cost != nil {
-			breq.Cost = ad.l.Cost(adm.Model, prompt, 0, replies)
+			breq.Cost = tk.priced(ad.l.Cost(adm.Model, prompt, 0, replies))
 		}
 		bt, d := ad.lim.AdmitBudgets(ctx, &breq)
 		if !d.Allowed {
@@ -204,6 +204,15 @@ type ticket struct {
 	prompt int
 	model  string
 	cost   func(model string, prompt, cached, completion int) float64
+	factor float64 // Admission.CostFactor
+}
+
+// priced is cost at the part of the price the request pays.
+func (t *ticket) priced(cost float64) float64 {
+	if t.factor > 0 {
+		return cost * t.factor
+	}
+	return cost
 }
 
 // Settle implements Ticket: nothing used when no replica was
@@ -228,7 +237,7 @@ func (t *ticket) Settle(s Settlement) {
 			if s.Model != "" {
 				model = s.Model // the ledger prices the answering model alike
 			}
-			cost = t.cost(model, prompt, cached, completion)
+			cost = t.priced(t.cost(model, prompt, cached, completion))
 		}
 		t.bt.Settle(used, cost)
 	}

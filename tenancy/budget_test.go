@@ -82,3 +82,42 @@ func TestBudgetRefusal(t *testing.T) {
 func apiUsage(prompt, completion int) api.Usage {
 	return api.Usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
 }
+
+// TestBudgetCostFactor: a request that pays a part of the price (a
+// batch's line) reserves and settles that part of the cost against the
+// cost budgets; its tokens count in full.
+func TestBudgetCostFactor(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		factor float64
+		want   float64
+	}{
+		{"whole price", 0, 30 + 2*10},
+		{"half price", 0.5, (30 + 2*10) * 0.5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lim := limits.New(limits.Options{})
+			ad := testAdmitter(t, lim, []auth.User{{Name: "alice"}})
+			ad.l.Default = limits.Limit{Budgets: []limits.Budget{
+				{Unit: limits.UnitCost, Amount: 1e6, Per: limits.PerDay},
+				{Unit: limits.UnitTokens, Amount: 1e6, Per: limits.PerDay}}}
+			ad.l.Cost = func(model string, prompt, cached, completion int) float64 { return float64(prompt + 2*completion) }
+			ctx := context.Background()
+			a := admission("alice", "", "qwen")
+			a.CostFactor = tt.factor
+			tk, err := ad.Admit(ctx, a, http.Header{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cost := limits.BudgetCharge{Scope: limits.ScopeUser, Name: "alice", Budget: ad.l.Default.Budgets[0]}
+			tokens := limits.BudgetCharge{Scope: limits.ScopeUser, Name: "alice", Budget: ad.l.Default.Budgets[1]}
+			tk.Settle(Settlement{Status: 200, Served: true, UsageKnown: true, Usage: apiUsage(30, 10)})
+			if v, _, _ := lim.BudgetUsed(ctx, cost, time.Now()); v != tt.want {
+				t.Errorf("cost budget used %v, want %v", v, tt.want)
+			}
+			if v, _, _ := lim.BudgetUsed(ctx, tokens, time.Now()); v != 40 {
+				t.Errorf("tokens budget used %v, want 40", v)
+			}
+		})
+	}
+}

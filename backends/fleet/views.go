@@ -137,7 +137,7 @@ func (f *Fleet) Status(ready map[string]gateway.ModelStatus) []status.Model {
 	models := make([]status.Model, 0, len(f.models))
 	for _, m := range f.models {
 		sm := status.Model{Name: m.Name, Policy: m.Policy, QueueWaiting: m.Pool.Waiting(),
-			Aliases: m.Aliases, Fallbacks: m.Fallbacks, Overload: overloadStatus(m.Pool)}
+			Aliases: m.Aliases, Fallbacks: m.Fallbacks, Overload: overloadStatus(m.Pool, m.BatchRunning())}
 		for _, sh := range m.Rollout {
 			sm.Rollout = append(sm.Rollout, status.Share{Model: sh.Model, Weight: sh.Weight})
 		}

@@ -47,6 +47,11 @@ type Request struct {
 	// higher class first, and refuses a sheddable request at once while
 	// the pool is saturated (ErrShed).
 	Priority api.Priority
+	// NoWait: the request never waits in the queue, whatever NoShed
+	// says: refused at once (ErrShed) while the pool is saturated, and
+	// ErrSaturated when no replica has a slot. A batch's line takes only
+	// the capacity online requests leave idle.
+	NoWait bool
 	// Waited is how long the request already waited for a slot, on its
 	// earlier attempts: the queue timeout bounds the sum, not each wait.
 	Waited time.Duration

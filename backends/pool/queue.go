@@ -191,7 +191,7 @@ func (p *Pool) AcquireWait(ctx context.Context, req *Request, exclude []*Replica
 		return Lease{}, ErrShed
 	}
 	limit := p.opts.QueueTimeout - req.Waited
-	queue := p.opts.QueueLength > 0 && p.opts.QueueTimeout > 0
+	queue := p.opts.QueueLength > 0 && p.opts.QueueTimeout > 0 && !req.NoWait
 	if !queue || p.waiting.Load() == 0 {
 		l, err := p.Acquire(req, exclude)
 		if err != ErrSaturated || !queue {

@@ -17,27 +17,51 @@ func (p *Pool) Saturated() bool {
 	if p.waiting.Load() > 0 {
 		return true
 	}
+	s := p.Spare()
+	return s.Usable && !s.Open && s.Free <= p.opts.Reserve
+}
+
+// Spare is what the pool's usable replicas (healthy, breaker not open)
+// could take beside their work now, as Saturated judges it.
+type Spare struct {
+	// Usable: some replica is usable.
+	Usable bool
+	// Open: a usable replica without a cap has an engine that is not
+	// saturated: nothing says it cannot take more.
+	Open bool
+	// Free counts the free slots of the capped usable replicas whose
+	// engines are not saturated; Slots the slots of every capped usable
+	// replica.
+	Free, Slots int
+}
+
+// Spare reports the pool's spare capacity (see Spare).
+func (p *Pool) Spare() Spare {
 	kv := p.opts.ShedKV
 	if kv <= 0 {
 		kv = DefaultShedKV
 	}
-	free, usable := int64(0), false
+	var s Spare
 	for _, r := range p.Replicas() {
 		if !r.Healthy() || r.breakerOpen() {
 			continue
 		}
-		usable = true
+		s.Usable = true
+		if r.MaxConcurrency > 0 {
+			s.Slots += r.MaxConcurrency
+		}
 		if r.engineSaturated(kv) {
 			continue
 		}
 		if r.MaxConcurrency <= 0 {
-			return false
+			s.Open = true
+			continue
 		}
-		if n := int64(r.MaxConcurrency) - r.outstanding.Load(); n > 0 {
-			free += n
+		if n := r.MaxConcurrency - int(r.outstanding.Load()); n > 0 {
+			s.Free += n
 		}
 	}
-	return usable && free <= int64(p.opts.Reserve)
+	return s
 }
 
 // engineSaturated reports whether r's engine, by its fresh figures, has
@@ -50,7 +74,7 @@ func (r *Replica) engineSaturated(kv float64) bool {
 
 // sheds reports whether req is to be refused at once (ErrShed).
 func (p *Pool) sheds(req *Request) bool {
-	return req.Priority <= api.PrioritySheddable && !p.opts.NoShed && p.Saturated()
+	return req.Priority <= api.PrioritySheddable && (!p.opts.NoShed || req.NoWait) && p.Saturated()
 }
 
 // Reserve is the number of slots kept from sheddable requests.

@@ -162,3 +162,42 @@ func TestQueueTimeoutCountsEarlierWaits(t *testing.T) {
 		}
 	}
 }
+
+// A NoWait request (a batch's line) never waits, even where sheddable
+// requests queue (NoShed): refused at once while the pool is saturated,
+// served while a slot is free above the reserve.
+func TestNoWait(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		opts     Options
+		taken    int
+		wantShed bool
+	}{
+		{name: "shedding off, every slot taken", opts: Options{NoShed: true}, taken: 2, wantShed: true},
+		{name: "shedding off, slots within the reserve", opts: Options{NoShed: true, Reserve: 1}, taken: 1, wantShed: true},
+		{name: "shedding off, a slot above the reserve", opts: Options{NoShed: true}, taken: 1},
+		{name: "shedding on, every slot taken", taken: 2, wantShed: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.opts.QueueLength, tt.opts.QueueTimeout = 10, time.Minute
+			p, rs := newTestPool(t, tt.opts, "http://a:1")
+			rs[0].MaxConcurrency = 2
+			for range tt.taken {
+				if !rs[0].tryAcquire() {
+					t.Fatal("no slot to take")
+				}
+			}
+			start := time.Now()
+			l, err := p.AcquireWait(context.Background(), &Request{Priority: api.PrioritySheddable, NoWait: true}, nil)
+			if got := errors.Is(err, ErrShed); got != tt.wantShed {
+				t.Fatalf("shed = %v (%v), want %v", got, err, tt.wantShed)
+			}
+			if time.Since(start) > 50*time.Millisecond || p.Waiting() != 0 {
+				t.Errorf("waited %v, %d waiting: a NoWait request queued", time.Since(start), p.Waiting())
+			}
+			if err == nil {
+				l.Release(Success)
+			}
+		})
+	}
+}

@@ -248,16 +248,25 @@ func (a *App) prices() map[string]ledger.Price {
 // per million tokens.
 func parsePrice(d *caddyfile.Dispenser) (*ledger.Price, error) {
 	args := d.RemainingArgs()
-	if len(args) != 3 {
-		return nil, d.Errf("price: want <input> <cached> <output>, each per million tokens")
+	if len(args) != 3 && (len(args) != 5 || args[3] != "batch") {
+		return nil, d.Errf("price: want <input> <cached> <output>, each per million tokens, then optionally batch <factor>")
 	}
 	var v [3]float64
-	for i, s := range args {
+	for i, s := range args[:3] {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || f < 0 || f != f || f > 1e12 {
 			return nil, d.Errf("price: %q is not a non-negative number", s)
 		}
 		v[i] = f
 	}
-	return &ledger.Price{Input: v[0], Cached: v[1], Output: v[2]}, nil
+	p := &ledger.Price{Input: v[0], Cached: v[1], Output: v[2]}
+	if len(args) == 5 {
+		// The batch lines' share of the price: a discount, so at most 1.
+		f, err := strconv.ParseFloat(args[4], 64)
+		if err != nil || !(f > 0 && f <= 1) {
+			return nil, d.Errf("price: batch %q: want a factor above 0 and at most 1 (0.5: half price)", args[4])
+		}
+		p.Batch = f
+	}
+	return p, nil
 }
