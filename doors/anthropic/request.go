@@ -44,11 +44,12 @@ type request struct {
 	model, maxTokens, messages, system, stream, temperature, topP, topK,
 	stopSequences, tools, toolChoice, metadata wire.Value
 
-	// items are messages' elements, blocks their content blocks (by
-	// message; nil for a string content).
-	items  []wire.Value
-	roles  []string
-	blocks [][]block
+	// items are messages' elements, roles and contents their members,
+	// blocks their content blocks (by message; nil for a string content).
+	items    []wire.Value
+	roles    []string
+	contents []wire.Value
+	blocks   [][]block
 }
 
 // block is one content block of a message, with the members the door reads.
@@ -134,7 +135,7 @@ func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 		// /v1/messages would send.
 		w.Format = api.FormatAnthropicCountTokens
 		if len(chat.Messages) > 0 && chat.Messages[0].Role == api.RoleSystem {
-			sys := chat.Messages[0].Content
+			sys := chat.Messages[0].Text()
 			chat.SystemMessage = &sys
 		}
 		chat.Messages, chat.Sampling = nil, api.Sampling{MaxTokens: 1}
@@ -222,10 +223,10 @@ func (d *Door) validate(req *request, e endpoint) (api.Chat, *api.Error) {
 	if aerr := d.readMessages(req); aerr != nil {
 		return chat, aerr
 	}
-	var sys string
+	var sys api.Message
 	if req.system.Given() {
 		var aerr *api.Error
-		if sys, aerr = systemText(req.system); aerr != nil {
+		if sys, aerr = systemMessage(req.system); aerr != nil {
 			return chat, aerr
 		}
 	}
@@ -333,6 +334,7 @@ func (d *Door) readMessages(req *request) *api.Error {
 		return invalid(fmt.Sprintf("messages: at most %d messages are accepted, got %d", max, n))
 	}
 	req.roles = make([]string, n)
+	req.contents = make([]wire.Value, n)
 	req.blocks = make([][]block, n)
 	for i, m := range req.items {
 		path := "messages." + strconv.Itoa(i)
@@ -352,18 +354,15 @@ func (d *Door) readMessages(req *request) *api.Error {
 		// A system message may come anywhere: Anthropic's API takes one
 		// after a user's turn (Claude Code sends one in the first request
 		// of each conversation), and the gateway carries it at its place.
-		switch {
-		case role.Is("user"), role.Is("assistant"), role.Is("system"):
-			req.roles[i] = role.Text()
-		case !role.Given():
+		if !role.Given() {
 			return invalid(path + ".role: Field required")
-		default:
-			r, ok := role.Str()
-			if !ok || (r != "user" && r != "assistant" && r != "system") {
-				return invalid(path + ".role: Input should be 'user', 'assistant' or 'system'" + butGot(role))
-			}
-			req.roles[i] = r
 		}
+		r, ok := role.StrOf(api.RoleUser, api.RoleAssistant, api.RoleSystem)
+		if !ok || (r != api.RoleUser && r != api.RoleAssistant && r != api.RoleSystem) {
+			return invalid(path + ".role: Input should be 'user', 'assistant' or 'system'" + butGot(role))
+		}
+		req.roles[i] = r
+		req.contents[i] = content
 		switch content.Kind() {
 		case wire.String:
 		case wire.Array:
@@ -406,7 +405,7 @@ func readBlocks(v wire.Value, path string) ([]block, *api.Error) {
 			}
 			return true
 		})
-		t, ok := typ.Str()
+		t, ok := typ.StrOf(blockTypes...)
 		switch {
 		case !typ.Given():
 			aerr = invalid(p + ".type: Field required")
@@ -460,6 +459,10 @@ func readBlocks(v wire.Value, path string) ([]block, *api.Error) {
 	return blocks, aerr
 }
 
+// blockTypes are the types of content blocks clients send, which a
+// block's type is compared with as written, without a copy.
+var blockTypes = []string{"text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document"}
+
 // blockFields are the members of a content block the door checks.
 type blockFields struct {
 	text, source, id, name, input, toolUseID, content, isError wire.Value
@@ -487,83 +490,67 @@ func (f *blockFields) field(name string) *wire.Value {
 	return nil
 }
 
-// systemText reads system: a string, or a list of text blocks.
-func systemText(v wire.Value) (string, *api.Error) {
+// systemMessage reads system, a string or a list of text blocks, as the
+// system message routing and the limits read: left as written
+// (api.Message.Quoted, or Parts of the blocks' texts), neither decoded
+// nor joined.
+func systemMessage(v wire.Value) (api.Message, *api.Error) {
 	switch v.Kind() {
 	case wire.String:
-		return v.Text(), nil
+		return api.Message{Role: api.RoleSystem, Quoted: v.Raw}, nil
 	case wire.Array:
 		blocks, aerr := readBlocks(v, "system")
 		if aerr != nil {
-			return "", aerr
+			return api.Message{}, aerr
 		}
-		texts := make([]string, 0, len(blocks))
+		parts := make([][]byte, len(blocks))
 		for j, b := range blocks {
 			if b.typ != "text" {
-				return "", invalid("system." + strconv.Itoa(j) + ".type: Input should be 'text'" + butGot(wire.Value{Raw: []byte(strconv.Quote(b.typ))}))
+				return api.Message{}, invalid("system." + strconv.Itoa(j) + ".type: Input should be 'text'" + butGot(wire.Value{Raw: []byte(strconv.Quote(b.typ))}))
 			}
-			texts = append(texts, b.text.Text())
+			parts[j] = b.text.Raw
 		}
-		return strings.Join(texts, "\n"), nil
+		return api.Message{Role: api.RoleSystem, Parts: parts}, nil
 	}
-	return "", typeError("system", "a valid string or a list of text blocks", v)
+	return api.Message{}, typeError("system", "a valid string or a list of text blocks", v)
 }
 
 // routingMessages are the messages the gateway routes on and limits: the
-// system prompt first, then each message with the text of its text blocks
-// (joined with newlines) and its other blocks as written (a tool call, a
-// tool's result, an image are part of the conversation a replica caches).
-// Text is bounded by max_content_chars per message.
-func (d *Door) routingMessages(req *request, sys string) ([]api.Message, *api.Error) {
+// system prompt first, then each message as written, neither decoded nor
+// joined (api.Message): a string content quoted, a list of blocks as
+// Parts, a text block's text and any other block whole (a tool call, a
+// tool's result, an image are part of the conversation a replica
+// caches). Text is bounded by max_content_chars per message, counted as
+// the OpenAI door counts it (api.Message.CharsOver).
+func (d *Door) routingMessages(req *request, sys api.Message) ([]api.Message, *api.Error) {
 	max := d.limits.MaxContentChars
 	msgs := make([]api.Message, 0, len(req.items)+1)
 	if req.system.Given() {
-		if n := utf8.RuneCountInString(sys); n > max {
+		if n, over := sys.CharsOver(max); over {
 			return nil, invalid(fmt.Sprintf("system: the text is too long: at most %d characters are accepted, got %d", max, n))
 		}
-		msgs = append(msgs, api.Message{Role: api.RoleSystem, Content: sys})
+		msgs = append(msgs, sys)
 	}
-	for i, m := range req.items {
-		var content string
-		chars := 0
-		if req.blocks[i] == nil {
-			content = contentOf(m).Text()
-			chars = utf8.RuneCountInString(content)
+	for i := range req.items {
+		m := api.Message{Role: req.roles[i]}
+		if blocks := req.blocks[i]; blocks == nil {
+			m.Quoted = req.contents[i].Raw
 		} else {
-			var b strings.Builder
-			for j, bl := range req.blocks[i] {
-				if j > 0 {
-					b.WriteByte('\n')
-				}
+			m.Parts = make([][]byte, len(blocks))
+			for j, bl := range blocks {
 				if bl.typ == "text" {
-					t := bl.text.Text()
-					chars += utf8.RuneCountInString(t)
-					b.WriteString(t)
+					m.Parts[j] = bl.text.Raw
 				} else {
-					b.Write(bl.value.Raw)
+					m.Parts[j] = bl.value.Raw
 				}
 			}
-			content = b.String()
 		}
-		if chars > max {
-			return nil, invalid(fmt.Sprintf("messages.%d.content: the text is too long: at most %d characters are accepted, got %d", i, max, chars))
+		if n, over := m.CharsOver(max); over {
+			return nil, invalid(fmt.Sprintf("messages.%d.content: the text is too long: at most %d characters are accepted, got %d", i, max, n))
 		}
-		msgs = append(msgs, api.Message{Role: req.roles[i], Content: content})
+		msgs = append(msgs, m)
 	}
 	return msgs, nil
-}
-
-// contentOf is the content member of the message m.
-func contentOf(m wire.Value) wire.Value {
-	var c wire.Value
-	_ = m.Members(func(f wire.Member) bool {
-		if f.Name == "content" {
-			c = f.Value
-			return false
-		}
-		return true
-	})
-	return c
 }
 
 // stopSequences reads a list of non-empty strings.

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
@@ -95,14 +94,14 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 		}
 	}
 	if v := o.Member("instructions"); v.Given() {
-		text, ok := v.Str()
-		if !ok {
+		if v.Kind() != wire.String {
 			return chat, typeError("instructions", "a string", v)
 		}
-		if text, aerr = rs.withinLimit(text, "instructions"); aerr != nil {
+		m := api.Message{Role: api.RoleSystem, Quoted: v.Raw} // as written: see api.Message
+		if aerr = rs.charsWithin(&m, "instructions"); aerr != nil {
 			return chat, aerr
 		}
-		chat.Messages = append(chat.Messages, api.Message{Role: api.RoleSystem, Content: text})
+		chat.Messages = append(chat.Messages, m)
 	}
 	msgs, aerr := rs.inputMessages(o.Member("input"))
 	if aerr != nil {
@@ -189,18 +188,19 @@ func statefulError(name, why string) *api.Error {
 }
 
 // inputMessages reads input, a string or an array of items, as messages
-// for routing and the limits: a message item's text (its text parts
-// joined with newlines, other parts as written), and any other item (a
-// function call, its output, reasoning) as written, under the role whose
-// turn it is part of.
+// for routing and the limits, left as written (api.Message), neither
+// decoded nor joined: a message item's content string quoted, or its
+// parts (a text part's text, any other part whole), and any other item (a
+// function call, its output, reasoning) whole, under the role whose turn
+// it is part of.
 func (rs Responses) inputMessages(v wire.Value) ([]api.Message, *api.Error) {
 	switch v.Kind() {
 	case wire.String:
-		text, aerr := rs.withinLimit(v.Text(), "input")
-		if aerr != nil {
+		m := api.Message{Role: api.RoleUser, Quoted: v.Raw}
+		if aerr := rs.charsWithin(&m, "input"); aerr != nil {
 			return nil, aerr
 		}
-		return []api.Message{{Role: api.RoleUser, Content: text}}, nil
+		return []api.Message{m}, nil
 	case wire.Array:
 	case wire.Absent, wire.Null:
 		return nil, invalid(codeMissing, "input", "Missing required parameter: 'input'.")
@@ -255,7 +255,7 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 	})
 	t := "message"
 	if typ.Given() {
-		s, ok := typ.Str()
+		s, ok := typ.StrOf(itemTypes...)
 		if !ok {
 			return api.Message{}, typeError(param("type"), "a string", typ)
 		}
@@ -268,12 +268,12 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 			"': an item reference names an item a server stored, and this gateway keeps none (every request is served as with store: false). "+
 			"Send the item itself instead.")
 	case "function_call_output", "custom_tool_call_output", "computer_call_output", "local_shell_call_output", "mcp_approval_response":
-		return api.Message{Role: api.RoleTool, Content: string(item.Raw)}, nil
+		return api.Message{Role: api.RoleTool, Parts: [][]byte{item.Raw}}, nil
 	default:
 		// A call, reasoning: the model's turn, as written.
-		return api.Message{Role: api.RoleAssistant, Content: string(item.Raw)}, nil
+		return api.Message{Role: api.RoleAssistant, Parts: [][]byte{item.Raw}}, nil
 	}
-	r, ok := role.Str()
+	r, ok := role.StrOf(api.RoleUser, api.RoleAssistant, api.RoleSystem, "developer")
 	if !role.Given() {
 		return api.Message{}, invalid(codeMissing, param("role"), "Missing required parameter: '"+param("role")+"'.")
 	}
@@ -288,23 +288,16 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 		return api.Message{}, invalid(codeInvalidValue, param("role"), "Invalid value: '"+r+
 			"'. Supported values are: 'user', 'assistant', 'system' and 'developer'.")
 	}
-	var text string
-	chars := -1 // the text's characters, when content is more than text
+	m := api.Message{Role: r}
 	switch content.Kind() {
 	case wire.String:
-		text = content.Text()
+		m.Quoted = content.Raw
 	case wire.Array:
-		chars = 0
-		var b strings.Builder
 		var bad *api.Error
 		_ = content.Elements(func(j int, part wire.Value) bool {
 			if part.Kind() != wire.Object {
 				bad = typeError(param("content")+"["+strconv.Itoa(j)+"]", "an object", part)
 				return false
-			}
-			if j > 0 {
-				b.WriteByte('\n')
-				chars++
 			}
 			var ptype, ptext wire.Value
 			_ = part.Members(func(m wire.Member) bool {
@@ -316,33 +309,46 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 				}
 				return true
 			})
-			if s, ok := ptext.Str(); ok && (ptype.Is("input_text") || ptype.Is("output_text") || ptype.Is("text")) {
-				b.WriteString(s)
-				chars += utf8.RuneCountInString(s)
+			if ptext.Kind() == wire.String && (ptype.Is("input_text") || ptype.Is("output_text") || ptype.Is("text")) {
+				m.Parts = append(m.Parts, ptext.Raw)
 			} else {
-				b.Write(part.Raw) // an image, a file, a refusal: as written
+				m.Parts = append(m.Parts, part.Raw) // an image, a file, a refusal: as written
 			}
 			return true
 		})
 		if bad != nil {
 			return api.Message{}, bad
 		}
-		text = b.String()
+		if m.Parts == nil {
+			m.Parts = [][]byte{} // an empty array, not a string
+		}
 	case wire.Absent, wire.Null:
 		return api.Message{}, invalid(codeMissing, param("content"), "Missing required parameter: '"+param("content")+"'.")
 	default:
 		return api.Message{}, typeError(param("content"), "a string or an array of content parts", content)
 	}
-	// The limit is on text: an image's bytes are bounded by the body's.
-	if chars < 0 && len(text) > rs.limits.MaxContentChars {
-		chars = utf8.RuneCountInString(text)
+	if aerr := rs.charsWithin(&m, param("content")); aerr != nil {
+		return api.Message{}, aerr
 	}
-	if max := rs.limits.MaxContentChars; chars > max {
-		return api.Message{}, invalid(codeStringTooLong, param("content"), fmt.Sprintf(
+	return m, nil
+}
+
+// itemTypes are the types of input items clients send, which an item's
+// type is compared with as written, without a copy.
+var itemTypes = []string{"message", "function_call", "function_call_output", "reasoning",
+	"custom_tool_call", "custom_tool_call_output", "item_reference"}
+
+// charsWithin refuses a message whose text has more characters than a
+// message may (max_content_chars), counted as the chat door counts them
+// (api.Message.CharsOver: decoded only past the bound), naming param.
+func (rs Responses) charsWithin(m *api.Message, param string) *api.Error {
+	max := rs.limits.MaxContentChars
+	if n, over := m.CharsOver(max); over {
+		return invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param("content"), max, chars))
+			param, max, n))
 	}
-	return api.Message{Role: r, Content: text}, nil
+	return nil
 }
 
 // checkTools checks that tools is an array of objects, each with a type.
