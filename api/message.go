@@ -135,7 +135,10 @@ func (m *Message) CharsOver(limit int) (n int, over bool) {
 		}
 		n = utf8.RuneCountInString(m.Content)
 	}
-	return n, n > limit
+	if n <= limit {
+		return 0, false
+	}
+	return n, true
 }
 
 // isQuoted: part p of Parts is a text part's text, a JSON string.
