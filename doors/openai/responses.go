@@ -338,19 +338,6 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 var itemTypes = []string{"message", "function_call", "function_call_output", "reasoning",
 	"custom_tool_call", "custom_tool_call_output", "item_reference"}
 
-// charsWithin refuses a message whose text has more characters than a
-// message may (max_content_chars), counted as the chat door counts them
-// (api.Message.CharsOver: decoded only past the bound), naming param.
-func (rs Responses) charsWithin(m *api.Message, param string) *api.Error {
-	max := rs.limits.MaxContentChars
-	if n, over := m.CharsOver(max); over {
-		return invalid(codeStringTooLong, param, fmt.Sprintf(
-			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param, max, n))
-	}
-	return nil
-}
-
 // checkTools checks that tools is an array of objects, each with a type.
 func checkTools(v wire.Value) *api.Error {
 	if v.Kind() != wire.Array {
