@@ -174,8 +174,8 @@ func TestDecodeAllocations(t *testing.T) {
 			}
 			chat.Wire.Lease.Release()
 		}
-		if n := testing.AllocsPerRun(20, decode); n > 110 {
-			t.Errorf("%d bytes: %v allocations per request, want at most 110", len(body), n)
+		if n := testing.AllocsPerRun(20, decode); n > 70 {
+			t.Errorf("%d bytes: %v allocations per request, want at most 70", len(body), n)
 		}
 		const runs = 20
 		var before, after runtime.MemStats

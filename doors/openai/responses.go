@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
@@ -64,10 +65,23 @@ func (rs Responses) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
 	return api.DecodeLeased(r, rs.limits.MaxBodyBytes, rs.parseResponses)
 }
 
-// parseResponses validates a Responses request body.
+// inputs are reused between requests, as chats are.
+var inputs = sync.Pool{New: func() any { return new(wire.Chat) }}
+
+// parseResponses validates a Responses request body, read in one pass
+// (wire.ReadInput: input's items and their content parts with it).
 func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
-	var o wire.Request
-	if err := wire.ReadRequest(body, &o); err != nil {
+	o := inputs.Get().(*wire.Chat)
+	defer func() {
+		// Keep the slices, not the body they point into.
+		clear(o.Members)
+		clear(o.Items)
+		clear(o.Parts)
+		clear(o.Stops)
+		clear(o.Options)
+		inputs.Put(o)
+	}()
+	if err := wire.ReadInput(body, o); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Duplicate {
 			p := wire.PathString(we.Path)
@@ -103,7 +117,7 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 		}
 		chat.Messages = append(chat.Messages, m)
 	}
-	msgs, aerr := rs.inputMessages(o.Member("input"))
+	msgs, aerr := rs.inputMessages(o)
 	if aerr != nil {
 		return chat, aerr
 	}
@@ -165,16 +179,19 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 		}
 		chat.User = u
 	}
-	w := &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: o.Members}
+	// The members, copied out of the pooled reader (their spans point
+	// into body, which the request keeps).
+	members := append([]wire.Member(nil), o.Members...)
+	w := &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: members}
 	switch rs.responsesModes[chat.Model] {
 	case ResponsesTranslate:
-		tw, u := translateResponses(body, o.Members)
+		tw, u := translateResponses(body, members)
 		if u != nil {
 			return chat, u.apiError()
 		}
 		w = tw
 	case ResponsesAuto:
-		w.Translate = lazyResponsesTranslation(body, o.Members)
+		w.Translate = lazyResponsesTranslation(body, members)
 	}
 	chat.Wire = w
 	return chat, nil
@@ -193,8 +210,8 @@ func statefulError(name, why string) *api.Error {
 // parts (a text part's text, any other part whole), and any other item (a
 // function call, its output, reasoning) whole, under the role whose turn
 // it is part of.
-func (rs Responses) inputMessages(v wire.Value) ([]api.Message, *api.Error) {
-	switch v.Kind() {
+func (rs Responses) inputMessages(o *wire.Chat) ([]api.Message, *api.Error) {
+	switch v := o.Messages; v.Kind() {
 	case wire.String:
 		m := api.Message{Role: api.RoleUser, Quoted: v.Raw}
 		if aerr := rs.charsWithin(&m, "input"); aerr != nil {
@@ -207,30 +224,26 @@ func (rs Responses) inputMessages(v wire.Value) ([]api.Message, *api.Error) {
 	default:
 		return nil, typeError("input", "a string or an array of input items", v)
 	}
-	var msgs []api.Message
-	var bad *api.Error
-	err := v.Elements(func(i int, item wire.Value) bool {
-		if len(msgs) == rs.limits.MaxMessages {
-			bad = invalid(codeArrayTooLong, "input", fmt.Sprintf(
-				"Invalid 'input': array too long. Expected an array with maximum length %d.", rs.limits.MaxMessages))
-			return false
-		}
-		var m api.Message
-		m, bad = rs.inputItem(item, i)
-		msgs = append(msgs, m)
-		return bad == nil
-	})
-	if bad != nil {
-		return nil, bad
-	}
-	if err != nil || len(msgs) == 0 {
+	if len(o.Items) == 0 {
 		return nil, invalid(codeEmptyArray, "input", "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	}
+	msgs := make([]api.Message, 0, min(len(o.Items), rs.limits.MaxMessages))
+	for i := range o.Items {
+		if i == rs.limits.MaxMessages {
+			return nil, invalid(codeArrayTooLong, "input", fmt.Sprintf(
+				"Invalid 'input': array too long. Expected an array with maximum length %d.", rs.limits.MaxMessages))
+		}
+		m, bad := rs.inputItem(o, &o.Items[i], i)
+		if bad != nil {
+			return nil, bad
+		}
+		msgs = append(msgs, m)
 	}
 	return msgs, nil
 }
 
-// inputItem reads item i of input.
-func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) {
+// inputItem reads item i of input, as o read it.
+func (rs Responses) inputItem(o *wire.Chat, it *wire.ChatMessage, i int) (api.Message, *api.Error) {
 	param := func(name string) string {
 		p := "input[" + strconv.Itoa(i) + "]"
 		if name != "" {
@@ -238,21 +251,11 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 		}
 		return p
 	}
+	item := it.Value
 	if item.Kind() != wire.Object {
 		return api.Message{}, typeError(param(""), "an object", item)
 	}
-	var typ, role, content wire.Value
-	_ = item.Members(func(m wire.Member) bool {
-		switch m.Name {
-		case "type":
-			typ = m.Value
-		case "role":
-			role = m.Value
-		case "content":
-			content = m.Value
-		}
-		return true
-	})
+	typ, role, content := it.Type, it.Role, it.Content
 	t := "message"
 	if typ.Given() {
 		s, ok := typ.StrOf(itemTypes...)
@@ -293,34 +296,17 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 	case wire.String:
 		m.Quoted = content.Raw
 	case wire.Array:
-		var bad *api.Error
-		_ = content.Elements(func(j int, part wire.Value) bool {
+		parts := o.PartsOf(it)
+		m.Parts = make([][]byte, len(parts)) // an empty array too: not a string
+		for j, part := range parts {
 			if part.Kind() != wire.Object {
-				bad = typeError(param("content")+"["+strconv.Itoa(j)+"]", "an object", part)
-				return false
+				return api.Message{}, typeError(param("content")+"["+strconv.Itoa(j)+"]", "an object", part.Value)
 			}
-			var ptype, ptext wire.Value
-			_ = part.Members(func(m wire.Member) bool {
-				switch m.Name {
-				case "type":
-					ptype = m.Value
-				case "text":
-					ptext = m.Value
-				}
-				return true
-			})
-			if ptext.Kind() == wire.String && (ptype.Is("input_text") || ptype.Is("output_text") || ptype.Is("text")) {
-				m.Parts = append(m.Parts, ptext.Raw)
+			if part.Text.Kind() == wire.String && (part.Type.Is("input_text") || part.Type.Is("output_text") || part.Type.Is("text")) {
+				m.Parts[j] = part.Text.Raw
 			} else {
-				m.Parts = append(m.Parts, part.Raw) // an image, a file, a refusal: as written
+				m.Parts[j] = part.Raw // an image, a file, a refusal: as written
 			}
-			return true
-		})
-		if bad != nil {
-			return api.Message{}, bad
-		}
-		if m.Parts == nil {
-			m.Parts = [][]byte{} // an empty array, not a string
 		}
 	case wire.Absent, wire.Null:
 		return api.Message{}, invalid(codeMissing, param("content"), "Missing required parameter: '"+param("content")+"'.")

@@ -114,8 +114,8 @@ func TestResponsesDecodeAllocations(t *testing.T) {
 			}
 			chat.Wire.Lease.Release()
 		}
-		if n := testing.AllocsPerRun(20, decode); n > 140 {
-			t.Errorf("%d bytes: %v allocations per request, want at most 140", len(body), n)
+		if n := testing.AllocsPerRun(20, decode); n > 70 {
+			t.Errorf("%d bytes: %v allocations per request, want at most 70", len(body), n)
 		}
 		const runs = 20
 		var before, after runtime.MemStats
