@@ -129,3 +129,30 @@ func TestResponsesDecodeAllocations(t *testing.T) {
 		}
 	}
 }
+
+// A completion's string prompt and an embedding's string input are kept
+// as written too, and counted as characters.
+func TestPromptAsWritten(t *testing.T) {
+	f := New(api.Limits{MaxContentChars: 20}, []string{"qwen"})
+	for _, tc := range []struct {
+		format api.Format
+		name   string
+	}{{api.FormatOpenAICompletions, "prompt"}, {api.FormatOpenAIEmbeddings, "input"}} {
+		body := []byte(`{"model":"qwen","` + tc.name + `":"caf\u00e9 \"q\" 你好"}`)
+		chat, aerr := f.parseOther(body, tc.format, tc.name)
+		if aerr != nil {
+			t.Fatal(aerr)
+		}
+		if m := chat.Messages[0]; len(chat.Messages) != 1 || m.Role != api.RoleUser || !within(m.Quoted, body) ||
+			m.Written() != `caf\u00e9 \"q\" 你好` || m.Text() != `café "q" 你好` {
+			t.Fatalf("%s: %+v", tc.name, chat.Messages)
+		}
+		if _, aerr := f.parseOther([]byte(`{"model":"qwen","`+tc.name+`":"`+strings.Repeat(`\u00e9`, 20)+`"}`), tc.format, tc.name); aerr != nil {
+			t.Fatalf("%s: 20 escapes refused: %v", tc.name, aerr)
+		}
+		_, aerr = f.parseOther([]byte(`{"model":"qwen","`+tc.name+`":"`+strings.Repeat("é", 21)+`"}`), tc.format, tc.name)
+		if aerr == nil || aerr.Code != codeStringTooLong || aerr.Param != tc.name || !strings.Contains(message(aerr), "length 21") {
+			t.Fatalf("%s: 21 characters: %v", tc.name, aerr)
+		}
+	}
+}
