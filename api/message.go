@@ -2,6 +2,7 @@ package api
 
 import (
 	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	"github.com/llmedge/llmedge/internal/jsonx"
@@ -95,6 +96,49 @@ func (m *Message) Size() int {
 		return max(len(m.Quoted)-2, 0)
 	}
 	return len(m.Content)
+}
+
+// CharsOver reports whether the message's text has more than limit
+// characters, as the limit on a message's text (max_content_chars) counts
+// them, and then how many: Content's, Quoted's or the text parts'
+// characters decoded, and the newlines that join the parts. A part that
+// is not text (an image, a tool call) counts nothing: its bytes are
+// bounded by the body's. A text is decoded only when its bytes exceed
+// limit (a character is at least one byte, and an escape is longer than
+// what it stands for), so a text within the limit costs nothing.
+func (m *Message) CharsOver(limit int) (n int, over bool) {
+	switch {
+	case m.Parts != nil:
+		n = max(len(m.Parts)-1, 0) // the newlines
+		for _, p := range m.Parts {
+			if isQuoted(p) {
+				n += len(p) - 2
+			}
+		}
+		if n <= limit {
+			return 0, false
+		}
+		n = max(len(m.Parts)-1, 0)
+		for _, p := range m.Parts {
+			if isQuoted(p) {
+				n += utf8.RuneCountInString(wire.Value{Raw: p}.Text())
+			}
+		}
+	case m.Quoted != nil:
+		if len(m.Quoted)-2 <= limit {
+			return 0, false
+		}
+		n = utf8.RuneCountInString(wire.Value{Raw: m.Quoted}.Text())
+	default:
+		if len(m.Content) <= limit {
+			return 0, false
+		}
+		n = utf8.RuneCountInString(m.Content)
+	}
+	if n <= limit {
+		return 0, false
+	}
+	return n, true
 }
 
 // isQuoted: part p of Parts is a text part's text, a JSON string.

@@ -114,3 +114,39 @@ func TestMessagePiecesStop(t *testing.T) {
 		t.Fatalf("%d pieces after a break at 2", n)
 	}
 }
+
+// CharsOver counts a message's text as max_content_chars does, whatever
+// its form, and decodes nothing within the limit.
+func TestMessageCharsOver(t *testing.T) {
+	img := []byte(`{"type":"image_url","image_url":{"url":"data:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}`)
+	for _, tc := range []struct {
+		name  string
+		m     Message
+		limit int
+		n     int
+		over  bool
+	}{
+		{"content within", Message{Content: "héllo"}, 5, 0, false},
+		{"content over", Message{Content: "héllo!"}, 5, 6, true},
+		{"quoted escapes within", Message{Quoted: []byte(`"\u00e9\u00e9\u00e9\n\"\\"`)}, 6, 0, false},
+		{"quoted escapes over", Message{Quoted: []byte(`"\u00e9\u00e9\u00e9\n\"\\"`)}, 5, 6, true},
+		{"quoted surrogate pair is one", Message{Quoted: []byte(`"\ud83d\ude80"`)}, 1, 0, false},
+		{"quoted multi-byte", Message{Quoted: []byte(`"你好世界"`)}, 3, 4, true},
+		{"parts and newlines", Message{Parts: [][]byte{[]byte(`"ab"`), []byte(`"c\u00e9"`)}}, 4, 5, true},
+		{"parts within", Message{Parts: [][]byte{[]byte(`"ab"`), []byte(`"c\u00e9"`)}}, 5, 0, false},
+		{"an image counts its newline only", Message{Parts: [][]byte{[]byte(`"abc"`), img}}, 4, 0, false},
+		{"no parts", Message{Parts: [][]byte{}}, 0, 0, false},
+		{"empty quoted", Message{Quoted: []byte(`""`)}, 0, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, over := tc.m.CharsOver(tc.limit)
+			if n != tc.n || over != tc.over {
+				t.Fatalf("CharsOver(%d) = %d, %v; want %d, %v", tc.limit, n, over, tc.n, tc.over)
+			}
+		})
+	}
+	long := Message{Quoted: []byte(`"a long text within the limit"`)}
+	if n := testing.AllocsPerRun(100, func() { long.CharsOver(100) }); n != 0 {
+		t.Fatalf("CharsOver within the limit allocates %v times", n)
+	}
+}

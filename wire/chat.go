@@ -31,7 +31,8 @@ type ChatMessage struct {
 	// Value is the element as written.
 	Value
 	// The members the gateway reads, when the element is an object.
-	Role, Content, Name, Refusal, ToolCalls, FunctionCall Value
+	// Type is an item's type in a Responses API input (ReadInput).
+	Role, Content, Name, Refusal, ToolCalls, FunctionCall, Type Value
 	// Other is the first member of any other name; its Value.Raw is nil
 	// when there is none (a name may be "").
 	Other Member
@@ -64,6 +65,8 @@ func (m *ChatMessage) field(name []byte) *Value {
 		return &m.ToolCalls
 	case "function_call":
 		return &m.FunctionCall
+	case "type":
+		return &m.Type
 	}
 	return nil
 }
@@ -73,25 +76,46 @@ func (c *Chat) PartsOf(m *ChatMessage) []ChatPart { return c.Parts[m.PartsFrom:m
 
 // ReadChat reads body into c, reusing c's slices. The values in c point
 // into body.
-func ReadChat(body []byte, c *Chat) error {
+func ReadChat(body []byte, c *Chat) error { return readChat(body, c, "messages") }
+
+// ReadInput reads the body of an OpenAI Responses API request into c as
+// ReadChat reads a chat's, its "input" in the place of "messages": an
+// array of items is read as messages are, each item's role, content and
+// type (Items) and a content array's elements with their type and text
+// (Parts), in one pass; a "messages" member is recorded, not read.
+func ReadInput(body []byte, c *Chat) error { return readChat(body, c, "input") }
+
+func readChat(body []byte, c *Chat, messages string) error {
 	keep := Chat{Members: c.Members[:0], Items: c.Items[:0], Parts: c.Parts[:0], Stops: c.Stops[:0], Options: c.Options[:0]}
 	*c = keep
 	dec := newDecoder(body, false)
 	defer dec.free()
-	err := dec.chat(c)
+	err := dec.chat(c, messages)
 	if err == nil {
 		err = dec.end()
 	}
 	return err
 }
 
-// field is the member of c ReadChat reads by that name, and the name.
-func (c *Chat) field(name []byte) (string, *Value) {
+// Member returns the top-level member of c named name, or an absent
+// Value.
+func (c *Chat) Member(name string) Value {
+	for _, m := range c.Members {
+		if m.Name == name {
+			return m.Value
+		}
+	}
+	return Value{}
+}
+
+// field is the member of c the reader reads by that name, and the name;
+// messages names the member read as the messages.
+func (c *Chat) field(name []byte, messages string) (string, *Value) {
 	switch string(name) {
+	case messages:
+		return messages, &c.Messages
 	case "model":
 		return "model", &c.Model
-	case "messages":
-		return "messages", &c.Messages
 	case "stream":
 		return "stream", &c.Stream
 	case "stream_options":
@@ -119,7 +143,7 @@ func (c *Chat) field(name []byte) (string, *Value) {
 // The readers below are loops rather than callbacks, and fill results in
 // place: a request is read once per call, but every call counts.
 
-func (dec *decoder) chat(c *Chat) error {
+func (dec *decoder) chat(c *Chat, messages string) error {
 	if dec.peek() != Object {
 		v, err := dec.value()
 		c.Body = v
@@ -138,16 +162,16 @@ func (dec *decoder) chat(c *Chat) error {
 			break
 		}
 		k := n.Raw[1 : len(n.Raw)-1]
-		name, field := c.field(k)
+		name, field := c.field(k, messages)
 		if field == nil {
 			if d, esc := unescaped(k); esc {
 				k = d
-				name, field = c.field(k)
+				name, field = c.field(k, messages)
 			}
 		}
 		var v Value
 		switch {
-		case name == "messages" && dec.peek() == Array:
+		case field == &c.Messages && dec.peek() == Array:
 			v, err = dec.chatMessages(c)
 		case name == "stop" && dec.peek() == Array:
 			v, err = dec.stops(c)

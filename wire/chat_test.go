@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -28,7 +29,7 @@ func checkChat(t *testing.T, body []byte, c *Chat) error {
 	obj := objectOf(t, body)
 	checkMembers(t, body, c.Members, obj)
 	for _, m := range c.Members {
-		if _, field := c.field([]byte(m.Name)); m.Known != (field != nil) {
+		if _, field := c.field([]byte(m.Name), "messages"); m.Known != (field != nil) {
 			t.Fatalf("member %q: Known %v", m.Name, m.Known)
 		}
 	}
@@ -259,5 +260,40 @@ func TestReadChatAllocations(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { _ = ReadChat(body, &c) }); a > 0 {
 		t.Fatalf("%v allocations per read", a)
+	}
+}
+
+// ReadInput reads a Responses API body's input as ReadChat reads a chat's
+// messages: the same items, parts and spans as the body with "messages"
+// in the place of "input"; a "messages" member is then one it does not
+// read.
+func TestReadInput(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"qwen","instructions":"be brief","input":   [{"role":"user","content":"caf\u00e9"},` +
+			`{"type":"message","role":"assistant","content":[{"type":"output_text","text":"ok"},{"type":"refusal","refusal":"no"}]},` +
+			`{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c1","output":"42"}],"stream":true}`,
+		`{"model":"qwen","input":   "hi"}`,
+		`{"model":"qwen","input":   [1,"two",null,{"content":[1,{"type":"input_text"}]}]}`,
+	} {
+		var in, chat Chat
+		if err := ReadInput([]byte(body), &in); err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		renamed := strings.Replace(body, `"input":   `, `"messages":`, 1) // the same length: the same spans
+		if err := ReadChat([]byte(renamed), &chat); err != nil {
+			t.Fatalf("%s: %v", renamed, err)
+		}
+		if !reflect.DeepEqual(in.Items, chat.Items) || !reflect.DeepEqual(in.Parts, chat.Parts) ||
+			in.Messages.Start != chat.Messages.Start || in.Messages.End != chat.Messages.End {
+			t.Fatalf("%s:\nReadInput %+v %+v\nReadChat  %+v %+v", body, in.Items, in.Parts, chat.Items, chat.Parts)
+		}
+		if in.Member("input").Raw == nil || in.Member("model").Raw == nil || in.Member("messages").Raw != nil {
+			t.Fatalf("%s: members %+v", body, in.Members)
+		}
+	}
+	var in Chat
+	if err := ReadInput([]byte(`{"input":"hi","messages":[{"role":"user","content":"x"}]}`), &in); err != nil ||
+		len(in.Items) != 0 || string(in.Messages.Raw) != `"hi"` || in.Members[1].Known {
+		t.Fatalf("messages read beside input: %v %+v", err, in)
 	}
 }

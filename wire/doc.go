@@ -5,7 +5,10 @@
 //   - ReadNative, the body of POST /tasks/assistant_inference (the native
 //     door, through api.Validator);
 //   - ReadChat, the body of an OpenAI chat completions request (the
-//     OpenAI door);
+//     OpenAI door) and of an Anthropic Messages request, whose messages
+//     have the same shape (the Anthropic door);
+//   - ReadInput, the body of an OpenAI Responses request, its input read
+//     as ReadChat reads messages (the OpenAI door's Responses codec);
 //   - ReadAnswer and AnswerReader, a replica's chat.completion or
 //     chat.completion.chunk, or the error payload sent in its place
 //     (backends/protocols/openaicompat).

@@ -124,6 +124,18 @@ func (v Value) Is(s string) bool {
 	return string(inner) == s && !hasEscape(inner) // the text a\n is not what "a\n" means
 }
 
+// StrOf is Str for a value that is usually one of known, spelled without
+// escapes (a role, a block's type): that one is returned, the caller's
+// own string, without a copy; any other string is decoded.
+func (v Value) StrOf(known ...string) (string, bool) {
+	for _, k := range known {
+		if v.Is(k) {
+			return k, true
+		}
+	}
+	return v.Str()
+}
+
 // unquote decodes the JSON string raw, which a decoder has read. The
 // usual string, plain ASCII, costs one copy; a valid one with escapes or
 // multi-byte characters is decoded in one pass that copies eight plain

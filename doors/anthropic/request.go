@@ -44,11 +44,12 @@ type request struct {
 	model, maxTokens, messages, system, stream, temperature, topP, topK,
 	stopSequences, tools, toolChoice, metadata wire.Value
 
-	// items are messages' elements, blocks their content blocks (by
-	// message; nil for a string content).
-	items  []wire.Value
-	roles  []string
-	blocks [][]block
+	// items are messages' elements, roles and contents their members,
+	// blocks their content blocks (by message; nil for a string content).
+	items    []wire.Value
+	roles    []string
+	contents []wire.Value
+	blocks   [][]block
 }
 
 // block is one content block of a message, with the members the door reads.
@@ -94,17 +95,27 @@ func isVersion(v string) bool {
 	return true
 }
 
-var readers = sync.Pool{New: func() any { return new(wire.Request) }}
+// readers are reused between requests. A Messages body is read by the
+// chat completions reader (wire.ReadChat), whose messages are Anthropic's
+// in shape (a role, a content string or list of typed blocks): the body
+// is read in one pass, each block's type and text with it, and only the
+// other blocks are read again, for the members their type requires.
+var readers = sync.Pool{New: func() any { return new(wire.Chat) }}
 
 // parse validates a JSON body into a Chat whose Wire carries it through,
 // as the model's mode says.
 func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
-	wr := readers.Get().(*wire.Request)
+	wr := readers.Get().(*wire.Chat)
 	defer func() {
+		// Keep the slices, not the body they point into.
 		clear(wr.Members)
+		clear(wr.Items)
+		clear(wr.Parts)
+		clear(wr.Stops)
+		clear(wr.Options)
 		readers.Put(wr)
 	}()
-	if err := wire.ReadRequest(body, wr); err != nil {
+	if err := wire.ReadChat(body, wr); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Duplicate {
 			return api.Chat{}, invalid(dotted(we.Path) + ": given more than once in the request body; give each member once.")
@@ -116,12 +127,13 @@ func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 	}
 	req := &request{body: body, object: wr.Body, members: append([]wire.Member(nil), wr.Members...)}
 	for i, m := range req.members {
-		if dst := req.field(m.Name); dst != nil {
+		dst := req.field(m.Name)
+		if dst != nil {
 			*dst = m.Value
-			req.members[i].Known = true
 		}
+		req.members[i].Known = dst != nil // this API's members, not chat's
 	}
-	chat, aerr := d.validate(req, e)
+	chat, aerr := d.validate(req, wr, e)
 	if aerr != nil {
 		return chat, aerr
 	}
@@ -134,7 +146,7 @@ func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 		// /v1/messages would send.
 		w.Format = api.FormatAnthropicCountTokens
 		if len(chat.Messages) > 0 && chat.Messages[0].Role == api.RoleSystem {
-			sys := chat.Messages[0].Content
+			sys := chat.Messages[0].Text()
 			chat.SystemMessage = &sys
 		}
 		chat.Messages, chat.Sampling = nil, api.Sampling{MaxTokens: 1}
@@ -193,7 +205,7 @@ func (req *request) field(name string) *wire.Value {
 
 // validate judges the members req holds, in a fixed order, so that the
 // error reported is always the same one.
-func (d *Door) validate(req *request, e endpoint) (api.Chat, *api.Error) {
+func (d *Door) validate(req *request, wr *wire.Chat, e endpoint) (api.Chat, *api.Error) {
 	var chat api.Chat
 	if !req.model.Given() {
 		return chat, invalid("model: Field required")
@@ -219,13 +231,13 @@ func (d *Door) validate(req *request, e endpoint) (api.Chat, *api.Error) {
 	if !req.messages.Given() {
 		return chat, invalid("messages: Field required")
 	}
-	if aerr := d.readMessages(req); aerr != nil {
+	if aerr := d.readMessages(req, wr); aerr != nil {
 		return chat, aerr
 	}
-	var sys string
+	var sys api.Message
 	if req.system.Given() {
 		var aerr *api.Error
-		if sys, aerr = systemText(req.system); aerr != nil {
+		if sys, aerr = systemMessage(req.system); aerr != nil {
 			return chat, aerr
 		}
 	}
@@ -313,117 +325,105 @@ func (d *Door) model(v wire.Value) (string, *api.Error) {
 		" is not a model of this gateway (its models are " + strings.Join(d.models, ", ") + ")"}
 }
 
-// readMessages reads the shape of every message: an object with a role,
-// user, assistant or system, and a content, a string or a list of content
-// blocks, each an object with a type and the members its type requires.
-func (d *Door) readMessages(req *request) *api.Error {
+// readMessages reads the shape of every message, as wr read them: an
+// object with a role, user, assistant or system, and a content, a string
+// or a list of content blocks, each an object with a type and the members
+// its type requires.
+func (d *Door) readMessages(req *request, wr *wire.Chat) *api.Error {
 	v := req.messages
 	if v.Kind() != wire.Array {
 		return typeError("messages", "a valid list", v)
 	}
-	_ = v.Elements(func(_ int, e wire.Value) bool {
-		req.items = append(req.items, e)
-		return true
-	})
-	n := len(req.items)
+	n := len(wr.Items)
 	if n == 0 {
 		return invalid("messages: at least one message is required")
 	}
 	if max := d.limits.MaxMessages; n > max {
 		return invalid(fmt.Sprintf("messages: at most %d messages are accepted, got %d", max, n))
 	}
+	req.items = make([]wire.Value, n)
 	req.roles = make([]string, n)
+	req.contents = make([]wire.Value, n)
 	req.blocks = make([][]block, n)
-	for i, m := range req.items {
-		path := "messages." + strconv.Itoa(i)
+	for i := range wr.Items {
+		m := &wr.Items[i]
+		req.items[i] = m.Value
+		path := func() string { return "messages." + strconv.Itoa(i) } // built only for an error
 		if m.Kind() != wire.Object {
-			return typeError(path, "a valid dictionary", m)
+			return typeError(path(), "a valid dictionary", m.Value)
 		}
-		var role, content wire.Value
-		_ = m.Members(func(f wire.Member) bool {
-			switch f.Name {
-			case "role":
-				role = f.Value
-			case "content":
-				content = f.Value
-			}
-			return true
-		})
 		// A system message may come anywhere: Anthropic's API takes one
 		// after a user's turn (Claude Code sends one in the first request
 		// of each conversation), and the gateway carries it at its place.
-		switch {
-		case role.Is("user"), role.Is("assistant"), role.Is("system"):
-			req.roles[i] = role.Text()
-		case !role.Given():
-			return invalid(path + ".role: Field required")
-		default:
-			r, ok := role.Str()
-			if !ok || (r != "user" && r != "assistant" && r != "system") {
-				return invalid(path + ".role: Input should be 'user', 'assistant' or 'system'" + butGot(role))
-			}
-			req.roles[i] = r
+		if !m.Role.Given() {
+			return invalid(path() + ".role: Field required")
 		}
-		switch content.Kind() {
+		r, ok := m.Role.StrOf(api.RoleUser, api.RoleAssistant, api.RoleSystem)
+		if !ok || (r != api.RoleUser && r != api.RoleAssistant && r != api.RoleSystem) {
+			return invalid(path() + ".role: Input should be 'user', 'assistant' or 'system'" + butGot(m.Role))
+		}
+		req.roles[i] = r
+		req.contents[i] = m.Content
+		switch m.Content.Kind() {
 		case wire.String:
 		case wire.Array:
-			blocks, aerr := readBlocks(content, path+".content")
+			blocks, aerr := readBlocks(wr.PartsOf(m), func() string { return path() + ".content" })
 			if aerr != nil {
 				return aerr
 			}
-			if blocks == nil {
-				blocks = []block{} // an empty list, not a string
-			}
 			req.blocks[i] = blocks
 		default:
-			if !content.Given() {
-				return invalid(path + ".content: Field required")
+			if !m.Content.Given() {
+				return invalid(path() + ".content: Field required")
 			}
-			return typeError(path+".content", "a valid string or a list of content blocks", content)
+			return typeError(path()+".content", "a valid string or a list of content blocks", m.Content)
 		}
 	}
 	return nil
 }
 
-// readBlocks reads a list of content blocks at path.
-func readBlocks(v wire.Value, path string) ([]block, *api.Error) {
-	var blocks []block
-	var aerr *api.Error
-	_ = v.Elements(func(j int, e wire.Value) bool {
-		p := path + "." + strconv.Itoa(j)
-		if e.Kind() != wire.Object {
-			aerr = typeError(p, "a valid dictionary", e)
-			return false
+// readBlocks reads a list of content blocks, at the path path returns: a
+// text block as read, any other block's members again, the few its type
+// requires. The list returned is never nil (an empty list is not a
+// string).
+func readBlocks(parts []wire.ChatPart, path func() string) ([]block, *api.Error) {
+	blocks := make([]block, 0, len(parts))
+	for j, part := range parts {
+		p := func() string { return path() + "." + strconv.Itoa(j) } // built only for an error
+		if part.Kind() != wire.Object {
+			return nil, typeError(p(), "a valid dictionary", part.Value)
 		}
-		b := block{value: e}
-		var typ wire.Value
+		t, ok := part.Type.StrOf(blockTypes...)
+		switch {
+		case !part.Type.Given():
+			return nil, invalid(p() + ".type: Field required")
+		case !ok:
+			return nil, typeError(p()+".type", "a valid string", part.Type)
+		}
+		b := block{value: part.Value, typ: t}
+		if t == "text" {
+			switch {
+			case !part.Text.Given():
+				return nil, invalid(p() + ".text: Field required")
+			case part.Text.Kind() != wire.String:
+				return nil, typeError(p()+".text", "a valid string", part.Text)
+			}
+			b.text = part.Text
+			blocks = append(blocks, b)
+			continue
+		}
 		var fields blockFields
-		_ = e.Members(func(f wire.Member) bool {
-			if f.Name == "type" {
-				typ = f.Value
-			} else if dst := fields.field(f.Name); dst != nil {
+		_ = part.Value.Members(func(f wire.Member) bool {
+			if dst := fields.field(f.Name); dst != nil && f.Name != "text" {
 				*dst = f.Value
 			}
 			return true
 		})
-		t, ok := typ.Str()
-		switch {
-		case !typ.Given():
-			aerr = invalid(p + ".type: Field required")
-			return false
-		case !ok:
-			aerr = typeError(p+".type", "a valid string", typ)
-			return false
-		}
-		b.typ = t
 		// The members each type of the API requires, of their type; other
 		// types (documents, server tools' blocks) are the replica's to
 		// judge.
 		var need []struct{ name, kind string }
 		switch t {
-		case "text":
-			need = []struct{ name, kind string }{{"text", "string"}}
-			b.text = fields.text
 		case "image":
 			need = []struct{ name, kind string }{{"source", "dictionary"}}
 		case "tool_use":
@@ -431,12 +431,10 @@ func readBlocks(v wire.Value, path string) ([]block, *api.Error) {
 		case "tool_result":
 			need = []struct{ name, kind string }{{"tool_use_id", "string"}}
 			if c := fields.content; c.Given() && c.Kind() != wire.String && c.Kind() != wire.Array {
-				aerr = typeError(p+".content", "a valid string or a list of content blocks", c)
-				return false
+				return nil, typeError(p()+".content", "a valid string or a list of content blocks", c)
 			}
 			if c := fields.isError; c.Given() && c.Kind() != wire.True && c.Kind() != wire.False {
-				aerr = typeError(p+".is_error", "a valid boolean", c)
-				return false
+				return nil, typeError(p()+".is_error", "a valid boolean", c)
 			}
 		}
 		for _, n := range need {
@@ -446,19 +444,41 @@ func readBlocks(v wire.Value, path string) ([]block, *api.Error) {
 				kind = wire.Object
 			}
 			if !f.Given() {
-				aerr = invalid(p + "." + n.name + ": Field required")
-				return false
+				return nil, invalid(p() + "." + n.name + ": Field required")
 			}
 			if f.Kind() != kind {
-				aerr = typeError(p+"."+n.name, "a valid "+n.kind, f)
-				return false
+				return nil, typeError(p()+"."+n.name, "a valid "+n.kind, f)
 			}
 		}
 		blocks = append(blocks, b)
+	}
+	return blocks, nil
+}
+
+// partsOf reads the list v as ReadChat reads a content list: each
+// element with its type and text.
+func partsOf(v wire.Value) []wire.ChatPart {
+	var parts []wire.ChatPart
+	_ = v.Elements(func(_ int, e wire.Value) bool {
+		p := wire.ChatPart{Value: e}
+		_ = e.Members(func(m wire.Member) bool {
+			switch m.Name {
+			case "type":
+				p.Type = m.Value
+			case "text":
+				p.Text = m.Value
+			}
+			return true
+		})
+		parts = append(parts, p)
 		return true
 	})
-	return blocks, aerr
+	return parts
 }
+
+// blockTypes are the types of content blocks clients send, which a
+// block's type is compared with as written, without a copy.
+var blockTypes = []string{"text", "tool_use", "tool_result", "image", "thinking", "redacted_thinking", "document"}
 
 // blockFields are the members of a content block the door checks.
 type blockFields struct {
@@ -487,83 +507,67 @@ func (f *blockFields) field(name string) *wire.Value {
 	return nil
 }
 
-// systemText reads system: a string, or a list of text blocks.
-func systemText(v wire.Value) (string, *api.Error) {
+// systemMessage reads system, a string or a list of text blocks, as the
+// system message routing and the limits read: left as written
+// (api.Message.Quoted, or Parts of the blocks' texts), neither decoded
+// nor joined.
+func systemMessage(v wire.Value) (api.Message, *api.Error) {
 	switch v.Kind() {
 	case wire.String:
-		return v.Text(), nil
+		return api.Message{Role: api.RoleSystem, Quoted: v.Raw}, nil
 	case wire.Array:
-		blocks, aerr := readBlocks(v, "system")
+		blocks, aerr := readBlocks(partsOf(v), func() string { return "system" })
 		if aerr != nil {
-			return "", aerr
+			return api.Message{}, aerr
 		}
-		texts := make([]string, 0, len(blocks))
+		parts := make([][]byte, len(blocks))
 		for j, b := range blocks {
 			if b.typ != "text" {
-				return "", invalid("system." + strconv.Itoa(j) + ".type: Input should be 'text'" + butGot(wire.Value{Raw: []byte(strconv.Quote(b.typ))}))
+				return api.Message{}, invalid("system." + strconv.Itoa(j) + ".type: Input should be 'text'" + butGot(wire.Value{Raw: []byte(strconv.Quote(b.typ))}))
 			}
-			texts = append(texts, b.text.Text())
+			parts[j] = b.text.Raw
 		}
-		return strings.Join(texts, "\n"), nil
+		return api.Message{Role: api.RoleSystem, Parts: parts}, nil
 	}
-	return "", typeError("system", "a valid string or a list of text blocks", v)
+	return api.Message{}, typeError("system", "a valid string or a list of text blocks", v)
 }
 
 // routingMessages are the messages the gateway routes on and limits: the
-// system prompt first, then each message with the text of its text blocks
-// (joined with newlines) and its other blocks as written (a tool call, a
-// tool's result, an image are part of the conversation a replica caches).
-// Text is bounded by max_content_chars per message.
-func (d *Door) routingMessages(req *request, sys string) ([]api.Message, *api.Error) {
+// system prompt first, then each message as written, neither decoded nor
+// joined (api.Message): a string content quoted, a list of blocks as
+// Parts, a text block's text and any other block whole (a tool call, a
+// tool's result, an image are part of the conversation a replica
+// caches). Text is bounded by max_content_chars per message, counted as
+// the OpenAI door counts it (api.Message.CharsOver).
+func (d *Door) routingMessages(req *request, sys api.Message) ([]api.Message, *api.Error) {
 	max := d.limits.MaxContentChars
 	msgs := make([]api.Message, 0, len(req.items)+1)
 	if req.system.Given() {
-		if n := utf8.RuneCountInString(sys); n > max {
+		if n, over := sys.CharsOver(max); over {
 			return nil, invalid(fmt.Sprintf("system: the text is too long: at most %d characters are accepted, got %d", max, n))
 		}
-		msgs = append(msgs, api.Message{Role: api.RoleSystem, Content: sys})
+		msgs = append(msgs, sys)
 	}
-	for i, m := range req.items {
-		var content string
-		chars := 0
-		if req.blocks[i] == nil {
-			content = contentOf(m).Text()
-			chars = utf8.RuneCountInString(content)
+	for i := range req.items {
+		m := api.Message{Role: req.roles[i]}
+		if blocks := req.blocks[i]; blocks == nil {
+			m.Quoted = req.contents[i].Raw
 		} else {
-			var b strings.Builder
-			for j, bl := range req.blocks[i] {
-				if j > 0 {
-					b.WriteByte('\n')
-				}
+			m.Parts = make([][]byte, len(blocks))
+			for j, bl := range blocks {
 				if bl.typ == "text" {
-					t := bl.text.Text()
-					chars += utf8.RuneCountInString(t)
-					b.WriteString(t)
+					m.Parts[j] = bl.text.Raw
 				} else {
-					b.Write(bl.value.Raw)
+					m.Parts[j] = bl.value.Raw
 				}
 			}
-			content = b.String()
 		}
-		if chars > max {
-			return nil, invalid(fmt.Sprintf("messages.%d.content: the text is too long: at most %d characters are accepted, got %d", i, max, chars))
+		if n, over := m.CharsOver(max); over {
+			return nil, invalid(fmt.Sprintf("messages.%d.content: the text is too long: at most %d characters are accepted, got %d", i, max, n))
 		}
-		msgs = append(msgs, api.Message{Role: req.roles[i], Content: content})
+		msgs = append(msgs, m)
 	}
 	return msgs, nil
-}
-
-// contentOf is the content member of the message m.
-func contentOf(m wire.Value) wire.Value {
-	var c wire.Value
-	_ = m.Members(func(f wire.Member) bool {
-		if f.Name == "content" {
-			c = f.Value
-			return false
-		}
-		return true
-	})
-	return c
 }
 
 // stopSequences reads a list of non-empty strings.

@@ -119,8 +119,8 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 		if req.system.Kind() == wire.String {
 			b = append(b, req.system.Raw...)
 		} else {
-			sys, _ := systemText(req.system)
-			b = jsonx.String(b, sys)
+			sys, _ := systemMessage(req.system)
+			b = jsonx.String(b, sys.Text()) // the blocks' texts joined
 		}
 		b = append(b, '}')
 	}
@@ -209,7 +209,7 @@ func appendMessage(b []byte, req *request, i int, m wire.Value, n *int, edits *c
 		b = append(b, `{"role":`...)
 		b = jsonx.String(b, role)
 		b = append(b, `,"content":`...)
-		b = append(b, contentOf(m).Raw...)
+		b = append(b, req.contents[i].Raw...)
 		return append(b, '}'), nil
 	}
 	var parts, calls [][]byte

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
@@ -75,11 +74,11 @@ func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Cha
 	if chat.Model, aerr = f.model(mv); aerr != nil {
 		return chat, aerr
 	}
-	text, aerr := f.inputText(o.Member(input), input)
+	msg, aerr := f.inputMessage(o.Member(input), input)
 	if aerr != nil {
 		return chat, aerr
 	}
-	chat.Messages = []api.Message{{Role: api.RoleUser, Content: text}}
+	chat.Messages = []api.Message{msg}
 	if v := o.Member("stream"); v.Given() {
 		b, ok := v.Bool()
 		if !ok {
@@ -118,12 +117,15 @@ func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Cha
 	return chat, nil
 }
 
-// inputText is a prompt's or an input's text, for routing and the limits:
-// a string, strings joined with newlines, or token ids as written.
-func (f *Door) inputText(v wire.Value, name string) (string, *api.Error) {
+// inputMessage is a prompt or an input as the user's message routing and
+// the limits read: a string as written (api.Message.Quoted, not decoded),
+// or strings joined with newlines, or token ids as written.
+func (f *Door) inputMessage(v wire.Value, name string) (api.Message, *api.Error) {
+	m := api.Message{Role: api.RoleUser}
 	switch v.Kind() {
 	case wire.String:
-		return f.withinLimit(v.Text(), name)
+		m.Quoted = v.Raw
+		return m, f.charsWithin(&m, name)
 	case wire.Array:
 		var b strings.Builder
 		var bad *api.Error
@@ -143,27 +145,30 @@ func (f *Door) inputText(v wire.Value, name string) (string, *api.Error) {
 			return true
 		})
 		if bad != nil {
-			return "", bad
+			return m, bad
 		}
 		if err != nil || b.Len() == 0 && v.Kind() == wire.Array && string(v.Raw) == "[]" {
-			return "", invalid(codeEmptyArray, name, "Invalid '"+name+"': empty array.")
+			return m, invalid(codeEmptyArray, name, "Invalid '"+name+"': empty array.")
 		}
-		return f.withinLimit(b.String(), name)
+		m.Content = b.String()
+		return m, f.charsWithin(&m, name)
 	case wire.Absent, wire.Null:
-		return "", invalid(codeMissing, name, "Missing required parameter: '"+name+"'.")
+		return m, invalid(codeMissing, name, "Missing required parameter: '"+name+"'.")
 	}
-	return "", typeError(name, "a string or an array", v)
+	return m, typeError(name, "a string or an array", v)
 }
 
-// withinLimit refuses a prompt or input of more characters than a
-// message's content may have.
-func (f *Door) withinLimit(text, name string) (string, *api.Error) {
-	if max := f.limits.MaxContentChars; len(text) > max && utf8.RuneCountInString(text) > max {
-		return "", invalid(codeStringTooLong, name, fmt.Sprintf(
+// charsWithin refuses a message whose text has more characters than a
+// message may (max_content_chars), counted as every door counts them
+// (api.Message.CharsOver: decoded only past the bound), naming param.
+func (f *Door) charsWithin(m *api.Message, param string) *api.Error {
+	max := f.limits.MaxContentChars
+	if n, over := m.CharsOver(max); over {
+		return invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			name, max, utf8.RuneCountInString(text)))
+			param, max, n))
 	}
-	return text, nil
+	return nil
 }
 
 // WriteAnswer implements gateway.Door: the replica's answer with the

@@ -337,25 +337,16 @@ func parseRole(raw wire.Value, i int) (string, *api.Error) {
 // assistant's content may be null (a message of tool calls alone).
 func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role string) (api.Message, *api.Error) {
 	msg := api.Message{Role: role}
-	// textLen bounds the text's length in bytes: an escape is longer than
-	// what it stands for, so a string's inside is at least its text.
-	textLen := 0
 	switch m.Content.Kind() {
 	case wire.String:
-		msg.Quoted, textLen = m.Content.Raw, len(m.Content.Raw)-2
+		msg.Quoted = m.Content.Raw
 	case wire.Array:
 		parts := c.PartsOf(m)
 		msg.Parts = make([][]byte, len(parts))
 		for j, part := range parts {
-			raw, isText, aerr := contentPart(part, i, j)
+			raw, aerr := contentPart(part, i, j)
 			if aerr != nil {
 				return api.Message{}, aerr
-			}
-			if j > 0 {
-				textLen++ // the newline that joins them
-			}
-			if isText {
-				textLen += len(raw) - 2
 			}
 			msg.Parts[j] = raw
 		}
@@ -371,38 +362,21 @@ func (f *Door) parseContent(c *wire.Chat, m *wire.ChatMessage, i int, role strin
 	}
 	// The limit is on text: an image's bytes are bounded by the body's.
 	// Characters are counted (decoding) only past the bound.
-	if max := f.limits.MaxContentChars; textLen > max && textChars(c, m) > max {
+	max := f.limits.MaxContentChars
+	if n, over := msg.CharsOver(max); over {
 		param := messageParam(i, "content")
 		return api.Message{}, invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param, max, textChars(c, m)))
+			param, max, n))
 	}
 	return msg, nil
 }
 
-// textChars counts the characters of a message's text: its content
-// string, or its text parts and the newlines that join them.
-func textChars(c *wire.Chat, m *wire.ChatMessage) int {
-	if m.Content.Kind() != wire.Array {
-		return utf8.RuneCountInString(m.Content.Text())
-	}
-	n := 0
-	for j, part := range c.PartsOf(m) {
-		if j > 0 {
-			n++
-		}
-		if part.Type.Is("text") {
-			n += utf8.RuneCountInString(part.Text.Text())
-		}
-	}
-	return n
-}
-
 // contentPart reads part j of message i's content: a text part's text,
-// a JSON string as written (isText), or another part as written, an
-// object. Members beside type and text (a client's cache hints) are the
+// a JSON string as written, or another part as written, an object.
+// Members beside type and text (a client's cache hints) are the
 // replica's to read.
-func contentPart(part wire.ChatPart, i, j int) (raw []byte, isText bool, aerr *api.Error) {
+func contentPart(part wire.ChatPart, i, j int) (raw []byte, aerr *api.Error) {
 	param := func(name string) string {
 		p := messageParam(i, "content") + "[" + strconv.Itoa(j) + "]"
 		if name != "" {
@@ -411,26 +385,26 @@ func contentPart(part wire.ChatPart, i, j int) (raw []byte, isText bool, aerr *a
 		return p
 	}
 	if part.Kind() != wire.Object {
-		return nil, false, typeError(param(""), "an object", part.Value)
+		return nil, typeError(param(""), "an object", part.Value)
 	}
 	if typ := part.Type; !typ.Is("text") {
 		t, ok := typ.Str()
 		switch {
 		case !typ.Given():
-			return nil, false, invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
+			return nil, invalid(codeMissing, param("type"), "Missing required parameter: '"+param("type")+"'.")
 		case !ok:
-			return nil, false, typeError(param("type"), "a string", typ)
+			return nil, typeError(param("type"), "a string", typ)
 		case t != "text":
-			return part.Raw, false, nil // an image, audio or file part, as written
+			return part.Raw, nil // an image, audio or file part, as written
 		}
 	}
 	if part.Text.Kind() != wire.String {
 		if !part.Text.Given() {
-			return nil, false, invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
+			return nil, invalid(codeMissing, param("text"), "Missing required parameter: '"+param("text")+"'.")
 		}
-		return nil, false, typeError(param("text"), "a string", part.Text)
+		return nil, typeError(param("text"), "a string", part.Text)
 	}
-	return part.Text.Raw, true, nil
+	return part.Text.Raw, nil
 }
 
 // parseStop takes a string or an array of strings.

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+	"sync"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
@@ -65,10 +65,23 @@ func (rs Responses) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
 	return api.DecodeLeased(r, rs.limits.MaxBodyBytes, rs.parseResponses)
 }
 
-// parseResponses validates a Responses request body.
+// inputs are reused between requests, as chats are.
+var inputs = sync.Pool{New: func() any { return new(wire.Chat) }}
+
+// parseResponses validates a Responses request body, read in one pass
+// (wire.ReadInput: input's items and their content parts with it).
 func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
-	var o wire.Request
-	if err := wire.ReadRequest(body, &o); err != nil {
+	o := inputs.Get().(*wire.Chat)
+	defer func() {
+		// Keep the slices, not the body they point into.
+		clear(o.Members)
+		clear(o.Items)
+		clear(o.Parts)
+		clear(o.Stops)
+		clear(o.Options)
+		inputs.Put(o)
+	}()
+	if err := wire.ReadInput(body, o); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Duplicate {
 			p := wire.PathString(we.Path)
@@ -95,16 +108,16 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 		}
 	}
 	if v := o.Member("instructions"); v.Given() {
-		text, ok := v.Str()
-		if !ok {
+		if v.Kind() != wire.String {
 			return chat, typeError("instructions", "a string", v)
 		}
-		if text, aerr = rs.withinLimit(text, "instructions"); aerr != nil {
+		m := api.Message{Role: api.RoleSystem, Quoted: v.Raw} // as written: see api.Message
+		if aerr = rs.charsWithin(&m, "instructions"); aerr != nil {
 			return chat, aerr
 		}
-		chat.Messages = append(chat.Messages, api.Message{Role: api.RoleSystem, Content: text})
+		chat.Messages = append(chat.Messages, m)
 	}
-	msgs, aerr := rs.inputMessages(o.Member("input"))
+	msgs, aerr := rs.inputMessages(o)
 	if aerr != nil {
 		return chat, aerr
 	}
@@ -166,16 +179,19 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 		}
 		chat.User = u
 	}
-	w := &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: o.Members}
+	// The members, copied out of the pooled reader (their spans point
+	// into body, which the request keeps).
+	members := append([]wire.Member(nil), o.Members...)
+	w := &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: members}
 	switch rs.responsesModes[chat.Model] {
 	case ResponsesTranslate:
-		tw, u := translateResponses(body, o.Members)
+		tw, u := translateResponses(body, members)
 		if u != nil {
 			return chat, u.apiError()
 		}
 		w = tw
 	case ResponsesAuto:
-		w.Translate = lazyResponsesTranslation(body, o.Members)
+		w.Translate = lazyResponsesTranslation(body, members)
 	}
 	chat.Wire = w
 	return chat, nil
@@ -189,48 +205,45 @@ func statefulError(name, why string) *api.Error {
 }
 
 // inputMessages reads input, a string or an array of items, as messages
-// for routing and the limits: a message item's text (its text parts
-// joined with newlines, other parts as written), and any other item (a
-// function call, its output, reasoning) as written, under the role whose
-// turn it is part of.
-func (rs Responses) inputMessages(v wire.Value) ([]api.Message, *api.Error) {
-	switch v.Kind() {
+// for routing and the limits, left as written (api.Message), neither
+// decoded nor joined: a message item's content string quoted, or its
+// parts (a text part's text, any other part whole), and any other item (a
+// function call, its output, reasoning) whole, under the role whose turn
+// it is part of.
+func (rs Responses) inputMessages(o *wire.Chat) ([]api.Message, *api.Error) {
+	switch v := o.Messages; v.Kind() {
 	case wire.String:
-		text, aerr := rs.withinLimit(v.Text(), "input")
-		if aerr != nil {
+		m := api.Message{Role: api.RoleUser, Quoted: v.Raw}
+		if aerr := rs.charsWithin(&m, "input"); aerr != nil {
 			return nil, aerr
 		}
-		return []api.Message{{Role: api.RoleUser, Content: text}}, nil
+		return []api.Message{m}, nil
 	case wire.Array:
 	case wire.Absent, wire.Null:
 		return nil, invalid(codeMissing, "input", "Missing required parameter: 'input'.")
 	default:
 		return nil, typeError("input", "a string or an array of input items", v)
 	}
-	var msgs []api.Message
-	var bad *api.Error
-	err := v.Elements(func(i int, item wire.Value) bool {
-		if len(msgs) == rs.limits.MaxMessages {
-			bad = invalid(codeArrayTooLong, "input", fmt.Sprintf(
-				"Invalid 'input': array too long. Expected an array with maximum length %d.", rs.limits.MaxMessages))
-			return false
-		}
-		var m api.Message
-		m, bad = rs.inputItem(item, i)
-		msgs = append(msgs, m)
-		return bad == nil
-	})
-	if bad != nil {
-		return nil, bad
-	}
-	if err != nil || len(msgs) == 0 {
+	if len(o.Items) == 0 {
 		return nil, invalid(codeEmptyArray, "input", "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")
+	}
+	msgs := make([]api.Message, 0, min(len(o.Items), rs.limits.MaxMessages))
+	for i := range o.Items {
+		if i == rs.limits.MaxMessages {
+			return nil, invalid(codeArrayTooLong, "input", fmt.Sprintf(
+				"Invalid 'input': array too long. Expected an array with maximum length %d.", rs.limits.MaxMessages))
+		}
+		m, bad := rs.inputItem(o, &o.Items[i], i)
+		if bad != nil {
+			return nil, bad
+		}
+		msgs = append(msgs, m)
 	}
 	return msgs, nil
 }
 
-// inputItem reads item i of input.
-func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) {
+// inputItem reads item i of input, as o read it.
+func (rs Responses) inputItem(o *wire.Chat, it *wire.ChatMessage, i int) (api.Message, *api.Error) {
 	param := func(name string) string {
 		p := "input[" + strconv.Itoa(i) + "]"
 		if name != "" {
@@ -238,24 +251,14 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 		}
 		return p
 	}
+	item := it.Value
 	if item.Kind() != wire.Object {
 		return api.Message{}, typeError(param(""), "an object", item)
 	}
-	var typ, role, content wire.Value
-	_ = item.Members(func(m wire.Member) bool {
-		switch m.Name {
-		case "type":
-			typ = m.Value
-		case "role":
-			role = m.Value
-		case "content":
-			content = m.Value
-		}
-		return true
-	})
+	typ, role, content := it.Type, it.Role, it.Content
 	t := "message"
 	if typ.Given() {
-		s, ok := typ.Str()
+		s, ok := typ.StrOf(itemTypes...)
 		if !ok {
 			return api.Message{}, typeError(param("type"), "a string", typ)
 		}
@@ -268,12 +271,12 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 			"': an item reference names an item a server stored, and this gateway keeps none (every request is served as with store: false). "+
 			"Send the item itself instead.")
 	case "function_call_output", "custom_tool_call_output", "computer_call_output", "local_shell_call_output", "mcp_approval_response":
-		return api.Message{Role: api.RoleTool, Content: string(item.Raw)}, nil
+		return api.Message{Role: api.RoleTool, Parts: [][]byte{item.Raw}}, nil
 	default:
 		// A call, reasoning: the model's turn, as written.
-		return api.Message{Role: api.RoleAssistant, Content: string(item.Raw)}, nil
+		return api.Message{Role: api.RoleAssistant, Parts: [][]byte{item.Raw}}, nil
 	}
-	r, ok := role.Str()
+	r, ok := role.StrOf(api.RoleUser, api.RoleAssistant, api.RoleSystem, "developer")
 	if !role.Given() {
 		return api.Message{}, invalid(codeMissing, param("role"), "Missing required parameter: '"+param("role")+"'.")
 	}
@@ -288,62 +291,38 @@ func (rs Responses) inputItem(item wire.Value, i int) (api.Message, *api.Error) 
 		return api.Message{}, invalid(codeInvalidValue, param("role"), "Invalid value: '"+r+
 			"'. Supported values are: 'user', 'assistant', 'system' and 'developer'.")
 	}
-	var text string
-	chars := -1 // the text's characters, when content is more than text
+	m := api.Message{Role: r}
 	switch content.Kind() {
 	case wire.String:
-		text = content.Text()
+		m.Quoted = content.Raw
 	case wire.Array:
-		chars = 0
-		var b strings.Builder
-		var bad *api.Error
-		_ = content.Elements(func(j int, part wire.Value) bool {
+		parts := o.PartsOf(it)
+		m.Parts = make([][]byte, len(parts)) // an empty array too: not a string
+		for j, part := range parts {
 			if part.Kind() != wire.Object {
-				bad = typeError(param("content")+"["+strconv.Itoa(j)+"]", "an object", part)
-				return false
+				return api.Message{}, typeError(param("content")+"["+strconv.Itoa(j)+"]", "an object", part.Value)
 			}
-			if j > 0 {
-				b.WriteByte('\n')
-				chars++
-			}
-			var ptype, ptext wire.Value
-			_ = part.Members(func(m wire.Member) bool {
-				switch m.Name {
-				case "type":
-					ptype = m.Value
-				case "text":
-					ptext = m.Value
-				}
-				return true
-			})
-			if s, ok := ptext.Str(); ok && (ptype.Is("input_text") || ptype.Is("output_text") || ptype.Is("text")) {
-				b.WriteString(s)
-				chars += utf8.RuneCountInString(s)
+			if part.Text.Kind() == wire.String && (part.Type.Is("input_text") || part.Type.Is("output_text") || part.Type.Is("text")) {
+				m.Parts[j] = part.Text.Raw
 			} else {
-				b.Write(part.Raw) // an image, a file, a refusal: as written
+				m.Parts[j] = part.Raw // an image, a file, a refusal: as written
 			}
-			return true
-		})
-		if bad != nil {
-			return api.Message{}, bad
 		}
-		text = b.String()
 	case wire.Absent, wire.Null:
 		return api.Message{}, invalid(codeMissing, param("content"), "Missing required parameter: '"+param("content")+"'.")
 	default:
 		return api.Message{}, typeError(param("content"), "a string or an array of content parts", content)
 	}
-	// The limit is on text: an image's bytes are bounded by the body's.
-	if chars < 0 && len(text) > rs.limits.MaxContentChars {
-		chars = utf8.RuneCountInString(text)
+	if aerr := rs.charsWithin(&m, param("content")); aerr != nil {
+		return api.Message{}, aerr
 	}
-	if max := rs.limits.MaxContentChars; chars > max {
-		return api.Message{}, invalid(codeStringTooLong, param("content"), fmt.Sprintf(
-			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param("content"), max, chars))
-	}
-	return api.Message{Role: r, Content: text}, nil
+	return m, nil
 }
+
+// itemTypes are the types of input items clients send, which an item's
+// type is compared with as written, without a copy.
+var itemTypes = []string{"message", "function_call", "function_call_output", "reasoning",
+	"custom_tool_call", "custom_tool_call_output", "item_reference"}
 
 // checkTools checks that tools is an array of objects, each with a type.
 func checkTools(v wire.Value) *api.Error {

@@ -1,0 +1,5 @@
+//go:build !race
+
+package anthropic
+
+const raceEnabled = false
