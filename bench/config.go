@@ -57,6 +57,9 @@ type Config struct {
 	// Tenants is the tenants scenario (a light user beside a heavy one,
 	// with and without engine priority); its own processes.
 	Tenants TenantsConfig
+	// Batch is the batch scenario (an online load with and without a
+	// batch on the same replicas); its own processes.
+	Batch BatchConfig
 
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
@@ -93,6 +96,7 @@ func DefaultConfig() Config {
 		Overload:        DefaultOverloadConfig(),
 		Ledger:          DefaultLedgerConfig(),
 		Tenants:         DefaultTenantsConfig(),
+		Batch:           DefaultBatchConfig(),
 	}
 }
 
@@ -201,7 +205,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs at least one round")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled() && !c.Tenants.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled() && !c.Tenants.Enabled() && !c.Batch.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
@@ -214,6 +218,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Ledger.validate(); err != nil {
+		return err
+	}
+	if err := c.Batch.validate(); err != nil {
 		return err
 	}
 	if err := c.Tenants.validate(); err != nil {

@@ -58,6 +58,10 @@ type Report struct {
 	// The tenants scenario, when it ran.
 	TenantsConfig *tenantsReportConfig `json:"tenants_config,omitempty"`
 	Tenants       []TenantsResult      `json:"tenants,omitempty"`
+
+	// The batch scenario, when it ran.
+	BatchConfig *batchReportConfig `json:"batch_config,omitempty"`
+	Batch       []BatchResult      `json:"batch,omitempty"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -149,6 +153,9 @@ func newReport(cfg Config) *Report {
 	if cfg.Tenants.Enabled() {
 		r.TenantsConfig = cfg.Tenants.report()
 	}
+	if cfg.Batch.Enabled() {
+		r.BatchConfig = cfg.Batch.report()
+	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{
 			Policies: rc.Policies, Workloads: rc.Workloads, Replicas: rc.Replicas, Tenants: rc.Tenants,
@@ -176,6 +183,7 @@ func (r *Report) finish() {
 	r.Checks = append(append(r.checks(), r.routingChecks()...), r.scaleoutChecks()...)
 	r.Checks = append(r.Checks, r.ledgerChecks()...)
 	r.Checks = append(r.Checks, r.tenantsChecks()...)
+	r.Checks = append(r.Checks, r.batchChecks()...)
 }
 
 // result finds the result of scenario on path.
