@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,13 +37,15 @@ func TestBatchSDK(t *testing.T) {
 		"LLMEDGE_CA_FILE="+g.CAFile(),
 		"NODE_EXTRA_CA_CERTS="+g.CAFile(),
 		"LLMEDGE_BATCH=1",
+		"LLMEDGE_BATCH_API=1",
 	)
+	env = append(env, "LLMEDGE_KEY_OTHER_OWNER="+envValue(env, "LLMEDGE_KEY_LIMITED"))
 	t.Run("go", func(t *testing.T) {
 		run(t, 15*time.Minute, goSDKDir, env, "go", "test", "-count=1", "-v", "-run", "TestBatch", "./...")
 	})
 	t.Run("node", func(t *testing.T) {
 		installNodeSDK(t, npm)
-		run(t, 5*time.Minute, nodeSDKDir, env, node, "--test", "--test-reporter=spec", "batch.test.mjs")
+		run(t, 5*time.Minute, nodeSDKDir, env, node, "--test", "--test-reporter=spec", "batch.test.mjs", "batch_run.test.mjs")
 	})
 
 	db, err := sql.Open("sqlite", filepath.Join(g.data, "llmedge", "ledger.db"))
@@ -223,4 +226,14 @@ func adminBatches(t *testing.T, g *Gateway) []batchObject {
 		t.Fatalf("admin batches: %d %s", resp.StatusCode, raw)
 	}
 	return list.Data
+}
+
+// envValue is name's value in env ("" when absent).
+func envValue(env []string, name string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

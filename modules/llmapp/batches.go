@@ -132,6 +132,15 @@ func (a *App) startBatches() error {
 	return nil
 }
 
+// BatchAPI is the configuration's Files and Batches API, for the admin
+// API's view of every owner's; nil when batches are off.
+func (a *App) BatchAPI() *batch.API {
+	if a.batches == nil {
+		return nil
+	}
+	return a.batches.api
+}
+
 // share is the most of model's concurrency batch lines may hold.
 func (c *BatchesConfig) share(model string) float64 {
 	if s, ok := c.Shares[model]; ok {

@@ -1,6 +1,6 @@
 // OpenAI's Batch API through the official openai npm package: upload,
 // create, poll, download, cancel. e2e/batch_test.go starts a gateway with
-// batches on and runs this file with node --test (the environment of
+// batches on and runs this file (beside batch.test.mjs) with node --test (the environment of
 // sdk.test.mjs, and LLMEDGE_BATCH set).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
