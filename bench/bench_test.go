@@ -25,13 +25,16 @@ func TestRunTiny(t *testing.T) {
 	checkReport(t, cfg, rep)
 	checkRouting(t, cfg.Routing, rep)
 	checkOverload(t, cfg.Overload, rep)
+	checkDoors(t, cfg.Doors, rep)
 
 	if fi, err := os.Stat(cfg.CPUProfile); err != nil || fi.Size() == 0 {
 		t.Errorf("no CPU profile written: %v", err)
 	}
 	md := rep.Markdown()
 	for _, want := range []string{"| rate-50 | replica |", "| max | caddy |", "| streams-10 | llmedge |", "| large-10k #2 | llmedge |", "CPU per request ≤ 1.25× stock Caddy (large-10k)", "the median of 2 rounds", "#### Targets", "Idle RSS of llmedge",
-		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "#### Overload", "| classes | sheddable |", "#### Tenants", "| engine |", "| no errors (every policy, both workloads) | 0 errors"} {
+		"| uniform | prefix_cache |", "| skewed | random |", "#### Routing targets", "#### Overload", "| classes | sheddable |", "#### Tenants", "| engine |", "| no errors (every policy, both workloads) | 0 errors",
+		"#### Doors", "| chat | 1KB | closed, 2 workers | caddy |", "| anthropic | 16KB | 50 req/s | llmedge |", "Not counted in this run: no benchmark binary",
+		"| anthropic door: CPU per request ≤ 1.10×"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
@@ -77,6 +80,7 @@ func buildBinaries(t *testing.T) string {
 func scaleoutOnly(cfg Config) Config {
 	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
 	cfg.Routing.Policies, cfg.Overload.Modes, cfg.Tenants.Modes = nil, nil, nil
+	cfg.Doors = DoorsConfig{}
 	cfg.Scaleout = tinyScaleoutConfig()
 	return cfg
 }
@@ -290,5 +294,22 @@ func checkSummary(t *testing.T, what string, s *Summary, count int) {
 		t.Errorf("%s: %d values, want %d (> 0)", what, s.Count, count)
 	case !(s.P50 <= s.P90 && s.P90 <= s.P99 && s.P99 <= s.Max):
 		t.Errorf("%s: percentiles out of order: %+v", what, s)
+	}
+}
+
+// checkDoors checks the doors scenario's runs: both paths, both loads,
+// every door and size, every request answered.
+func checkDoors(t *testing.T, dc DoorsConfig, rep *Report) {
+	t.Helper()
+	if want := len(dc.Doors) * len(dc.Sizes) * 4; len(rep.Doors) != want {
+		t.Fatalf("%d doors runs, want %d", len(rep.Doors), want)
+	}
+	for _, x := range rep.Doors {
+		if x.OK == 0 || x.Errors != 0 || x.CPUPer1k <= 0 {
+			t.Errorf("%s %s on %s: %d answered, %d errors (%s), %.3f CPU s / 1k", x.Door, sizeName(x.Size), x.Path, x.OK, x.Errors, x.ErrorSample, x.CPUPer1k)
+		}
+	}
+	if m := rep.doorMatrix(); len(m) != len(dc.Doors)*len(dc.Sizes) || !m[0].HasClosed || !m[0].HasOpen {
+		t.Errorf("doors matrix %+v", m)
 	}
 }

@@ -60,6 +60,9 @@ type Config struct {
 	// Batch is the batch scenario (an online load with and without a
 	// batch on the same replicas); its own processes.
 	Batch BatchConfig
+	// Doors is the doors scenario (every door at every size against
+	// stock Caddy); on the request scenarios' processes.
+	Doors DoorsConfig
 
 	CPUProfile      string // write a CPU profile of llmedge here...
 	ProfileScenario string // ...taken during this scenario
@@ -97,6 +100,7 @@ func DefaultConfig() Config {
 		Ledger:          DefaultLedgerConfig(),
 		Tenants:         DefaultTenantsConfig(),
 		Batch:           DefaultBatchConfig(),
+		Doors:           DefaultDoorsConfig(),
 	}
 }
 
@@ -131,6 +135,7 @@ func TinyConfig(binDir string) Config {
 		Routing:         tinyRoutingConfig(),
 		Overload:        tinyOverloadConfig(),
 		Tenants:         tinyTenantsConfig(),
+		Doors:           tinyDoorsConfig(),
 	}
 }
 
@@ -146,6 +151,21 @@ type scenario struct {
 	Workers int
 	Streams int
 	Round   int // of the large-prompt scenario's rounds, from 1; 0 for the others
+	// Warmup and Duration, when Duration is set, replace the Config's
+	// (the doors scenario has its own).
+	Warmup, Duration time.Duration
+	// PreciseCPU counts the process's CPU from its threads' schedstat (ns)
+	// rather than utime+stime (10 ms ticks): the doors scenario's runs
+	// of large bodies hold too few ticks.
+	PreciseCPU bool
+}
+
+// window is s's warm-up and measured window under c.
+func (s scenario) window(c Config) (warmup, dur time.Duration) {
+	if s.Duration > 0 {
+		return s.Warmup, s.Duration
+	}
+	return c.Warmup, c.Duration
 }
 
 // scenarios lists c's scenarios in run order.
@@ -205,7 +225,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs at least one round")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled() && !c.Tenants.Enabled() && !c.Batch.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled() && !c.Tenants.Enabled() && !c.Doors.Enabled() && !c.Batch.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
@@ -224,6 +244,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Tenants.validate(); err != nil {
+		return err
+	}
+	if err := c.Doors.validate(); err != nil {
 		return err
 	}
 	for _, r := range c.Rates {

@@ -25,6 +25,12 @@
 // /proc/PID/stat) and peak RSS (VmHWM, reset before each run through
 // /proc/PID/clear_refs) are recorded.
 //
+// On the same processes, the doors scenario (doors*.go): every door of
+// llmedge at bodies of 1 KB to 1 MB against stock Caddy's reverse_proxy
+// of the same body, closed and open loop; then, alone on the machine,
+// each door's pipeline counted in instructions per request by callgrind
+// (callgrind.go, BenchmarkDoors).
+//
 // Then, with their own processes: the routing scenario (routing*.go), a
 // multi-tenant conversation workload through one llmedge under each
 // balancing policy, over simulators with prefix caches; and, when asked

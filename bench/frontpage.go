@@ -18,6 +18,7 @@ const (
 // order, with the name each scenario has there.
 var summaryPages = []struct{ page, name string }{
 	{"hot-path.md", "hot path"},
+	{"doors.md", "doors"},
 	{"routing.md", "routing"},
 	{"scale-out.md", "scale-out"},
 	{"ledger.md", "ledger"},

@@ -129,6 +129,7 @@ func TestCaddyfilesLedger(t *testing.T) {
 func ledgerOnly(cfg Config) Config {
 	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
 	cfg.Routing.Policies, cfg.Overload.Modes, cfg.Tenants.Modes = nil, nil, nil
+	cfg.Doors = DoorsConfig{}
 	cfg.Ledger = tinyLedgerConfig()
 	cfg.Ledger.Rounds = 2
 	return cfg

@@ -56,6 +56,9 @@ func (r *Report) sections() []section {
 	if len(r.Batch) > 0 {
 		out = append(out, section{"Batch", "batch.md", batchBeginMarker, batchEndMarker, r.batchMarkdown()})
 	}
+	if len(r.Doors) > 0 {
+		out = append(out, section{"Doors", "doors.md", doorsBeginMarker, doorsEndMarker, r.doorsMarkdown()})
+	}
 	return out
 }
 

@@ -62,6 +62,12 @@ type Report struct {
 	// The batch scenario, when it ran.
 	BatchConfig *batchReportConfig `json:"batch_config,omitempty"`
 	Batch       []BatchResult      `json:"batch,omitempty"`
+	// The doors scenario, when it ran: its load runs, the callgrind
+	// counts of each door's pipeline, or why they are missing.
+	DoorsConfig       *doorsReportConfig `json:"doors_config,omitempty"`
+	Doors             []DoorRun          `json:"doors,omitempty"`
+	DoorCounts        []DoorCount        `json:"door_counts,omitempty"`
+	DoorsCountSkipped string             `json:"door_counts_skipped,omitempty"`
 }
 
 // routingReportConfig is the routing scenario's configuration as the
@@ -156,6 +162,9 @@ func newReport(cfg Config) *Report {
 	if cfg.Batch.Enabled() {
 		r.BatchConfig = cfg.Batch.report()
 	}
+	if cfg.Doors.Enabled() {
+		r.DoorsConfig = cfg.Doors.report(cfg.ReplyTokens)
+	}
 	if rc := cfg.Routing; rc.Enabled() {
 		r.RoutingConfig = &routingReportConfig{
 			Policies: rc.Policies, Workloads: rc.Workloads, Replicas: rc.Replicas, Tenants: rc.Tenants,
@@ -184,6 +193,7 @@ func (r *Report) finish() {
 	r.Checks = append(r.Checks, r.ledgerChecks()...)
 	r.Checks = append(r.Checks, r.tenantsChecks()...)
 	r.Checks = append(r.Checks, r.batchChecks()...)
+	r.Checks = append(r.Checks, r.doorsChecks()...)
 }
 
 // result finds the result of scenario on path.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -29,6 +30,7 @@ type runner struct {
 	caddy   *proxy
 	llmedge *proxy
 	targets map[string]*Target
+	token   string // llmedge's bearer token for the bench user
 	report  *Report
 }
 
@@ -60,12 +62,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer os.RemoveAll(dir)
 	defer r.stop()
 	r.report = newReport(cfg)
-	if len(cfg.scenarios()) > 0 {
-		if err := r.runPaths(ctx, dir); err != nil {
+	if len(cfg.scenarios()) > 0 || cfg.Doors.Enabled() {
+		if err := r.setUp(ctx, dir); err != nil {
+			return nil, err
+		}
+		if err := r.runPaths(ctx); err != nil {
+			return nil, err
+		}
+		if err := r.runDoors(ctx); err != nil {
 			return nil, err
 		}
 		// The routing scenario needs the cores to itself.
 		r.stop()
+	}
+	if cfg.Doors.Enabled() {
+		// Callgrind too: its counts do not depend on the load, but its
+		// runs would be the other scenarios' noise.
+		if err := r.countDoors(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Routing.Enabled() {
 		if err := r.runRouting(ctx, dir); err != nil {
@@ -101,11 +116,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return r.report, nil
 }
 
-// runPaths runs the request and stream scenarios against the three paths.
-func (r *runner) runPaths(ctx context.Context, dir string) error {
-	if err := r.setUp(ctx, dir); err != nil {
-		return err
-	}
+// runPaths runs the request and stream scenarios against the three
+// paths, started by setUp.
+func (r *runner) runPaths(ctx context.Context) error {
 	for _, s := range r.cfg.scenarios() {
 		if err := r.configureSim(ctx, s); err != nil {
 			return err
@@ -164,6 +177,7 @@ func (r *runner) setUp(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
+	r.token = token
 
 	u, err := url.Parse(r.simURL)
 	if err != nil {
@@ -235,7 +249,11 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 		profile       = make(chan error, 1)
 	)
 	pids := [5]int{t.PID, r.sim.pid(), os.Getpid(), r.caddy.pid(), r.llmedge.pid()}
-	sample := func(into *[5]ProcSample, busy *time.Duration, at *time.Time) {
+	var (
+		task0, task1 time.Duration // the threads' time on CPU of the process under test (PreciseCPU)
+		taskErr      error
+	)
+	sample := func(into *[5]ProcSample, busy *time.Duration, at *time.Time, task *time.Duration) {
 		mu.Lock()
 		defer mu.Unlock()
 		*at = time.Now()
@@ -243,28 +261,34 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 		for i, pid := range pids {
 			into[i], _ = ReadProc(pid)
 		}
+		if s.PreciseCPU {
+			var err error
+			*task, err = ReadTaskCPU(pids[0])
+			taskErr = errors.Join(taskErr, err)
+		}
 	}
 	profiling := r.cfg.CPUProfile != "" && t.Name == PathLLMEdge && s.Name == r.cfg.ProfileScenario && s.Round <= 1
 	win := window{
 		begin: func() {
-			sample(&before, &busy0, &began)
+			sample(&before, &busy0, &began, &task0)
 			if profiling {
-				d := r.cfg.Duration
+				_, d := s.window(r.cfg)
 				if s.Kind == "streams" {
 					d = r.cfg.StreamSteady
 				}
 				go func() { profile <- r.llmedge.cpuProfile(ctx, d, r.cfg.CPUProfile) }()
 			}
 		},
-		end: func() { sample(&after, &busy1, &ended) },
+		end: func() { sample(&after, &busy1, &ended, &task1) },
 	}
 
+	warmup, dur := s.window(r.cfg)
 	switch s.Kind {
 	case "rate":
-		lr := openLoop(ctx, c, t, s.Rate, r.cfg.Warmup, r.cfg.Duration, r.cfg.MaxInFlight, win)
+		lr := openLoop(ctx, c, t, s.Rate, warmup, dur, r.cfg.MaxInFlight, win)
 		res.fromLoad(lr)
 	case "max":
-		lr := closedLoop(ctx, c, t, s.Workers, r.cfg.Warmup, r.cfg.Duration, win)
+		lr := closedLoop(ctx, c, t, s.Workers, warmup, dur, win)
 		res.fromLoad(lr)
 	case "large":
 		lt := *t
@@ -288,7 +312,11 @@ func (r *runner) runOne(ctx context.Context, s scenario, t *Target) (Result, err
 	if s.Kind == "streams" {
 		units = res.Tokens
 	}
-	res.setCPU(after[0].CPU-before[0].CPU, elapsed, units)
+	cpu := after[0].CPU - before[0].CPU
+	if s.PreciseCPU && taskErr == nil {
+		cpu = task1 - task0
+	}
+	res.setCPU(cpu, elapsed, units)
 	res.ReplicaCPUSeconds = (after[1].CPU - before[1].CPU).Seconds()
 	res.ClientCPUSeconds = (after[2].CPU - before[2].CPU).Seconds()
 	ours := time.Duration(0)

@@ -4,12 +4,13 @@
 // markdown report and writes it as JSON; with -write it also updates
 // BENCHMARKS.md.
 //
-//	llmbench -bin bin                      # the default run, about 4.5 minutes
+//	llmbench -bin bin                      # the default run, about 10 minutes (the doors: about 5)
 //	llmbench -bin bin -scenarios routing   # only the routing scenario, about 2 minutes
 //	llmbench -bin bin -scenarios scaleout  # 1, 2, 4 gateway instances on one Redis, about 2 minutes
 //	llmbench -bin bin -scenarios overload  # only the overload scenario (classes of work), about 1 minute
 //	llmbench -bin bin -scenarios ledger    # only llmedge without and with the usage ledger, about 30 s
 //	llmbench -bin bin -scenarios tenants   # only a light user beside a heavy one, gateway queue and engine priority, about 45 s
+//	llmbench -bin bin -scenarios doors     # every door at 1 KB to 1 MB against stock Caddy, and callgrind's counts, about 5 minutes
 //	llmbench -bin bin -long 30s -write BENCHMARKS.md -cpuprofile bin/llmedge.pprof
 package main
 
@@ -93,7 +94,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	long := fs.Duration("long", 0, "set every measured window to this (e.g. 30s) for steadier numbers")
 	paths := fs.String("paths", "", "comma-separated subset of replica,caddy,llmedge (default all)")
 	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write a CPU profile of llmedge (from its admin /debug/pprof) to this file")
-	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N, large-Nk)")
+	fs.StringVar(&cfg.ProfileScenario, "profile-scenario", cfg.ProfileScenario, "scenario during which -cpuprofile is taken (rate-N, max, streams-N, large-Nk, or a doors run: <door>-<size>-max or -rate, e.g. anthropic-1MB-max)")
 	scenarios := fs.String("scenarios", strings.Join(defaultScenarios, ","), "comma-separated scenario groups to run: "+strings.Join(scenarioGroups, ", ")+" (scaleout only when named)")
 	rc := &cfg.Routing
 	policies := fs.String("routing-policies", strings.Join(rc.Policies, ","), "routing: lb_policy names to compare")
@@ -138,6 +139,15 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.Float64Var(&lc.Rate, "ledger-rate", lc.Rate, "ledger: requests per second (open loop)")
 	fs.DurationVar(&lc.Warmup, "ledger-warmup", lc.Warmup, "ledger: unmeasured start of each run")
 	fs.DurationVar(&lc.Duration, "ledger-duration", lc.Duration, "ledger: measured part of each run")
+	dc := &cfg.Doors
+	doors := fs.String("doors", strings.Join(dc.Doors, ","), "doors: the doors to run: "+strings.Join(bench.DoorNames(), ", "))
+	doorSizes := fs.String("doors-sizes", "1KB,16KB,100KB,1MB", "doors: body sizes (bytes, KB or MB)")
+	fs.IntVar(&dc.Workers, "doors-workers", dc.Workers, "doors: closed-loop workers")
+	bandwidth := fs.Float64("doors-bandwidth", dc.Bandwidth/1e6, "doors: open loop, MB of request bodies per second (the rate at a size, at most -doors-max-rate)")
+	fs.Float64Var(&dc.MaxRate, "doors-max-rate", dc.MaxRate, "doors: open loop, the highest rate, requests per second")
+	fs.DurationVar(&dc.Warmup, "doors-warmup", dc.Warmup, "doors: unmeasured start of each run")
+	fs.DurationVar(&dc.Duration, "doors-duration", dc.Duration, "doors: measured part of each run (-long leaves it)")
+	fs.StringVar(&dc.Callgrind, "doors-callgrind", "", "doors: the test binary of package bench whose BenchmarkDoors callgrind counts (default: bench.test in -bin; \"off\" skips the counts)")
 	fs.StringVar(&out.json, "json", "", "write the JSON report to this file")
 	fs.StringVar(&out.write, "write", "", "update the generated sections of the scenario pages under docs/benchmarks beside this file, and its summary of every target (BENCHMARKS.md)")
 	if err := fs.Parse(args); err != nil {
@@ -168,6 +178,13 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	if cfg.Batch.Enabled() {
 		cfg.Batch.Modes, _ = parseList(*batchModes, func(s string) (string, error) { return s, nil })
 	}
+	if cfg.Doors.Enabled() {
+		cfg.Doors.Doors, _ = parseList(*doors, func(s string) (string, error) { return s, nil })
+		if cfg.Doors.Sizes, err = parseList(*doorSizes, bench.ParseSize); err != nil {
+			return cfg, out, fmt.Errorf("-doors-sizes: %w", err)
+		}
+		cfg.Doors.Bandwidth = *bandwidth * 1e6
+	}
 	if cfg.Routing.Enabled() {
 		cfg.Routing.Policies, _ = parseList(*policies, func(s string) (string, error) { return s, nil })
 		cfg.Routing.Workloads, _ = parseList(*workloads, func(s string) (string, error) { return s, nil })
@@ -187,11 +204,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "large", "routing", "overload", "ledger", "tenants", "batch", "scaleout"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "doors", "routing", "overload", "ledger", "tenants", "batch", "scaleout"}
 
 // defaultScenarios are the groups `make bench` runs: scaleout is left out
 // (two more minutes, and redis-server).
-var defaultScenarios = scenarioGroups[:9]
+var defaultScenarios = scenarioGroups[:10]
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -239,6 +256,9 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	}
 	if !on["batch"] {
 		cfg.Batch.Modes = nil
+	}
+	if !on["doors"] {
+		cfg.Doors.Doors = nil
 	}
 	return nil
 }

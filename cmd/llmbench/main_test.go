@@ -53,8 +53,20 @@ func TestParseFlagsScenarios(t *testing.T) {
 		{"default runs everything but scaleout", nil, func(c bench.Config) bool {
 			return len(c.Rates) == 3 && c.MaxWorkers > 0 && len(c.Streams) == 2 && c.Routing.Enabled() &&
 				slices.Equal(c.Routing.Policies, bench.RoutingPolicies) && !c.Scaleout.Enabled() &&
-				c.Ledger.Enabled()
+				c.Ledger.Enabled() && c.Doors.Enabled() && slices.Equal(c.Doors.Doors, bench.DoorNames()) &&
+				slices.Equal(c.Doors.Sizes, bench.DoorSizes)
 		}, false},
+		{"doors only, its settings", []string{"-scenarios", "doors", "-doors", "chat,anthropic", "-doors-sizes", "1KB,2048,1MB",
+			"-doors-workers", "4", "-doors-bandwidth", "10", "-doors-duration", "3s", "-doors-callgrind", "off", "-long", "15s"}, func(c bench.Config) bool {
+			d := c.Doors
+			return len(c.Rates) == 0 && !c.Routing.Enabled() && !c.Ledger.Enabled() && slices.Equal(d.Doors, []string{"chat", "anthropic"}) &&
+				slices.Equal(d.Sizes, []int{1 << 10, 2048, 1 << 20}) && d.Workers == 4 && d.Bandwidth == 10e6 &&
+				d.Duration == 3*time.Second && d.Callgrind == "off"
+		}, false},
+		{"no doors", []string{"-scenarios", "rates"}, func(c bench.Config) bool {
+			return !c.Doors.Enabled()
+		}, false},
+		{"bad door size", []string{"-scenarios", "doors", "-doors-sizes", "1KB,big"}, nil, true},
 		{"ledger only, its settings", []string{"-scenarios", "ledger", "-ledger-rounds", "3", "-ledger-rate", "500", "-long", "15s"}, func(c bench.Config) bool {
 			l := c.Ledger
 			return len(c.Rates) == 0 && !c.Routing.Enabled() && !c.Overload.Enabled() && l.Rounds == 3 && l.Rate == 500 &&

@@ -1,0 +1,83 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// runDoors runs the doors scenario on the proxies setUp started: for
+// each size and door, stock Caddy and llmedge closed loop, then open
+// loop, the pair's order alternating from cell to cell so that neither
+// proxy always runs right after the machine's busiest moment.
+func (r *runner) runDoors(ctx context.Context) error {
+	dc := r.cfg.Doors
+	if !dc.Enabled() {
+		return nil
+	}
+	if err := r.configureSim(ctx, scenario{Kind: "max"}); err != nil {
+		return err
+	}
+	for i, cell := range dc.cells() {
+		caddy, llmedge, err := r.doorTargets(cell)
+		if err != nil {
+			return err
+		}
+		pair := []*Target{caddy, llmedge}
+		if i%2 == 1 {
+			pair = []*Target{llmedge, caddy}
+		}
+		name := cell.door.Name + "-" + sizeName(cell.size)
+		loads := []scenario{
+			{Name: name + "-max", Kind: "max", Workers: dc.Workers, Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true},
+			{Name: name + "-rate", Kind: "rate", Rate: dc.rate(cell.size), Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true},
+		}
+		for _, s := range loads {
+			for _, t := range pair {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				res, err := r.runOne(ctx, s, t)
+				if err != nil {
+					return fmt.Errorf("%s on %s: %w", s.Name, t.Name, err)
+				}
+				r.log("%-22s %-8s %s", s.Name, t.Name, res.brief())
+				r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Result: res})
+				time.Sleep(300 * time.Millisecond) // let closed connections settle
+			}
+		}
+	}
+	for _, px := range []*proxy{r.caddy, r.llmedge} {
+		if px.exited() {
+			return fmt.Errorf("%s exited during the doors scenario:\n%s", px.name, px.log.tail(30))
+		}
+	}
+	return nil
+}
+
+// doorTargets are cell's two targets: stock Caddy with the door's
+// counterpart on the replica, llmedge with the door itself, each sending
+// a body of the cell's size.
+func (r *runner) doorTargets(cell doorCell) (caddy, llmedge *Target, err error) {
+	caddyDoor := cell.door.Name
+	if caddyDoor == "native" {
+		caddyDoor = "chat" // what the native door's request is on the replica
+	}
+	cb, err := doorBody(caddyDoor, benchModel, cell.size)
+	if err != nil {
+		return nil, nil, err
+	}
+	lb, err := doorBody(cell.door.Name, benchModel, cell.size)
+	if err != nil {
+		return nil, nil, err
+	}
+	hdr := http.Header{"Content-Type": {"application/json"}, "Anthropic-Version": {"2023-06-01"}}
+	caddy = r.caddy.target(PathCaddy, cell.door.CaddyPath)
+	caddy.Header, caddy.Body = hdr, cb
+	llmedge = r.llmedge.target(PathLLMEdge, cell.door.Path)
+	llmedge.Header = hdr.Clone()
+	llmedge.Header.Set("Authorization", "Bearer "+r.token)
+	llmedge.Body = lb
+	return caddy, llmedge, nil
+}
