@@ -29,6 +29,8 @@ type proxyConfig struct {
 	Overload OverloadConfig
 	// The tenants scenario's gateway (with Replica).
 	TenantsScenario TenantsConfig
+	// The batch scenario's gateway (with Replicas).
+	BatchScenario BatchConfig
 }
 
 // routingModel is one model of the routing gateway.

@@ -57,6 +57,9 @@ type Config struct {
 	// Tenants is the tenants scenario (a light user beside a heavy one,
 	// with and without engine priority); its own processes.
 	Tenants TenantsConfig
+	// Batch is the batch scenario (an online load with and without a
+	// batch on the same replicas); its own processes.
+	Batch BatchConfig
 	// Doors is the doors scenario (every door at every size against
 	// stock Caddy); on the request scenarios' processes.
 	Doors DoorsConfig
@@ -96,6 +99,7 @@ func DefaultConfig() Config {
 		Overload:        DefaultOverloadConfig(),
 		Ledger:          DefaultLedgerConfig(),
 		Tenants:         DefaultTenantsConfig(),
+		Batch:           DefaultBatchConfig(),
 		Doors:           DefaultDoorsConfig(),
 	}
 }
@@ -221,7 +225,7 @@ func (c Config) validate() error {
 		return fmt.Errorf("the large-prompt scenario needs at least one round")
 	case len(c.Streams) > 0 && (c.StreamITL <= 0 || c.StreamSteady <= 0 || c.StreamRamp < 0):
 		return fmt.Errorf("streams need a positive ITL and steady window")
-	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled() && !c.Tenants.Enabled() && !c.Doors.Enabled():
+	case len(c.scenarios()) == 0 && !c.Routing.Enabled() && !c.Scaleout.Enabled() && !c.Overload.Enabled() && !c.Ledger.Enabled() && !c.Tenants.Enabled() && !c.Doors.Enabled() && !c.Batch.Enabled():
 		return fmt.Errorf("no scenario to run")
 	}
 	if err := c.Routing.validate(); err != nil {
@@ -234,6 +238,9 @@ func (c Config) validate() error {
 		return err
 	}
 	if err := c.Ledger.validate(); err != nil {
+		return err
+	}
+	if err := c.Batch.validate(); err != nil {
 		return err
 	}
 	if err := c.Tenants.validate(); err != nil {

@@ -24,6 +24,7 @@ var summaryPages = []struct{ page, name string }{
 	{"ledger.md", "ledger"},
 	{"overload.md", "overload"},
 	{"tenants.md", "tenants"},
+	{"batch.md", "batch"},
 }
 
 // PagesDir is the folder of the scenario pages for the front page file.

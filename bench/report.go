@@ -59,6 +59,9 @@ type Report struct {
 	TenantsConfig *tenantsReportConfig `json:"tenants_config,omitempty"`
 	Tenants       []TenantsResult      `json:"tenants,omitempty"`
 
+	// The batch scenario, when it ran.
+	BatchConfig *batchReportConfig `json:"batch_config,omitempty"`
+	Batch       []BatchResult      `json:"batch,omitempty"`
 	// The doors scenario, when it ran: its load runs, the callgrind
 	// counts of each door's pipeline, or why they are missing.
 	DoorsConfig       *doorsReportConfig `json:"doors_config,omitempty"`
@@ -156,6 +159,9 @@ func newReport(cfg Config) *Report {
 	if cfg.Tenants.Enabled() {
 		r.TenantsConfig = cfg.Tenants.report()
 	}
+	if cfg.Batch.Enabled() {
+		r.BatchConfig = cfg.Batch.report()
+	}
 	if cfg.Doors.Enabled() {
 		r.DoorsConfig = cfg.Doors.report(cfg.ReplyTokens)
 	}
@@ -186,6 +192,7 @@ func (r *Report) finish() {
 	r.Checks = append(append(r.checks(), r.routingChecks()...), r.scaleoutChecks()...)
 	r.Checks = append(r.Checks, r.ledgerChecks()...)
 	r.Checks = append(r.Checks, r.tenantsChecks()...)
+	r.Checks = append(r.Checks, r.batchChecks()...)
 	r.Checks = append(r.Checks, r.doorsChecks()...)
 }
 

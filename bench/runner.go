@@ -107,6 +107,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if cfg.Batch.Enabled() {
+		if err := r.runBatch(ctx, dir); err != nil {
+			return nil, err
+		}
+	}
 	r.report.finish()
 	return r.report, nil
 }

@@ -62,6 +62,9 @@ type Pipeline struct {
 	// shape. 0 means api.DefaultBodyTimeout; negative, no deadline of the
 	// pipeline's own (the server's, if any, still applies).
 	BodyTimeout time.Duration
+	// Batches, when set, serves OpenAI's Files and Batches API on the
+	// OpenAI door (the `batches` option).
+	Batches BatchAPI
 }
 
 // Through runs the stages after the request's current one, up to and

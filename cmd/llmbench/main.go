@@ -129,6 +129,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.IntVar(&tc.HeavyStreams, "tenants-heavy-streams", tc.HeavyStreams, "tenants: the heavy user's streams, back to back")
 	fs.DurationVar(&tc.Warmup, "tenants-warmup", tc.Warmup, "tenants: unmeasured start of each mode's run")
 	fs.DurationVar(&tc.Duration, "tenants-duration", tc.Duration, "tenants: measured part of each mode's run")
+	bc := &cfg.Batch
+	batchModes := fs.String("batch-modes", strings.Join(bc.Modes, ","), "batch: modes to run: "+strings.Join(bench.BatchModes, ", "))
+	fs.IntVar(&bc.Lines, "batch-lines", bc.Lines, "batch: the batch's lines")
+	fs.DurationVar(&bc.Phase, "batch-phase", bc.Phase, "batch: each phase of the online load")
+	fs.Float64Var(&bc.Share, "batch-share", bc.Share, "batch: the batches' share of the model's concurrency")
 	lc := &cfg.Ledger
 	fs.IntVar(&lc.Rounds, "ledger-rounds", lc.Rounds, "ledger: rounds, each running the gateway without and with the ledger")
 	fs.Float64Var(&lc.Rate, "ledger-rate", lc.Rate, "ledger: requests per second (open loop)")
@@ -170,6 +175,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	if cfg.Tenants.Enabled() {
 		cfg.Tenants.Modes, _ = parseList(*tenantsModes, func(s string) (string, error) { return s, nil })
 	}
+	if cfg.Batch.Enabled() {
+		cfg.Batch.Modes, _ = parseList(*batchModes, func(s string) (string, error) { return s, nil })
+	}
 	if cfg.Doors.Enabled() {
 		cfg.Doors.Doors, _ = parseList(*doors, func(s string) (string, error) { return s, nil })
 		if cfg.Doors.Sizes, err = parseList(*doorSizes, bench.ParseSize); err != nil {
@@ -196,11 +204,11 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 }
 
 // scenarioGroups are the values of -scenarios.
-var scenarioGroups = []string{"rates", "max", "streams", "large", "doors", "routing", "overload", "ledger", "tenants", "scaleout"}
+var scenarioGroups = []string{"rates", "max", "streams", "large", "doors", "routing", "overload", "ledger", "tenants", "batch", "scaleout"}
 
 // defaultScenarios are the groups `make bench` runs: scaleout is left out
 // (two more minutes, and redis-server).
-var defaultScenarios = scenarioGroups[:9]
+var defaultScenarios = scenarioGroups[:10]
 
 // selectScenarios turns off the scenario groups that list leaves out.
 func selectScenarios(cfg *bench.Config, list string) error {
@@ -245,6 +253,9 @@ func selectScenarios(cfg *bench.Config, list string) error {
 	}
 	if !on["tenants"] {
 		cfg.Tenants.Modes = nil
+	}
+	if !on["batch"] {
+		cfg.Batch.Modes = nil
 	}
 	if !on["doors"] {
 		cfg.Doors.Doors = nil

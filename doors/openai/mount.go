@@ -19,6 +19,8 @@ const (
 	PathEmbeddings      = "/v1/embeddings"
 	PathModels          = "/v1/models"
 	pathModel           = "/v1/models/" // + the model's id
+	PathFiles           = "/v1/files"
+	PathBatches         = "/v1/batches"
 )
 
 // OwnedBy is the owned_by of every model in the list.
@@ -33,7 +35,7 @@ type Mount struct {
 	done     func(r *http.Request, ex *gateway.Exchange)
 
 	// The handlers, made once: Handler runs per request.
-	chat, completions, embeddings, responses, models, model http.Handler
+	chat, completions, embeddings, responses, models, model, batches http.Handler
 }
 
 // NewMount returns the API served through pipeline and front; done, when
@@ -47,6 +49,7 @@ func NewMount(pipeline *gateway.Pipeline, door *Door, done func(*http.Request, *
 	a.responses = a.inference(Responses{door})
 	a.models = http.HandlerFunc(a.serveModels)
 	a.model = http.HandlerFunc(a.serveModel)
+	a.batches = http.HandlerFunc(a.serveBatches)
 	return a
 }
 
@@ -67,6 +70,8 @@ func (a *Mount) Handler(path string) http.Handler {
 		return a.models
 	case strings.HasPrefix(path, pathModel):
 		return a.model
+	case isBatchPath(path):
+		return a.batches
 	}
 	return nil
 }

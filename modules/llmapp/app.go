@@ -149,6 +149,8 @@ type App struct {
 	Teams map[string]*TeamConfig `json:"teams,omitempty"`
 	// Ledger keeps a record of every answered request (docs/ledger.md).
 	Ledger *LedgerConfig `json:"ledger,omitempty"`
+	// Batches turns on OpenAI's Files and Batches API (docs/batch.md).
+	Batches *BatchesConfig `json:"batches,omitempty"`
 	// AdmittersRaw admit or refuse requests after their scope is checked,
 	// asked in order (modules of llmedge.admitters). Default: limits.
 	AdmittersRaw []json.RawMessage `json:"admitters,omitempty" caddy:"namespace=llmedge.admitters inline_key=admitter"`
@@ -162,6 +164,7 @@ type App struct {
 	share    *share.Hub
 	shareKey string
 	ledger   *usageLedger
+	batches  *batches
 	// idps report the trusted issuers' keys (oidc authenticators);
 	// otherWays counts the authenticators that need no outside keys
 	// (bearer, mtls), ready from the start.
@@ -300,6 +303,12 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	if a.ledger != nil {
 		a.pipeline.Gateway.Ledger = a.ledger.writer
 	}
+	if a.batches, err = a.buildBatches(ctx, repl); err != nil {
+		return err
+	}
+	if a.batches != nil {
+		a.pipeline.Batches = a.batches.api
+	}
 	// The doors accept the names of the models' LoRA adapters besides
 	// the models and aliases (the gateway resolves them).
 	a.validator.Names = a.pipeline.Gateway.AcceptsName
@@ -398,6 +407,16 @@ func (a *App) Validate() error {
 	if err := a.validateTeams(seen); err != nil {
 		return err
 	}
+	if b := a.Batches; b != nil {
+		if err := b.validate(); err != nil {
+			return err
+		}
+		for m := range b.Shares {
+			if !seen[m] {
+				return fmt.Errorf("batches: share of %q: not a configured model", m)
+			}
+		}
+	}
 	if rl := a.RateLimits; rl != nil {
 		if err := rl.Validate(); err != nil {
 			return fmt.Errorf("limits: %w", err)
@@ -439,7 +458,7 @@ func (a *App) Start() error {
 	}
 	a.readyStop, a.readyDone = make(chan struct{}), make(chan struct{})
 	go watchReadiness(a.pipeline.Gateway, a.readyStop, a.readyDone)
-	return nil
+	return a.startBatches()
 }
 
 // Stop ends the periodic work and waits for it, so nothing of this
@@ -450,6 +469,7 @@ func (a *App) Stop() error {
 		<-a.readyDone
 		a.readyStop = nil
 	}
+	a.batches.stop() // its lines in flight end first, while the fleet still serves them
 	if a.fleet != nil {
 		a.fleet.Stop()
 	}
@@ -509,6 +529,7 @@ func (a *App) Cleanup() error {
 	if a.tenants != nil {
 		a.tenants.Close()
 	}
+	a.batches.close(a.logger)
 	// Last: the old configuration's requests have ended, and what they
 	// handed the ledger is written before it closes.
 	if err := a.ledger.close(); err != nil {

@@ -416,6 +416,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			a.Ledger = new(LedgerConfig)
 			err = a.Ledger.unmarshalCaddyfile(d)
+		case "batches":
+			if a.Batches != nil {
+				return d.Err("batches: given twice")
+			}
+			a.Batches = new(BatchesConfig)
+			err = a.Batches.unmarshalCaddyfile(d)
 		case "model":
 			m := new(ModelConfig)
 			if err = m.unmarshalCaddyfile(d); err == nil {
