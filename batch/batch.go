@@ -13,6 +13,7 @@ package batch
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"time"
@@ -143,6 +144,11 @@ type Result struct {
 	RequestID  string
 	Body       []byte
 	Err        *LineError
+	// Usage, when set, writes what the line cost (the ledger's record)
+	// in the transaction that writes the result, with the store's
+	// dialect ("sqlite" or "postgres"): both are written once, or
+	// neither.
+	Usage func(ctx context.Context, tx *sql.Tx, dialect string) error
 }
 
 // Failed reports whether the result goes to the batch's error file:

@@ -181,6 +181,11 @@ func (s *SQLStore) Complete(ctx context.Context, worker string, r Result) error 
 		if n, _ := res.RowsAffected(); n == 0 {
 			return ErrLeaseLost
 		}
+		if r.Usage != nil {
+			if err := r.Usage(ctx, tx, s.d.name); err != nil {
+				return fmt.Errorf("recording its usage: %w", err)
+			}
+		}
 		_, err = tx.ExecContext(ctx, s.d.bind(`UPDATE batch_batches SET completed = completed + ?, failed = failed + ? WHERE id = ?`),
 			1-failed, failed, r.BatchID)
 		return err

@@ -3,6 +3,7 @@ package batch
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -494,11 +495,34 @@ func testCompleteOnce(t *testing.T, s *SQLStore) {
 	ctx := context.Background()
 	b := validBatch(t, s, chatLines(3, "m"))
 	ls, _ := s.Claim(ctx, "a", "m", 3, time.Minute)
-	if err := s.Complete(ctx, "a", ok(ls[0])); err != nil {
+	// A result's usage is written in its transaction, with the store's
+	// dialect, once: not for a result refused, and a usage that fails
+	// takes the result with it.
+	usages := 0
+	withUsage := func(r Result, fail bool) Result {
+		r.Usage = func(_ context.Context, tx *sql.Tx, dialect string) error {
+			if tx == nil || dialect != s.d.name {
+				t.Errorf("usage written in %v, dialect %q", tx, dialect)
+			}
+			if fail {
+				return errors.New("ledger down")
+			}
+			usages++
+			return nil
+		}
+		return r
+	}
+	if err := s.Complete(ctx, "a", withUsage(ok(ls[0]), true)); err == nil {
+		t.Fatal("Complete with its usage failing succeeded")
+	}
+	if err := s.Complete(ctx, "a", withUsage(ok(ls[0]), false)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Complete(ctx, "a", ok(ls[0])); !errors.Is(err, ErrLeaseLost) {
+	if err := s.Complete(ctx, "a", withUsage(ok(ls[0]), false)); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("second Complete = %v", err)
+	}
+	if usages != 1 {
+		t.Fatalf("usage written %d times, want once", usages)
 	}
 	// A result for the custom_id written already (another worker's,
 	// raced in) refuses the line's own and leaves the counts.

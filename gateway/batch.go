@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/llmedge/llmedge/auth"
+	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/metrics"
 )
 
@@ -23,6 +24,9 @@ type batchRun struct {
 	g  *Gateway
 	// busy: the gateway had no capacity for the line (Exchange.Busy).
 	busy bool
+	// record is the line's ledger record, priced, once it was answered
+	// (nil without a ledger); the dispatcher hands it to the result.
+	record *ledger.Record
 }
 
 func withBatchRun(ctx context.Context, run *batchRun) context.Context {

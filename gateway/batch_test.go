@@ -2,11 +2,13 @@ package gateway_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -139,6 +141,57 @@ func (s *batchSite) flushed(t *testing.T) []ledger.Record {
 	return append([]ledger.Record(nil), s.store.recs...)
 }
 
+// recorded is what the ledger holds for results: a line's record goes
+// with its result (Result.Usage), written here as the batch store writes
+// it, in the transaction of the result, into a real SQLite ledger. The
+// writer itself gets none.
+func (s *batchSite) recorded(t *testing.T, results ...batch.Result) []ledger.Record {
+	t.Helper()
+	if recs := s.flushed(t); len(recs) != 0 {
+		t.Fatalf("the ledger's writer got %d records of batch lines: they go with their results", len(recs))
+	}
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	st, err := ledger.OpenSQLite(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Close()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, res := range results {
+		if res.Usage == nil {
+			continue
+		}
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := res.Usage(context.Background(), tx, "sqlite"); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := db.Query(`SELECT request_id, user_name, key_id, batch_id, status, prompt_tokens, cached_tokens, completion_tokens, cost FROM usage_records`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var recs []ledger.Record
+	for rows.Next() {
+		var r ledger.Record
+		if err := rows.Scan(&r.RequestID, &r.User, &r.KeyID, &r.Batch, &r.Status, &r.PromptTokens, &r.CachedTokens, &r.CompletionTokens, &r.Cost); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
 var alice = batch.Owner{Subject: "alice", KeyID: "key-1", Scopes: []string{"model:qwen"}}
 
 func line(owner batch.Owner, endpoint, body string) batch.Line {
@@ -163,8 +216,10 @@ func TestBatchLineRunsAsItsOwner(t *testing.T) {
 		openai.PathResponses:       `{"model":"qwen","max_output_tokens":16,"input":"hello there"}`,
 	}
 	ids := map[string]bool{}
+	var results []batch.Result
 	for endpoint, body := range bodies {
 		res, err := d.Dispatch(context.Background(), line(alice, endpoint, body))
+		results = append(results, res)
 		if err != nil {
 			t.Fatalf("%s: %v", endpoint, err)
 		}
@@ -182,8 +237,9 @@ func TestBatchLineRunsAsItsOwner(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusForbidden || !res.Failed() || !strings.Contains(string(res.Body), "model_not_allowed") {
 		t.Fatalf("scope-less owner: %d %v %s", res.StatusCode, err, res.Body)
 	}
+	results = append(results, res)
 
-	recs := s.flushed(t)
+	recs := s.recorded(t, results...)
 	if len(recs) != len(bodies) {
 		t.Fatalf("%d records, want %d (one per answered line; none for the refusals)", len(recs), len(bodies))
 	}
@@ -228,11 +284,12 @@ func TestBatchLineChargesItsOwnersBudget(t *testing.T) {
 			used = b.Used
 		}
 	}
+	first := res
 	res, err = d.Dispatch(context.Background(), line(alice, openai.PathChatCompletions, chatBody))
 	if err != nil || res.StatusCode < 400 || res.StatusCode > 499 || !strings.Contains(string(res.Body), "budget") {
 		t.Fatalf("line over the budget: %d %v %s, want the door's 4xx naming the budget", res.StatusCode, err, res.Body)
 	}
-	recs := s.flushed(t)
+	recs := s.recorded(t, first, res)
 	if len(recs) != 1 || float64(recs[0].PromptTokens+recs[0].CompletionTokens) != used || used == 0 {
 		t.Fatalf("alice's budget holds %v; records %+v", used, recs)
 	}
@@ -268,7 +325,7 @@ func TestBatchLineNeverWaits(t *testing.T) {
 	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("with the slot free: %d %v", res.StatusCode, err)
 	}
-	if recs := s.flushed(t); len(recs) != 1 {
+	if recs := s.recorded(t, res); len(recs) != 1 {
 		t.Fatalf("%d records, want 1: a deferred line is recorded when it runs", len(recs))
 	}
 	for outcome, want := range map[string]float64{"deferred": 1, "completed": 1} {
@@ -495,7 +552,8 @@ func TestBatchLineCostBudgetAtBatchPrice(t *testing.T) {
 	s := newBatchSite(t, siteOpts{slots: 4, price: map[string]ledger.Price{"qwen": {Input: 1e6, Output: 2e6, Batch: 0.5}},
 		budgets: []limits.Budget{{Unit: limits.UnitCost, Amount: 1e9, Per: limits.PerDay}}})
 	d := gateway.NewBatchDispatcher(s.mount.Handler, 0)
-	if res, err := d.Dispatch(context.Background(), line(alice, openai.PathChatCompletions, chatBody)); err != nil || res.StatusCode != 200 {
+	res, err := d.Dispatch(context.Background(), line(alice, openai.PathChatCompletions, chatBody))
+	if err != nil || res.StatusCode != 200 {
 		t.Fatalf("line: %d %v %s", res.StatusCode, err, res.Body)
 	}
 	var used float64
@@ -504,7 +562,7 @@ func TestBatchLineCostBudgetAtBatchPrice(t *testing.T) {
 			used = b.Used
 		}
 	}
-	recs := s.flushed(t)
+	recs := s.recorded(t, res)
 	if len(recs) != 1 {
 		t.Fatalf("%d records", len(recs))
 	}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/batch"
+	"github.com/llmedge/llmedge/ledger"
 )
 
 // ErrBusy is the dispatcher's refusal of a line the gateway had no
@@ -87,6 +89,11 @@ func (d *batchDispatcher) Dispatch(ctx context.Context, l batch.Line) (batch.Res
 		return res, nil
 	}
 	res.Body = w.body.Bytes()
+	if rec := run.record; rec != nil {
+		res.Usage = func(ctx context.Context, tx *sql.Tx, dialect string) error {
+			return ledger.InsertTx(ctx, tx, dialect, *rec)
+		}
+	}
 	return res, nil
 }
 

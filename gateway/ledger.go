@@ -25,13 +25,22 @@ func (g *Gateway) recordLedger(ex *Exchange) {
 	if ex.Busy() {
 		return // a batch's line put off for capacity: its record is the run that answers it
 	}
-	g.Ledger.Add(ledger.Record{
+	rec := ledger.Record{
 		Time: ex.Start, RequestID: ex.RequestID, ClientRequestID: ex.ClientRequestID,
 		User: ex.Principal.Subject, KeyID: ex.Principal.KeyID, Team: ex.Team,
 		Model: ex.Model(), Alias: ex.Chat.Asked, ServedModel: ex.ServedModel(), Replica: ex.Replica, Door: ex.Door.Name(), Status: ex.Status,
 		PromptTokens: ex.Usage.PromptTokens, CachedTokens: ex.Usage.CachedTokens, CompletionTokens: ex.Usage.CompletionTokens,
 		TTFT: ex.TTFT, Duration: time.Since(ex.Start), Batch: ex.Batch(),
-	})
+	}
+	if ex.batch != nil {
+		// A batch line's record is written with its result, in one
+		// transaction, so that a line has one record however often it
+		// ran (an instance killed between the two would lose it, or a
+		// rerun write a second one).
+		ex.batch.record = g.Ledger.Priced(rec)
+		return
+	}
+	g.Ledger.Add(rec)
 }
 
 // unrecordedReason is why ex, refused before admission, is not recorded.

@@ -187,13 +187,7 @@ func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 			if stmts[i] == nil {
 				stmts[i] = tx.StmtContext(ctx, s.inserts[i])
 			}
-			args = args[:0]
-			for j := range recs[:n] {
-				r := &recs[j]
-				args = append(args, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
-					r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
-					r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team, r.ServedModel, r.ClientRequestID, r.Batch)
-			}
+			args = appendArgs(args[:0], recs[:n])
 			if _, err := stmts[i].ExecContext(ctx, args...); err != nil {
 				return fmt.Errorf("ledger: %s: inserting %d records: %w", s.d.name, n, err)
 			}
@@ -202,6 +196,32 @@ func (s *sqlStore) Write(ctx context.Context, recs []Record) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: %s: committing %d records: %w", s.d.name, total, err)
+	}
+	return nil
+}
+
+// appendArgs appends the values of recs' columns, in columns' order.
+func appendArgs(args []any, recs []Record) []any {
+	for j := range recs {
+		r := &recs[j]
+		args = append(args, r.Time.UnixMilli(), r.RequestID, r.User, r.KeyID, r.Model, r.Alias,
+			r.Replica, r.Door, r.Status, r.PromptTokens, r.CachedTokens, r.CompletionTokens,
+			r.TTFT.Microseconds(), r.Duration.Microseconds(), r.Cost, r.Team, r.ServedModel, r.ClientRequestID, r.Batch)
+	}
+	return args
+}
+
+// InsertTx writes recs, as they are (priced: Writer.Priced), in tx, a
+// transaction of another part of the gateway on the ledger's database
+// ("sqlite" or "postgres", the dialect), so that the records are
+// written exactly when what they account for is (a batch's result).
+func InsertTx(ctx context.Context, tx *sql.Tx, dialectName string, recs ...Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	d := dialect{name: dialectName, numbered: dialectName == "postgres"}
+	if _, err := tx.ExecContext(ctx, d.insertSQL(len(recs)), appendArgs(nil, recs)...); err != nil {
+		return fmt.Errorf("ledger: %s: inserting %d records: %w", dialectName, len(recs), err)
 	}
 	return nil
 }

@@ -291,6 +291,15 @@ func (w *Writer) flush(held []Record, partial bool) []Record {
 	}
 }
 
+// Priced is r with its cost, as the writer would write it: for a record
+// written elsewhere (InsertTx).
+func (w *Writer) Priced(r Record) *Record {
+	if p, ok := w.opts.Prices[r.PricedModel()]; ok {
+		r.Cost = p.Cost(&r)
+	}
+	return &r
+}
+
 func (w *Writer) write(ctx context.Context, batch []Record) error {
 	for i := range batch {
 		if p, ok := w.opts.Prices[batch[i].PricedModel()]; ok {
