@@ -51,7 +51,7 @@ func DefaultBatchConfig() BatchConfig {
 		Modes: slices.Clone(BatchModes), Replicas: 2, MaxNumSeqs: 8,
 		TTFT: 40 * time.Millisecond, ITL: 5 * time.Millisecond, Tokens: 40,
 		Rates: []float64{15, 45, 15}, Phase: 6 * time.Second,
-		Lines: 4000, PrefixWords: 1000, Share: 1, ClientTimeout: 30 * time.Second,
+		Lines: 4000, PrefixWords: 1000, Share: 0.5, ClientTimeout: 30 * time.Second,
 	}
 }
 
@@ -60,6 +60,12 @@ func (c BatchConfig) Enabled() bool { return len(c.Modes) > 0 }
 
 // hold is how long one request holds a sequence.
 func (c BatchConfig) hold() time.Duration { return c.TTFT + time.Duration(c.Tokens-1)*c.ITL }
+
+// Slots is each replica's max_concurrency at the gateway: twice the
+// engine's sequences, so that an online request always finds a slot and
+// the engine, scheduling by priority, pre-empts a batch line for it; the
+// share keeps the batch's lines within the engine's sequences.
+func (c BatchConfig) Slots() int { return 2 * c.MaxNumSeqs }
 
 // window is the online load's whole duration.
 func (c BatchConfig) window() time.Duration { return time.Duration(len(c.Rates)) * c.Phase }

@@ -41,6 +41,7 @@ var caddyfileBatch = template.Must(template.New("batch").Parse(`{
 		model bt {
 			static{{range .Replicas}} {{.}}{{end}}
 			protocol vllm
+			max_concurrency {{.BatchScenario.Slots}}
 			engine_priority class
 			queue {
 				length 1000
