@@ -186,6 +186,7 @@ func storeTests(t *testing.T, open func(t *testing.T) *SQLStore) {
 	t.Run("expiry", func(t *testing.T) { testExpiry(t, open(t)) })
 	t.Run("expired before any line ran", func(t *testing.T) { testExpiredBeforeRun(t, open(t)) })
 	t.Run("cancel while validating", func(t *testing.T) { testCancelWhileValidating(t, open(t)) })
+	t.Run("cancel midway through validation", func(t *testing.T) { testCancelMidValidation(t, open(t)) })
 	t.Run("validator loses its lease", func(t *testing.T) { testValidatorLosesLease(t, open(t)) })
 	t.Run("unfinished", func(t *testing.T) { testUnfinished(t, open(t)) })
 }

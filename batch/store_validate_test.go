@@ -264,3 +264,50 @@ func testUnfinished(t *testing.T, s *SQLStore) {
 		}
 	}
 }
+
+// testCancelMidValidation: a cancel that lands while a large input's
+// lines are being stored ends the validation at its next transaction:
+// Validate answers the cancelling batch (no error for the runner to
+// log), its lines are dropped, and the batch ends cancelled.
+func testCancelMidValidation(t *testing.T, s *SQLStore) {
+	ctx := context.Background()
+	const n = 20000 // a hundred transactions of lines
+	f, err := s.PutFile(ctx, File{Owner: alice, Purpose: "batch"}, strings.NewReader(chatLines(n, "m")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := s.CreateBatch(ctx, Batch{Owner: alice, Endpoint: "/v1/chat/completions", InputFileID: f.ID})
+	type answer struct {
+		b   Batch
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v, err := s.Validate(ctx, "v", time.Minute)
+		done <- answer{v, err}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for lineCount(t, s, b.ID) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no line stored in a minute")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.Cancel(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	a := <-done
+	if a.err == nil && a.b.Status == StatusInProgress {
+		t.Skip("the validation ended before the cancel landed (the machine is fast): nothing midway to test")
+	}
+	if a.err != nil || a.b.ID != b.ID || a.b.Status != StatusCancelling {
+		t.Fatalf("Validate cancelled midway = %+v, %v", a.b, a.err)
+	}
+	if got := lineCount(t, s, b.ID); got != 0 {
+		t.Fatalf("%d lines left", got)
+	}
+	fin, err := s.Finalize(ctx, "f", time.Now())
+	if err != nil || len(fin) != 1 || fin[0].Status != StatusCancelled || fin[0].Counts.Total != 0 {
+		t.Fatalf("Finalize = %+v, %v", fin, err)
+	}
+}
