@@ -188,6 +188,7 @@ func storeTests(t *testing.T, open func(t *testing.T) *SQLStore) {
 	t.Run("cancel while validating", func(t *testing.T) { testCancelWhileValidating(t, open(t)) })
 	t.Run("cancel midway through validation", func(t *testing.T) { testCancelMidValidation(t, open(t)) })
 	t.Run("validator loses its lease", func(t *testing.T) { testValidatorLosesLease(t, open(t)) })
+	t.Run("validator loses its lease midway", func(t *testing.T) { testValidatorLosesLeaseMidway(t, open(t)) })
 	t.Run("unfinished", func(t *testing.T) { testUnfinished(t, open(t)) })
 }
 
