@@ -152,7 +152,8 @@ type APIKeys struct {
 // apiKeySet is one immutable generation of the keys.
 type apiKeySet struct {
 	byHash map[[sha256.Size]byte]*keyEntry
-	keys   []APIKey // as stored, in order
+	byID   map[string]*keyEntry // for Standing: a key known by its id only
+	keys   []APIKey             // as stored, in order
 }
 
 // keyEntry is a key ready for verification.
@@ -589,7 +590,8 @@ func (k *APIKeys) load(ctx context.Context) (*apiKeyFile, error) {
 // install checks f and makes it the current set. Usage counters carry
 // over by key id, so uses not yet flushed survive a reload.
 func (k *APIKeys) install(f *apiKeyFile) error {
-	set := &apiKeySet{byHash: make(map[[sha256.Size]byte]*keyEntry, len(f.Keys)), keys: f.Keys}
+	set := &apiKeySet{byHash: make(map[[sha256.Size]byte]*keyEntry, len(f.Keys)),
+		byID: make(map[string]*keyEntry, len(f.Keys)), keys: f.Keys}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	usage := make(map[string]*keyUsage, len(f.Keys))
@@ -612,7 +614,8 @@ func (k *APIKeys) install(f *apiKeyFile) error {
 			raiseTo(&u.flushed, stored)
 		}
 		usage[rec.ID] = u
-		set.byHash[h] = &keyEntry{rec: rec, expires: rec.Expires, usage: u}
+		e := &keyEntry{rec: rec, expires: rec.Expires, usage: u}
+		set.byHash[h], set.byID[rec.ID] = e, e
 	}
 	k.usage = usage
 	k.set.Store(set)

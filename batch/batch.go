@@ -131,6 +131,9 @@ type Line struct {
 	Owner    Owner
 	Endpoint string
 	Model    string
+	// Created is when the batch was created: its owner's credential
+	// stands for its lines as long as it was not revoked since.
+	Created time.Time
 }
 
 // Result is the outcome of one line: the replica's answer (any status

@@ -149,3 +149,28 @@ func (s *SQLStore) Cancel(ctx context.Context, id string) (Batch, error) {
 	}
 	return b, nil
 }
+
+// Unfinished lists every owner's batches that are not final
+// (validating, in progress, finalizing or cancelling), the oldest first,
+// at most limit, in one query: the status page's view of the work under
+// way.
+func (s *SQLStore) Unfinished(ctx context.Context, limit int) ([]Batch, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.query(ctx, `SELECT `+batchColumns+` FROM batch_batches WHERE status IN (?, ?, ?, ?) ORDER BY seq LIMIT ?`,
+		string(StatusValidating), string(StatusInProgress), string(StatusFinalizing), string(StatusCancelling), limit)
+	if err != nil {
+		return nil, fmt.Errorf("batch: %s: listing the unfinished batches: %w", s.d.name, err)
+	}
+	defer rows.Close()
+	var out []Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, fmt.Errorf("batch: %s: listing the unfinished batches: %w", s.d.name, err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}

@@ -54,9 +54,11 @@ func (s *SQLStore) Claim(ctx context.Context, worker, model string, n int, lease
 	for i := range lines {
 		if lines[i].BatchID != last.BatchID {
 			var owner string
-			err := s.queryRow(ctx, `SELECT owner, endpoint, model FROM batch_batches WHERE id = ?`, lines[i].BatchID).
-				Scan(&owner, &last.Endpoint, &last.Model)
+			var created int64
+			err := s.queryRow(ctx, `SELECT owner, endpoint, model, created_ms FROM batch_batches WHERE id = ?`, lines[i].BatchID).
+				Scan(&owner, &last.Endpoint, &last.Model, &created)
 			if err == nil {
+				last.Created = fromMS(created)
 				err = json.Unmarshal([]byte(owner), &last.Owner)
 			}
 			if err != nil {
@@ -65,7 +67,7 @@ func (s *SQLStore) Claim(ctx context.Context, worker, model string, n int, lease
 			}
 			last.BatchID = lines[i].BatchID
 		}
-		lines[i].Owner, lines[i].Endpoint, lines[i].Model = last.Owner, last.Endpoint, last.Model
+		lines[i].Owner, lines[i].Endpoint, lines[i].Model, lines[i].Created = last.Owner, last.Endpoint, last.Model, last.Created
 	}
 	return lines, nil
 }

@@ -184,6 +184,12 @@ func storeTests(t *testing.T, open func(t *testing.T) *SQLStore) {
 	t.Run("finalize", func(t *testing.T) { testFinalize(t, open(t)) })
 	t.Run("cancel", func(t *testing.T) { testCancel(t, open(t)) })
 	t.Run("expiry", func(t *testing.T) { testExpiry(t, open(t)) })
+	t.Run("expired before any line ran", func(t *testing.T) { testExpiredBeforeRun(t, open(t)) })
+	t.Run("cancel while validating", func(t *testing.T) { testCancelWhileValidating(t, open(t)) })
+	t.Run("cancel midway through validation", func(t *testing.T) { testCancelMidValidation(t, open(t)) })
+	t.Run("validator loses its lease", func(t *testing.T) { testValidatorLosesLease(t, open(t)) })
+	t.Run("validator loses its lease midway", func(t *testing.T) { testValidatorLosesLeaseMidway(t, open(t)) })
+	t.Run("unfinished", func(t *testing.T) { testUnfinished(t, open(t)) })
 }
 
 func testFiles(t *testing.T, s *SQLStore) {
@@ -421,6 +427,7 @@ func testLeases(t *testing.T, s *SQLStore) {
 		t.Fatalf("Claim = %+v, %v", a, err)
 	}
 	if l := a[0]; l.Owner.Key() != alice.Key() || l.Endpoint != "/v1/chat/completions" || l.Model != "m" || l.Attempts != 0 ||
+		!l.Created.Equal(b.CreatedAt) ||
 		!strings.Contains(string(l.Body), `"hi req-0"`) {
 		t.Fatalf("claimed line = %+v", l)
 	}

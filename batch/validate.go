@@ -46,6 +46,13 @@ func (s *SQLStore) Validate(ctx context.Context, worker string, lease time.Durat
 	v := &validator{s: s, b: b, worker: worker, lease: lease, seen: map[[16]byte]int{}}
 	if err := v.run(ctx); err != nil {
 		s.abandon(context.WithoutCancel(ctx), id, worker)
+		if errors.Is(err, ErrLeaseLost) {
+			// Cancelled midway is no failure of the validator's: the
+			// batch is the finalizer's to end.
+			if cur, cerr := s.Batch(ctx, id); cerr == nil && cur.Status == StatusCancelling {
+				return cur, nil
+			}
+		}
 		return Batch{}, err
 	}
 	return v.finish(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync/atomic"
+	"time"
 
 	"github.com/llmedge/llmedge/auth"
 	"github.com/llmedge/llmedge/ledger"
@@ -19,6 +20,9 @@ type batchKey struct{}
 type batchRun struct {
 	id    string          // the batch's id
 	owner *auth.Principal // the batch's owner, in place of a credential
+	// created is when the batch was created: a revocation of its owner
+	// after it stops its lines (Pipeline.Owners).
+	created time.Time
 	// ex and g are set by the pipeline as it begins the line's exchange.
 	ex *Exchange
 	g  *Gateway

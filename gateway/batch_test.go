@@ -77,6 +77,7 @@ type batchSite struct {
 	ledger  *ledger.Writer
 	store   *records
 	budgets *tenancy.Service
+	sim     *simulator.Server
 }
 
 type siteOpts struct {
@@ -85,12 +86,14 @@ type siteOpts struct {
 	sim     simulator.Config        // Model is set to qwen
 	budgets []limits.Budget         // each user's, when set
 	price   map[string]ledger.Price // the ledger's prices
+	owners  gateway.BatchOwners     // the pipeline's Owners
 }
 
 func newBatchSite(t *testing.T, o siteOpts) *batchSite {
 	t.Helper()
 	o.sim.Model = "qwen"
-	srv := httptest.NewServer(simulator.New(o.sim))
+	sim := simulator.New(o.sim)
+	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	p := pool.NewWithOptions(t.Name(), &routing.RoundRobin{}, o.pool)
 	t.Cleanup(p.Close)
@@ -100,7 +103,7 @@ func newBatchSite(t *testing.T, o siteOpts) *batchSite {
 	}
 	rep.MaxConcurrency = o.slots
 	p.Set([]*pool.Replica{rep})
-	s := &batchSite{pool: p, replica: rep, store: &records{}}
+	s := &batchSite{pool: p, replica: rep, store: &records{}, sim: sim}
 	s.ledger = ledger.NewWriter(s.store, ledger.WriterOptions{Batch: 1, Interval: time.Millisecond, Prices: o.price})
 	t.Cleanup(func() { _ = s.ledger.Close() })
 	s.g = &gateway.Gateway{
@@ -111,7 +114,7 @@ func newBatchSite(t *testing.T, o siteOpts) *batchSite {
 		}},
 		Client: srv.Client(), PingInterval: -1, Ledger: s.ledger,
 	}
-	pl := &gateway.Pipeline{Auth: bearerAuth{}, Gateway: s.g}
+	pl := &gateway.Pipeline{Auth: bearerAuth{}, Gateway: s.g, Owners: o.owners}
 	if o.budgets != nil {
 		// Cost budgets price tokens as the ledger does (the Caddy glue's
 		// way).

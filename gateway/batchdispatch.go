@@ -49,7 +49,7 @@ func (d *batchDispatcher) Dispatch(ctx context.Context, l batch.Line) (batch.Res
 		res.Err = &batch.LineError{Code: "invalid_url", Message: "The endpoint " + strconv.Quote(l.Endpoint) + " is not served here", Line: l.Index}
 		return res, nil
 	}
-	run := &batchRun{id: l.BatchID, owner: ownerPrincipal(l.Owner)}
+	run := &batchRun{id: l.BatchID, owner: ownerPrincipal(l.Owner), created: l.Created}
 	// A request of the gateway's own: no client header is carried, only
 	// what the door needs to read the body.
 	r, err := http.NewRequestWithContext(withBatchRun(ctx, run), http.MethodPost, l.Endpoint, bytes.NewReader(l.Body))

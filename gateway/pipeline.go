@@ -65,6 +65,10 @@ type Pipeline struct {
 	// Batches, when set, serves OpenAI's Files and Batches API on the
 	// OpenAI door (the `batches` option).
 	Batches BatchAPI
+	// Owners, when set, refuses the lines of a batch whose owner's
+	// credential was revoked, expired or lost its user since the batch
+	// was created; auth.Service implements it.
+	Owners BatchOwners
 }
 
 // Through runs the stages after the request's current one, up to and
@@ -181,7 +185,11 @@ func (p *Pipeline) checkHeaders(w http.ResponseWriter, r *http.Request, ex *Exch
 func (p *Pipeline) authenticate(w http.ResponseWriter, r *http.Request, ex *Exchange) bool {
 	if ex.batch != nil {
 		// A batch's line, run by the gateway as the batch's owner: its
-		// authorization, limits and budgets are the owner's.
+		// authorization, limits and budgets are the owner's, as long as
+		// its credential stands.
+		if !p.ownerStands(w, ex) {
+			return false
+		}
 		ex.Principal = ex.batch.owner
 		if p.Teams != nil {
 			ex.Team = p.Teams.Team(ex.Principal)

@@ -35,6 +35,8 @@ type Snapshot struct {
 	// UsageToday is today's top tenants from the usage ledger, when one
 	// is kept.
 	UsageToday *UsageToday `json:"usage_today,omitempty"`
+	// Batches are the batches under way, when batches are on.
+	Batches *Batches `json:"batches,omitempty"`
 }
 
 // Readiness is the instance's readiness as /readyz decides it.

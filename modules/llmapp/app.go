@@ -308,6 +308,7 @@ func (a *App) Provision(ctx caddy.Context) (err error) {
 	}
 	if a.batches != nil {
 		a.pipeline.Batches = a.batches.api
+		a.pipeline.Owners = a.creds // revoked owners' lines are refused
 	}
 	// The doors accept the names of the models' LoRA adapters besides
 	// the models and aliases (the gateway resolves them).

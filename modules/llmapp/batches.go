@@ -56,6 +56,8 @@ type batches struct {
 	store  *batch.SQLStore
 	api    *batch.API
 	runner *batch.Runner
+	// progress caches the status page's batches under way.
+	progress batchProgress
 }
 
 // buildBatches opens the batch store in the ledger's database and makes
@@ -166,6 +168,7 @@ func (b *batches) close(logger *zap.Logger) {
 		return
 	}
 	b.stop()
+	b.progress.wait()
 	if err := b.store.Close(); err != nil {
 		logger.Error("closing the batch store", zap.Error(err))
 	}

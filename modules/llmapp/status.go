@@ -71,5 +71,8 @@ func (a *App) StatusSnapshot() *status.Snapshot {
 	if a.ledger != nil {
 		snap.UsageToday = a.ledger.today.get(a.ledger.store)
 	}
+	if a.batches != nil {
+		snap.Batches = a.batches.progress.get(a.batches.store)
+	}
 	return snap
 }
