@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"encoding/binary"
 	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -103,54 +102,42 @@ const (
 	highs = 0x8080808080808080
 )
 
-// marks sets the high bit of each byte of the word x that ends a run of
-// plain string bytes: a quote, a backslash, a control character or a byte
-// of a multi-byte character. No such byte goes unmarked; a byte above
-// one may be marked falsely (a borrow), so the caller looks at each
-// marked byte before it acts on it. The bytes below 0x80 are compared by
-// subtraction alone (a quote or backslash xor-ed to zero, a control
-// character below 0x20 borrows); a byte from 0x80 up marks itself.
-func marks(x uint64) uint64 {
-	quote, backslash := x^(ones*'"'), x^(ones*'\\')
-	return ((quote - ones) | (backslash - ones) | (x - ones*0x20) | x) & highs
-}
-
 // stringEnd checks the string whose inside starts at body[i] and returns
 // the offset of its closing quote, or -1 when the string breaks one of the
 // rules jsontext applies to a request or does not end.
 //
 // A pasted document has an escape or a multi-byte character every ten
 // bytes or so, so what a special byte costs matters as much as what a
-// plain word costs: each word is loaded once, its marked bytes taken in
-// turn from its mask, and the next word loaded where the last of them
-// ended. The usual sequences (a two-byte escape, a character of two or
-// three bytes) are checked in the loop; the rest (a \u escape, a
-// character of four bytes, a fault) in a call, which the loop's
-// registers are saved for only when it is made.
+// plain byte costs: the string is taken 64 bytes at a time, their special
+// bytes marked at once (specials64), each of them taken in turn from the
+// mask, and the next 64 bytes loaded where the last sequence ended. The
+// usual sequences (a two-byte escape, a character of two or three bytes)
+// are checked in the loop; the rest (a \u escape, a character of four
+// bytes, a fault) in a call, which the loop's registers are saved for
+// only when it is made.
 func stringEnd(body []byte, i int) int {
 	n := len(body)
 	if i < 0 {
 		return -1
 	}
 	for i < n {
-		var x uint64
-		if i+8 <= n {
-			x = binary.LittleEndian.Uint64(body[i : i+8])
+		var m uint64
+		if i+64 <= n {
+			m = specials64(body[i : i+64])
 		} else {
 			// The last bytes, padded with NULs: control characters, so a
 			// string that does not end before them is refused there.
-			var tail [8]byte
+			var tail [64]byte
 			copy(tail[:], body[i:])
-			x = binary.LittleEndian.Uint64(tail[:])
+			m = specials64(tail[:])
 		}
-		m := marks(x)
 		if m == 0 {
-			i += 8
+			i += 64
 			continue
 		}
-		next := i + 8 // where the following word starts, unless a sequence runs past it
+		next := i + 64 // where the following block starts, unless a sequence runs past it
 		for m != 0 {
-			j := i + bits.TrailingZeros64(m)>>3
+			j := i + bits.TrailingZeros64(m)
 			k := j + 1 // after the sequence at j; j+1 for a byte marked by a borrow
 			c, c1 := byte(0xFF), byte(0)
 			if j+2 < n {
@@ -181,8 +168,8 @@ func stringEnd(body []byte, i int) int {
 					return k
 				}
 			}
-			if d := k - i; d < 8 {
-				m &= ^uint64(0) << (uint(d*8) & 63) // the marks of the bytes consumed go
+			if d := k - i; d < 64 {
+				m &= ^uint64(0) << (uint(d) & 63) // the marks of the bytes consumed go
 			} else {
 				m, next = 0, k
 			}

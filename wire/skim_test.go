@@ -87,10 +87,15 @@ func FuzzStringEnd(f *testing.F) {
 		// 64-byte blocks a long string is checked in: each of its bytes
 		// then meets the block check at another place, the end of a
 		// block included.
+		// And followed by more of the body, so that the string ends
+		// inside a whole block rather than in the body's last bytes.
 		for _, pad := range []int{0, 1, 57, 63, 64, 100} {
-			p := append(append([]byte{'"'}, bytes.Repeat([]byte{'a'}, pad)...), s[1:]...)
-			if got, want := stringEnd(p, 1), jsontextEnd(p); got != want {
-				t.Fatalf("%q: stringEnd %d, jsontext %d", p, got, want)
+			for _, more := range []int{0, 70} {
+				p := append(append([]byte{'"'}, bytes.Repeat([]byte{'a'}, pad)...), s[1:]...)
+				p = append(p, bytes.Repeat([]byte{' '}, more)...)
+				if got, want := stringEnd(p, 1), jsontextEnd(p); got != want {
+					t.Fatalf("%q: stringEnd %d, jsontext %d", p, got, want)
+				}
 			}
 		}
 	})
