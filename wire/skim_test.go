@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -212,5 +213,26 @@ func BenchmarkStringEnd(b *testing.B) {
 		if stringEnd(s, 1) != len(s)-1 {
 			b.Fatal("refused")
 		}
+	}
+}
+
+// TestHex4 holds hex4 to strconv's reading of every 4-byte string over
+// the bytes around the digits' ranges.
+func TestHex4(t *testing.T) {
+	edge := []byte("/09:@AFG`afg\\u\x00\xff")
+	for _, a := range edge {
+		for _, b := range edge {
+			for _, c := range edge {
+				s := []byte{a, '0', b, c}
+				want, err := strconv.ParseUint(string(s), 16, 32)
+				got, ok := hex4(s)
+				if ok != (err == nil) || ok && uint64(got) != want {
+					t.Fatalf("hex4(%q) = %x, %v; want %x, %v", s, got, ok, want, err == nil)
+				}
+			}
+		}
+	}
+	if _, ok := hex4([]byte("abc")); ok {
+		t.Fatal("hex4 read three digits")
 	}
 }
