@@ -11,7 +11,7 @@ import (
 // byte at a time, about twelve instructions a byte once the string holds
 // an escape or a multi-byte character (a pasted document always does).
 // skim takes the long strings out of jsontext's way: before a request is
-// read, it finds each long string that is a member's value, checks it eight bytes at a time
+// read, it finds each long string that is a member's value, checks it 64 bytes at a time
 // against the rules jsontext applies to a request (no control character,
 // valid escapes, surrogates in pairs, valid UTF-8), and gives jsontext a
 // copy of the body with that string's inside left out (""), a few hundred
@@ -96,7 +96,8 @@ func isMemberValue(before, after []byte) bool {
 // isSpace reports the space JSON allows between tokens.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-// Words of eight bytes, for the checks that look at eight at a time.
+// Words of eight bytes, for the checks that look at eight at a time
+// (value.go's, and specials64 where it has no SSE2).
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080
