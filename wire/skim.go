@@ -144,7 +144,7 @@ func stringEnd(body []byte, i int) int {
 			if j+2 < n {
 				c, c1 = body[j], body[j+1]
 			} // else the body's last two bytes, or the padding: 0xFF is rareEnd's
-			switch classes[c] {
+			switch cls := classes[c]; cls {
 			case plainByte: // marked by a borrow
 			case quoteByte:
 				return j
@@ -154,16 +154,29 @@ func stringEnd(body []byte, i int) int {
 				} else if k = rareEnd(body, j); k < 0 {
 					return -1
 				}
-			case lead2:
-				if c1&0xC0 != 0x80 {
-					return -1
+			case lead2, lead3:
+				for {
+					if c1&0xC0 != 0x80 {
+						return -1
+					}
+					k++
+					if cls == lead3 {
+						if body[k]&0xC0 != 0x80 {
+							return -1
+						}
+						k++
+					}
+					// A run of such characters (a word of Greek, a line of
+					// Chinese) is taken here, not with a stop each.
+					if uint(k) >= uint(n-2) {
+						break
+					}
+					if cls = classes[body[k]]; cls != lead2 && cls != lead3 {
+						break
+					}
+					c1 = body[k+1]
+					k++
 				}
-				k++
-			case lead3:
-				if c1&0xC0 != 0x80 || body[j+2]&0xC0 != 0x80 {
-					return -1
-				}
-				k += 2
 			default:
 				if k = rareEnd(body, j); k <= j {
 					return k

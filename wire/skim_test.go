@@ -61,6 +61,11 @@ func TestStringEnd(t *testing.T) {
 		{"truncated UTF-8", "\"" + long + "\xe6\x97\"", false},
 		{"UTF-8 surrogate", "\"" + long + "\xed\xa0\x80\"", false},
 		{"overlong", "\"" + long + "\xc0\xaf\"", false},
+		{"a run of characters", `"` + long + `Длинный长文档逐字节地 Ωμέγα"`, true},
+		{"a run ending at the quote", `"` + long + `长文档"`, true},
+		{"a bad byte inside a run", "\"" + long + "长文\xe6\x97档\"", false},
+		{"a surrogate inside a run", "\"" + long + "Дл\xed\xa0\x80ин\"", false},
+		{"a run cut by the body's end", "\"" + long + "长文档\xe6", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := []byte(tc.s)
@@ -234,5 +239,29 @@ func TestHex4(t *testing.T) {
 	}
 	if _, ok := hex4([]byte("abc")); ok {
 		t.Fatal("hex4 read three digits")
+	}
+}
+
+// BenchmarkStringEndScripts checks 100 KB strings of text in other
+// scripts: Russian (words of two-byte characters between spaces) and
+// Chinese (a line of three-byte characters, then punctuation).
+func BenchmarkStringEndScripts(b *testing.B) {
+	for _, tc := range []struct{ name, line string }{
+		{"russian", `Длинный документ проходит через шлюз к реплике, байт за байтом.\n`},
+		{"chinese", `长文档逐字节地通过网关传到副本，再由引擎读取。\n`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := []byte{'"'}
+			for len(s) < 100_000 {
+				s = append(s, tc.line...)
+			}
+			s = append(s, '"')
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if stringEnd(s, 1) != len(s)-1 {
+					b.Fatal("refused")
+				}
+			}
+		})
 	}
 }
