@@ -80,6 +80,7 @@ type decoder struct {
 	body []byte // what jsontext reads: orig, or its skimmed copy
 	orig []byte // the body
 	cuts []cut  // where body lacks orig's bytes; none when it is orig
+	cut  int    // how many cuts are at or before the offset at mapped last
 	copy []byte // the skimmed copy's buffer, kept for the next body
 
 	// What ReadAnswer saw of the members a stream's chunks repeat (see
@@ -102,7 +103,7 @@ func newDecoder(body []byte, lax bool) *decoder {
 // reset starts reading body. A request's long strings are skimmed; an
 // answer's are not (its reading is lenient, which skim does not know).
 func (dec *decoder) reset(body []byte, lax bool) {
-	dec.orig, dec.body, dec.cuts = body, body, dec.cuts[:0]
+	dec.orig, dec.body, dec.cuts, dec.cut = body, body, dec.cuts[:0], 0
 	if !lax && len(body) >= skimFrom {
 		dec.body, dec.cuts = skim(body, dec.copy, dec.cuts)
 		if len(dec.cuts) > 0 {
@@ -134,8 +135,18 @@ const maxKeptCopy = 64 << 10
 
 // at maps an offset in what jsontext reads to the body's.
 func (dec *decoder) at(off int) int {
-	// The last cut at or before off says how far the body is ahead.
-	i, _ := slices.BinarySearchFunc(dec.cuts, off+1, func(c cut, off int) int { return c.at - off })
+	// The last cut at or before off says how far the body is ahead. The
+	// offsets asked for mostly follow the reading, so the search goes on
+	// from the cut found last, a step or two; an offset before it (a
+	// value read whole) is searched for.
+	i := dec.cut
+	if i > 0 && dec.cuts[i-1].at > off {
+		i, _ = slices.BinarySearchFunc(dec.cuts[:i], off+1, func(c cut, off int) int { return c.at - off })
+	}
+	for i < len(dec.cuts) && dec.cuts[i].at <= off {
+		i++
+	}
+	dec.cut = i
 	if i == 0 {
 		return off
 	}

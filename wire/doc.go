@@ -45,7 +45,7 @@
 //     place (through a bytes.Buffer), without a copy.
 //
 // Every byte is checked by jsontext, but for the long strings of a
-// request, which skim (skim.go) checks eight bytes at a time against the
+// request, which skim (skim.go) checks 64 bytes at a time against the
 // same rules before jsontext reads the rest: jsontext's byte-at-a-time
 // string loop was most of the cost of a long prompt. The readers look
 // at the next byte themselves only to choose the next read (an object, an

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -60,6 +61,11 @@ func TestStringEnd(t *testing.T) {
 		{"truncated UTF-8", "\"" + long + "\xe6\x97\"", false},
 		{"UTF-8 surrogate", "\"" + long + "\xed\xa0\x80\"", false},
 		{"overlong", "\"" + long + "\xc0\xaf\"", false},
+		{"a run of characters", `"` + long + `Длинный长文档逐字节地 Ωμέγα"`, true},
+		{"a run ending at the quote", `"` + long + `长文档"`, true},
+		{"a bad byte inside a run", "\"" + long + "长文\xe6\x97档\"", false},
+		{"a surrogate inside a run", "\"" + long + "Дл\xed\xa0\x80ин\"", false},
+		{"a run cut by the body's end", "\"" + long + "长文档\xe6", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := []byte(tc.s)
@@ -87,10 +93,15 @@ func FuzzStringEnd(f *testing.F) {
 		// 64-byte blocks a long string is checked in: each of its bytes
 		// then meets the block check at another place, the end of a
 		// block included.
+		// And followed by more of the body, so that the string ends
+		// inside a whole block rather than in the body's last bytes.
 		for _, pad := range []int{0, 1, 57, 63, 64, 100} {
-			p := append(append([]byte{'"'}, bytes.Repeat([]byte{'a'}, pad)...), s[1:]...)
-			if got, want := stringEnd(p, 1), jsontextEnd(p); got != want {
-				t.Fatalf("%q: stringEnd %d, jsontext %d", p, got, want)
+			for _, more := range []int{0, 70} {
+				p := append(append([]byte{'"'}, bytes.Repeat([]byte{'a'}, pad)...), s[1:]...)
+				p = append(p, bytes.Repeat([]byte{' '}, more)...)
+				if got, want := stringEnd(p, 1), jsontextEnd(p); got != want {
+					t.Fatalf("%q: stringEnd %d, jsontext %d", p, got, want)
+				}
 			}
 		}
 	})
@@ -207,5 +218,50 @@ func BenchmarkStringEnd(b *testing.B) {
 		if stringEnd(s, 1) != len(s)-1 {
 			b.Fatal("refused")
 		}
+	}
+}
+
+// TestHex4 holds hex4 to strconv's reading of every 4-byte string over
+// the bytes around the digits' ranges.
+func TestHex4(t *testing.T) {
+	edge := []byte("/09:@AFG`afg\\u\x00\xff")
+	for _, a := range edge {
+		for _, b := range edge {
+			for _, c := range edge {
+				s := []byte{a, '0', b, c}
+				want, err := strconv.ParseUint(string(s), 16, 32)
+				got, ok := hex4(s)
+				if ok != (err == nil) || ok && uint64(got) != want {
+					t.Fatalf("hex4(%q) = %x, %v; want %x, %v", s, got, ok, want, err == nil)
+				}
+			}
+		}
+	}
+	if _, ok := hex4([]byte("abc")); ok {
+		t.Fatal("hex4 read three digits")
+	}
+}
+
+// BenchmarkStringEndScripts checks 100 KB strings of text in other
+// scripts: Russian (words of two-byte characters between spaces) and
+// Chinese (a line of three-byte characters, then punctuation).
+func BenchmarkStringEndScripts(b *testing.B) {
+	for _, tc := range []struct{ name, line string }{
+		{"russian", `Длинный документ проходит через шлюз к реплике, байт за байтом.\n`},
+		{"chinese", `长文档逐字节地通过网关传到副本，再由引擎读取。\n`},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := []byte{'"'}
+			for len(s) < 100_000 {
+				s = append(s, tc.line...)
+			}
+			s = append(s, '"')
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if stringEnd(s, 1) != len(s)-1 {
+					b.Fatal("refused")
+				}
+			}
+		})
 	}
 }

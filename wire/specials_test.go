@@ -1,0 +1,41 @@
+package wire
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestSpecials64 holds specials64 (SSE2 on amd64, words of eight bytes
+// elsewhere or with -tags purego) to a byte-by-byte reading of 64 bytes
+// drawn from the bytes that matter: every special byte marked, and a byte
+// marked falsely only if it is plain and above a special one, which is
+// what stringEnd allows for.
+func TestSpecials64(t *testing.T) {
+	alphabet := []byte{'a', ' ', '"', '\\', 0x00, 0x1f, 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xbf, 0xc3, 0xe6, 0xff}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var s [64]byte
+	for round := range 20000 {
+		for k := range s {
+			if round%2 == 0 {
+				s[k] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				s[k] = byte(rng.Uint32()) // any byte at all
+			}
+		}
+		got := specials64(s[:])
+		lowest := -1
+		for k, c := range s {
+			special := c == '"' || c == '\\' || c < 0x20 || c >= 0x80
+			marked := got>>k&1 == 1
+			switch {
+			case special && !marked:
+				t.Fatalf("%q: byte %d (%#x) not marked (mask %064b)", s, k, c, got)
+			case !special && marked && lowest < 0:
+				t.Fatalf("%q: byte %d (%#x) marked below any special byte (mask %064b)", s, k, c, got)
+			}
+			if special && lowest < 0 {
+				lowest = k
+			}
+		}
+	}
+}
