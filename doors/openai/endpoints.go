@@ -124,7 +124,14 @@ func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Cha
 	}
 	// The members' spans, copied out of the pooled reader (they point
 	// into body, which the request keeps).
-	chat.Wire = &api.Wire{Format: format, Body: body, Object: c.Body, Members: append([]wire.Member(nil), c.Members...)}
+	w := &api.Wire{Format: format, Body: body, Object: c.Body, Members: append([]wire.Member(nil), c.Members...)}
+	if len(c.Items) > 0 {
+		w.Prompts = make([]wire.Value, len(c.Items))
+		for i := range c.Items {
+			w.Prompts[i] = c.Items[i].Value
+		}
+	}
+	chat.Wire = w
 	return chat, nil
 }
 
