@@ -71,6 +71,10 @@ type Wire struct {
 	// Messages are the elements of the body's messages (their spans),
 	// when it has them: a system message is put before the first.
 	Messages []wire.Value
+	// Prompts are the elements of a completion's prompt or an embedding's
+	// input when it is an array (a batch), as the door read them (their
+	// spans): what the request's count reads instead of the array again.
+	Prompts []wire.Value
 	// Translate, when set, gives the same request in OpenAI's chat format,
 	// for a replica that cannot take Format: one whose protocol does not
 	// speak it, or one found not to serve it. It is called only then; its

@@ -23,6 +23,7 @@ var doorList = []door{
 	{"native", "/tasks/assistant_inference", "/v1/chat/completions"},
 	{"chat", "/v1/chat/completions", "/v1/chat/completions"},
 	{"completions", "/v1/completions", "/v1/completions"},
+	{"embeddings", "/v1/embeddings", "/v1/embeddings"},
 	{"responses", "/v1/responses", "/v1/responses"},
 	{"anthropic", "/v1/messages", "/v1/messages"},
 }
@@ -139,6 +140,16 @@ func conversationBody(d, model string, lens []int) []byte {
 			text(i)
 		}
 		b.WriteString(`\n\nAssistant:"}`)
+	case "embeddings":
+		// The conversation's texts as a batch of documents to embed, the
+		// way a retrieval pipeline sends its chunks.
+		fmt.Fprintf(&b, `{"model":%q,"encoding_format":"float","input":["`, model)
+		text(0)
+		for i := 1; i < len(lens); i++ {
+			b.WriteString(`","`)
+			text(i)
+		}
+		b.WriteString(`"]}`)
 	case "responses":
 		// Input items as the SDKs send a conversation: messages with text,
 		// every other user turn as input_text parts.

@@ -65,6 +65,17 @@ func checkDoorShape(t *testing.T, door string, v map[string]any, turns int) {
 			t.Fatalf("prompt %.200q", p)
 		}
 		return
+	case "embeddings":
+		docs, _ := v["input"].([]any)
+		if len(docs) != turns+1 {
+			t.Fatalf("%d documents, want %d", len(docs), turns+1)
+		}
+		for i, d := range docs {
+			if s, _ := d.(string); s == "" {
+				t.Errorf("document %d: %v", i, d)
+			}
+		}
+		return
 	case "responses":
 		items, _ = v["input"].([]any)
 		if s, _ := v["instructions"].(string); s == "" {

@@ -112,6 +112,8 @@ func replayByPath(tokens int) *pathReplay {
 			text + `"},"logprobs":null,"finish_reason":"stop"}],` + usage),
 		"/v1/completions": []byte(`{"id":"cmpl-c","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"` +
 			text + `","logprobs":null,"finish_reason":"stop"}],` + usage),
+		"/v1/embeddings": []byte(`{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.6,0.8]}],"model":"m",` +
+			`"usage":{"prompt_tokens":12,"total_tokens":12}}`),
 		"/v1/responses": []byte(`{"id":"resp_c","object":"response","created_at":1,"status":"completed","model":"m","output":[{"type":"message","id":"msg_c","status":"completed","role":"assistant","content":[{"type":"output_text","text":"` +
 			text + `","annotations":[]}]}],"usage":{"input_tokens":12,"output_tokens":16,"total_tokens":28}}`),
 		"/v1/messages": []byte(`{"id":"msg_c","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"` +

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -95,6 +96,73 @@ func FuzzAnswer(f *testing.F) {
 		var r AnswerReader
 		for _, chunk := range bytes.Split(data, []byte("\n")) {
 			checkAnswer(t, chunk, &a, r.Read)
+		}
+	})
+}
+
+// promptBodies are completions' and embeddings' bodies: a prompt that is a
+// string, strings, token ids or arrays of them, and malformed ones around
+// arrays of strings, which skim cuts as elements.
+var promptBodies = []string{
+	`{"model":"qwen","prompt":"say \"hi\"","max_tokens":4}`,
+	`{"model":"qwen","prompt":["caf\u00e9", "na\u00efve" ,"x"],"stop":["\n"]}`,
+	`{"model":"qwen","prompt":[1,2,3],"stream":true,"stream_options":{"include_usage":true}}`,
+	`{"model":"qwen","prompt":[[1,2],[3]],"n":2}`,
+	`{"model":"qwen","prompt":["a",[1],2,{"role":"user"}]}`,
+	`{"model":"qwen","prompt":["a" "b"]}`, `{"model":"qwen","prompt":["a",]}`, `{"model":"qwen","prompt":["a":1]}`,
+	`{"":1,"abc","prompt":"e"}`, `{"prompt":["a"],"prompt":["b"]}`, `{"prompt":[{"a":"b","a":"c"}]}`,
+	"{\"prompt\":[\"a\xff\",\"b\"]}", `{"prompt":["\ud800","b"]}`, `[["a","b"],{"c":"d"}]`,
+}
+
+// FuzzPrompt holds ReadPrompt to ReadRequest, the plain reader of a body's
+// members: the same acceptance and errors, the same members at the same
+// spans, and a prompt array's elements those of the member's value; and
+// to itself with every string skimmed.
+func FuzzPrompt(f *testing.F) {
+	for _, s := range promptBodies {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var c Chat
+		err := ReadPrompt(body, &c, "prompt")
+		checkSkimmed(t, body, func(b []byte, c *Chat) error { return ReadPrompt(b, c, "prompt") })
+		var o Request
+		oerr := ReadRequest(body, &o)
+		// The same refusals (where in a malformed array each finds the
+		// fault may differ: ReadRequest reads the array whole).
+		var pe, oe *Error
+		if (err == nil) != (oerr == nil) || errors.As(err, &pe) != errors.As(oerr, &oe) ||
+			(pe != nil && (pe.Duplicate != oe.Duplicate || pe.Duplicate && !reflect.DeepEqual(pe.Path, oe.Path))) {
+			t.Fatalf("ReadPrompt: %v; ReadRequest: %v", err, oerr)
+		}
+		if err != nil || o.Body.Kind() != Object {
+			return
+		}
+		if len(c.Members) != len(o.Members) {
+			t.Fatalf("%d members, ReadRequest %d", len(c.Members), len(o.Members))
+		}
+		for i, m := range c.Members {
+			om := o.Members[i]
+			if m.Name != om.Name || m.Start != om.Start || m.End != om.End || !bytes.Equal(m.Value.Raw, om.Value.Raw) {
+				t.Fatalf("member %d: %+v, ReadRequest %+v", i, m, om)
+			}
+		}
+		p := o.Member("prompt")
+		if p.Kind() != Array {
+			if len(c.Items) != 0 {
+				t.Fatalf("%d items of a prompt %s", len(c.Items), p.Raw)
+			}
+			return
+		}
+		var want []Value
+		_ = p.Elements(func(_ int, e Value) bool { want = append(want, e); return true })
+		if len(want) != len(c.Items) {
+			t.Fatalf("%d items, want %d", len(c.Items), len(want))
+		}
+		for i, e := range want {
+			if got := c.Items[i].Value; got.Start != e.Start || !bytes.Equal(got.Raw, e.Raw) {
+				t.Fatalf("item %d: %q at %d, want %q at %d", i, got.Raw, got.Start, e.Raw, e.Start)
+			}
 		}
 	})
 }

@@ -11,7 +11,8 @@ import (
 // byte at a time, about twelve instructions a byte once the string holds
 // an escape or a multi-byte character (a pasted document always does).
 // skim takes the long strings out of jsontext's way: before a request is
-// read, it finds each long string that is a member's value, checks it 64 bytes at a time
+// read, it finds each long string that is a member's value or an array's
+// element (skim_arrays.go), checks it 64 bytes at a time
 // against the rules jsontext applies to a request (no control character,
 // valid escapes, surrogates in pairs, valid UTF-8), and gives jsontext a
 // copy of the body with that string's inside left out (""), a few hundred
@@ -46,18 +47,23 @@ type cut struct{ at, skipped int }
 func skim(body, dst []byte, cuts []cut) ([]byte, []cut) {
 	dst, cuts = dst[:0], cuts[:0]
 	from, skipped := 0, 0 // the first byte of body not yet in dst; bytes cut
+	var nest nesting      // skim_arrays.go
 	for i := 0; i < len(body); {
 		q := bytes.IndexByte(body[i:], '"')
 		if q < 0 {
 			break
 		}
 		open := i + q
+		nest.scan(body[i:open])
 		end := stringEnd(body, open+1)
 		if end < 0 {
 			break // jsontext tells what is wrong there
 		}
 		i = end + 1
-		if end-open-1 < skimAt || !isMemberValue(body[:open], body[i:]) {
+		if end-open-1 < skimAt {
+			continue
+		}
+		if !isMemberValue(body[:open], body[i:]) && !(nest.inArray() && isElement(body[:open], body[i:])) {
 			continue
 		}
 		dst = append(dst, body[from:open+1]...)
@@ -74,7 +80,7 @@ func skim(body, dst []byte, cuts []cut) ([]byte, []cut) {
 // isMemberValue reports whether a string between before and after is a
 // member's value: a ':' before it and a ',' or '}' after it, space
 // aside. Anything else stays for jsontext to read: a name, whose
-// uniqueness it checks; an array's element (rarely long); and a string
+// uniqueness it checks; an array's element (isElement judges it); and a string
 // where the body breaks, so that jsontext's report of the break names
 // the string as it would without skim.
 func isMemberValue(before, after []byte) bool {

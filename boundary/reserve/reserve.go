@@ -122,7 +122,7 @@ func Of(w *api.Wire) Count {
 			}
 		case (m.Name == "prompt" && w.Format == api.FormatOpenAICompletions) ||
 			(m.Name == "input" && w.Format == api.FormatOpenAIEmbeddings):
-			prompts := max(c.batch(v), 1)
+			prompts := max(c.batch(v, w.Prompts), 1)
 			c.Prompts = prompts
 			c.Messages += prompts
 		default:
@@ -174,13 +174,15 @@ func items(v wire.Value) int {
 // strings, token ids or arrays of them. Each string is a prompt of its
 // bytes; token ids are one prompt (or one an inner array), each id a
 // token, or its bytes when they estimate higher. It returns the prompts.
-func (c *Count) batch(v wire.Value) int {
+// elems, when not nil, are v's elements as the door read them (the
+// request's api.Wire.Prompts): the array is not read again.
+func (c *Count) batch(v wire.Value, elems []wire.Value) int {
 	if v.Kind() != wire.Array {
 		c.Bytes += len(v.Raw)
 		return 1
 	}
 	prompts, ids, idBytes := 0, 0, 0
-	_ = v.Elements(func(_ int, e wire.Value) bool {
+	count := func(_ int, e wire.Value) bool {
 		switch e.Kind() {
 		case wire.Number:
 			ids++
@@ -195,7 +197,14 @@ func (c *Count) batch(v wire.Value) int {
 			c.Bytes += len(e.Raw)
 		}
 		return true
-	})
+	}
+	if elems != nil {
+		for i, e := range elems {
+			count(i, e)
+		}
+	} else {
+		_ = v.Elements(count)
+	}
 	if ids > 0 {
 		prompts++
 		c.Bytes += max(3*ids, idBytes)

@@ -214,3 +214,39 @@ func messagesOnly(w *api.Wire) int {
 	}
 	return limits.EstimateTokens(bytes, n)
 }
+
+// A batch the door read (api.Wire.Prompts, the array's elements) is
+// counted from those elements, as the array read again would count it,
+// and is not read again.
+func TestOfPromptsAsRead(t *testing.T) {
+	for _, tc := range []struct {
+		format api.Format
+		body   string
+	}{
+		{api.FormatOpenAICompletions, `{"model":"m","prompt":["` + strings.Repeat("x", 700) + `","b",[1,2,3],7,8],"n":2}`},
+		{api.FormatOpenAICompletions, `{"model":"m","prompt":[[1,2,3],[4,5],[6]],"max_tokens":3}`},
+		{api.FormatOpenAIEmbeddings, `{"model":"m","input":["a","b","c","d"]}`},
+		{api.FormatOpenAIEmbeddings, `{"model":"m","input":[5,6,7,8]}`},
+	} {
+		name := "prompt"
+		if tc.format == api.FormatOpenAIEmbeddings {
+			name = "input"
+		}
+		var c wire.Chat
+		if err := wire.ReadPrompt([]byte(tc.body), &c, name); err != nil {
+			t.Fatal(err)
+		}
+		w := wireOf(t, tc.format, tc.body)
+		want := Of(w)
+		for _, m := range c.Items {
+			w.Prompts = append(w.Prompts, m.Value)
+		}
+		if got := Of(w); got != want {
+			t.Errorf("%s: counted from the door's elements %+v, from the array %+v", tc.body, got, want)
+		}
+		w.Prompts = w.Prompts[:1] // not the array: the door's elements are what is counted
+		if got := Of(w); got.Prompts != 1 {
+			t.Errorf("%s: %d prompts counted from one element: the array was read again", tc.body, got.Prompts)
+		}
+	}
+}

@@ -50,10 +50,21 @@ func (f *Door) decodeOther(r *http.Request, format api.Format, input string) (ap
 	})
 }
 
-// parseOther validates a completions or embeddings body.
+// parseOther validates a completions or embeddings body, read in one
+// pass by wire.ReadPrompt with the chat's pooled reader: input names the
+// prompt member ("prompt" or "input").
 func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Chat, *api.Error) {
-	var o wire.Request
-	if err := wire.ReadRequest(body, &o); err != nil {
+	c := chats.Get().(*wire.Chat)
+	defer func() {
+		// Keep the slices, not the body they point into.
+		clear(c.Members)
+		clear(c.Items)
+		clear(c.Parts)
+		clear(c.Stops)
+		clear(c.Options)
+		chats.Put(c)
+	}()
+	if err := wire.ReadPrompt(body, c, input); err != nil {
 		var we *wire.Error
 		if errors.As(err, &we) && we.Duplicate {
 			p := wire.PathString(we.Path)
@@ -62,31 +73,30 @@ func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Cha
 		}
 		return api.Chat{}, invalid(codeInvalidJSON, "", "We could not parse the JSON body of your request: it is not valid JSON.")
 	}
-	if o.Body.Kind() != wire.Object {
+	if c.Body.Kind() != wire.Object {
 		return api.Chat{}, invalid(codeInvalidType, "", "The request body must be a JSON object.")
 	}
 	var chat api.Chat
 	var aerr *api.Error
-	mv := o.Member("model")
-	if !mv.Given() {
+	if !c.Model.Given() {
 		return chat, invalid(codeMissing, "model", "You must provide a model parameter.")
 	}
-	if chat.Model, aerr = f.model(mv); aerr != nil {
+	if chat.Model, aerr = f.model(c.Model); aerr != nil {
 		return chat, aerr
 	}
-	msg, aerr := f.inputMessage(o.Member(input), input)
+	msg, aerr := f.promptMessage(body, c, input)
 	if aerr != nil {
 		return chat, aerr
 	}
 	chat.Messages = []api.Message{msg}
-	if v := o.Member("stream"); v.Given() {
+	if v := c.Stream; v.Given() {
 		b, ok := v.Bool()
 		if !ok {
 			return chat, typeError("stream", "a boolean", v)
 		}
 		chat.Stream = b && format == api.FormatOpenAICompletions
 	}
-	if v := o.Member("stream_options"); v.Given() {
+	if v := c.StreamOptions; v.Given() {
 		if !chat.Stream {
 			return chat, invalid(codeInvalidValue, "stream_options",
 				"The 'stream_options' parameter is only allowed when 'stream' is enabled.")
@@ -94,79 +104,107 @@ func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Cha
 		if v.Kind() != wire.Object {
 			return chat, typeError("stream_options", "an object", v)
 		}
-		_ = v.Members(func(m wire.Member) bool {
-			if m.Name == "include_usage" {
-				chat.IncludeUsage = m.Value.Kind() == wire.True
+		for _, o := range c.Options {
+			if o.Name == "include_usage" {
+				chat.IncludeUsage = o.Value.Kind() == wire.True
 			}
-			return true
-		})
+		}
 	}
-	if v := o.Member("max_tokens"); v.Given() {
+	if v := c.MaxTokens; v.Given() {
 		n, aerr := integerIn(v, "max_tokens", 1, maxTokensLimit)
 		if aerr != nil {
 			return chat, aerr
 		}
 		chat.Sampling.MaxTokens = int(n)
 	}
-	if v := o.Member("n"); v.Given() {
+	if v := c.N; v.Given() {
 		if _, aerr := integerIn(v, "n", 1, maxChoices); aerr != nil {
 			return chat, aerr
 		}
 	}
-	chat.Wire = &api.Wire{Format: format, Body: body, Object: o.Body, Members: o.Members}
+	// The members' spans, copied out of the pooled reader (they point
+	// into body, which the request keeps).
+	w := &api.Wire{Format: format, Body: body, Object: c.Body, Members: append([]wire.Member(nil), c.Members...)}
+	if len(c.Items) > 0 {
+		w.Prompts = make([]wire.Value, len(c.Items))
+		for i := range c.Items {
+			w.Prompts[i] = c.Items[i].Value
+		}
+	}
+	chat.Wire = w
 	return chat, nil
 }
 
-// inputMessage is a prompt or an input as the user's message routing and
-// the limits read: a string as written (api.Message.Quoted, not decoded),
-// or strings joined with newlines, or token ids as written.
-func (f *Door) inputMessage(v wire.Value, name string) (api.Message, *api.Error) {
+// promptMessage is a prompt or an input as the user's message routing and
+// the limits read, kept as the client wrote it, nothing decoded or
+// joined: a string as api.Message.Quoted; an array (a batch) as
+// api.Message.Parts, a string element as written (quoted) and token ids
+// as written, a run of ids one part (the ids of one prompt, commas and
+// all) and an array of ids one part. Routing hashes the parts and the
+// newlines between them; the limit counts the strings' characters, the
+// newlines, and a token id's or an array of ids' bytes as written.
+func (f *Door) promptMessage(body []byte, c *wire.Chat, name string) (api.Message, *api.Error) {
 	m := api.Message{Role: api.RoleUser}
-	switch v.Kind() {
+	switch v := c.Messages; v.Kind() {
 	case wire.String:
 		m.Quoted = v.Raw
 		return m, f.charsWithin(&m, name)
 	case wire.Array:
-		var b strings.Builder
-		var bad *api.Error
-		err := v.Elements(func(i int, e wire.Value) bool {
-			switch e.Kind() {
-			case wire.String:
-				if i > 0 {
-					b.WriteByte('\n')
-				}
-				b.WriteString(e.Text())
-			case wire.Number, wire.Array:
-				b.Write(e.Raw) // token ids
-			default:
-				bad = typeError(name+"["+strconv.Itoa(i)+"]", "a string, a token or an array of tokens", e)
-				return false
-			}
-			return true
-		})
-		if bad != nil {
-			return m, bad
-		}
-		if err != nil || b.Len() == 0 && v.Kind() == wire.Array && string(v.Raw) == "[]" {
-			return m, invalid(codeEmptyArray, name, "Invalid '"+name+"': empty array.")
-		}
-		m.Content = b.String()
-		return m, f.charsWithin(&m, name)
 	case wire.Absent, wire.Null:
 		return m, invalid(codeMissing, name, "Missing required parameter: '"+name+"'.")
+	default:
+		return m, typeError(name, "a string or an array", v)
 	}
-	return m, typeError(name, "a string or an array", v)
+	if len(c.Items) == 0 {
+		return m, invalid(codeEmptyArray, name, "Invalid '"+name+"': empty array.")
+	}
+	m.Parts = make([][]byte, 0, len(c.Items))
+	ids, run := 0, -1 // bytes of token ids; the first id of the current run
+	for i := range c.Items {
+		e := c.Items[i].Value
+		switch e.Kind() {
+		case wire.Number:
+			ids += len(e.Raw)
+			if run < 0 {
+				run = e.Start
+			}
+			if i+1 == len(c.Items) || c.Items[i+1].Kind() != wire.Number {
+				m.Parts = append(m.Parts, body[run:e.End:e.End])
+				run = -1
+			}
+		case wire.String:
+			m.Parts = append(m.Parts, e.Raw)
+		case wire.Array:
+			ids += len(e.Raw)
+			m.Parts = append(m.Parts, e.Raw)
+		default:
+			return m, typeError(name+"["+strconv.Itoa(i)+"]", "a string, a token or an array of tokens", e)
+		}
+	}
+	return m, f.promptWithin(&m, name, ids)
 }
 
 // charsWithin refuses a message whose text has more characters than a
 // message may (max_content_chars), counted as every door counts them
 // (api.Message.CharsOver: decoded only past the bound), naming param.
 func (f *Door) charsWithin(m *api.Message, param string) *api.Error {
+	return f.promptWithin(m, param, 0)
+}
+
+// promptWithin is charsWithin for a prompt holding ids bytes of token ids
+// besides its text: they count as characters, as written.
+func (f *Door) promptWithin(m *api.Message, param string, ids int) *api.Error {
 	max := f.limits.MaxContentChars
-	if n, over := m.CharsOver(max); over {
+	n, over := 0, false
+	if ids <= max {
+		n, over = m.CharsOver(max - ids)
+	} else {
+		n, over = m.CharsOver(-1) // every character counted: the error says how many
+	}
+	if over {
 		return invalid(codeStringTooLong, param, fmt.Sprintf(
 			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param, max, n))
+			param, max, n+ids))
 	}
 	return nil
 }

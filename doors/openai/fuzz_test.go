@@ -3,6 +3,7 @@ package openai
 import (
 	"testing"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/wire"
 )
 
@@ -92,6 +93,52 @@ func FuzzTranslateResponses(f *testing.F) {
 			})
 			if role != "system" && role != "user" && role != "assistant" && role != "tool" {
 				t.Fatalf("role %q in %s", role, w.Body)
+			}
+		}
+	})
+}
+
+// FuzzParsePrompt feeds arbitrary bodies to the completions and
+// embeddings reader: it must never panic, must refuse with a 400 or 404
+// that says why or accept one user message of the body's own bytes,
+// within max_content_chars, with the batch's elements carried for the
+// count.
+func FuzzParsePrompt(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"qwen","prompt":"hi"}`, `{"model":"qwen","prompt":["a\n","b"],"n":2}`, `{"model":"qwen","prompt":[1,2,[3,4],"x"]}`,
+		`{"model":"gemma","prompt":[[1],[2,3]],"stream":true,"stream_options":{"include_usage":true}}`, `{"model":"qwen","prompt":[]}`,
+		`{"model":"qwen","prompt":[true]}`, `{"model":"qwen","prompt":"` + "\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9" + `"}`,
+		`{"model":"qwen","prompt":["a" "b"]}`, `{"prompt":["a"],"prompt":["b"]}`, `[]`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	front := testDoor()
+	f.Fuzz(func(t *testing.T, body []byte) {
+		chat, err := front.parseOther(body, api.FormatOpenAICompletions, "prompt")
+		if err != nil {
+			if (err.Status != 400 && err.Status != 404) || err.Code == "" || message(err) == "" {
+				t.Fatalf("refusal %d %q %q", err.Status, err.Code, message(err))
+			}
+			return
+		}
+		if len(chat.Messages) != 1 || chat.Messages[0].Role != api.RoleUser || chat.Wire == nil {
+			t.Fatalf("accepted %+v", chat)
+		}
+		m := &chat.Messages[0]
+		if w := m.Written(); m.Size() != len(w) || m.Size() < len(m.Text()) {
+			t.Fatalf("size %d, written %d bytes, text %d", m.Size(), len(w), len(m.Text()))
+		}
+		if n, over := m.CharsOver(front.limits.MaxContentChars); over {
+			t.Fatalf("%d characters accepted, the limit %d", n, front.limits.MaxContentChars)
+		}
+		for _, p := range append(m.Parts, m.Quoted) {
+			if p != nil && !within(p, body) {
+				t.Fatalf("%q is not the body's", p)
+			}
+		}
+		for _, e := range chat.Wire.Prompts {
+			if string(body[e.Start:e.End]) != string(e.Raw) {
+				t.Fatalf("element %q not at its span", e.Raw)
 			}
 		}
 	})
