@@ -17,6 +17,8 @@ type EngineLoad struct {
 	// Own is how many of the gateway's own requests were outstanding on
 	// the replica when the figures were read: the engine counts them too.
 	Own float64
+	// OwnSheddable is how many of those were of the lowest class.
+	OwnSheddable float64
 	// At is when the figures were read; Until is when they stop counting.
 	At, Until time.Time
 }

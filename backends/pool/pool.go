@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/keep"
 )
 
@@ -199,6 +200,8 @@ type Lease struct {
 	// prefill is Choice.Prefill while it counts in the replica's pending
 	// prefill work.
 	prefill int64
+	// sheddable: the request counts in the replica's sheddable ones.
+	sheddable bool
 	// The answer's timing and size, for the detection of slow replicas:
 	// start is zero when the pool does not detect them.
 	req            *Request
@@ -244,6 +247,9 @@ func (l *Lease) Release(o Outcome) {
 	}
 	l.Replica = nil
 	r.Release()
+	if l.sheddable {
+		r.sheddable.Add(-1)
+	}
 	if b := r.breaker.Load(); b != nil {
 		b.outcome(o)
 	}
@@ -319,6 +325,10 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 		}
 		c.SlowAvoided = avoided
 		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill, prompt: -1}
+		if req.Priority <= api.PrioritySheddable {
+			r.sheddable.Add(1)
+			l.sheddable = true
+		}
 		if p.slow != nil {
 			l.req, l.start = req, p.slow.now()
 		}

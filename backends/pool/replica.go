@@ -28,7 +28,11 @@ type Replica struct {
 	APIKey string
 
 	outstanding atomic.Int64
-	served      atomic.Uint64
+	// sheddable counts the outstanding requests of the lowest class
+	// (batch lines among them): an engine that orders its queue by class
+	// runs them last, so a queue of theirs keeps nobody better waiting.
+	sheddable atomic.Int64
+	served    atomic.Uint64
 
 	// unhealthy is set by active health probing (see health.go).
 	unhealthy atomic.Bool
@@ -66,6 +70,10 @@ func NewReplica(rawURL string) (*Replica, error) {
 
 // Outstanding is the number of requests in flight on r.
 func (r *Replica) Outstanding() int64 { return r.outstanding.Load() }
+
+// OutstandingSheddable is the number of r's requests in flight of the
+// lowest class (api.PrioritySheddable).
+func (r *Replica) OutstandingSheddable() int64 { return r.sheddable.Load() }
 
 // Served is the number of requests r has been given.
 func (r *Replica) Served() uint64 { return r.served.Load() }
