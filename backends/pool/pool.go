@@ -224,6 +224,9 @@ func (l *Lease) FirstToken() {
 func (l *Lease) prefillDone() {
 	if l.prefill != 0 && l.Replica != nil {
 		l.Replica.pending.Add(-l.prefill)
+		if l.sheddable {
+			l.Replica.pendingSheddable.Add(-l.prefill)
+		}
 		l.prefill = 0
 	}
 }
@@ -320,14 +323,15 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 			}
 			done = d
 		}
-		if c.Prefill != 0 {
-			r.pending.Add(c.Prefill)
-		}
 		c.SlowAvoided = avoided
 		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill, prompt: -1}
 		if req.Priority <= api.PrioritySheddable {
 			r.sheddable.Add(1)
+			r.pendingSheddable.Add(c.Prefill)
 			l.sheddable = true
+		}
+		if c.Prefill != 0 {
+			r.pending.Add(c.Prefill)
 		}
 		if p.slow != nil {
 			l.req, l.start = req, p.slow.now()

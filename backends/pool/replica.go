@@ -38,8 +38,9 @@ type Replica struct {
 	unhealthy atomic.Bool
 	// engine holds the engine's own load figures (see load.go).
 	engine engineLoad
-	// pending is the predicted prefill work before first tokens (load.go).
-	pending atomic.Int64
+	// pending is the predicted prefill work before first tokens (load.go),
+	// pendingSheddable the part of it of sheddable requests.
+	pending, pendingSheddable atomic.Int64
 	// slow is the pool's latest verdict on its latency (slow.go); nil
 	// until it has one.
 	slow atomic.Pointer[Slowness]

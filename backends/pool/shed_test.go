@@ -102,10 +102,10 @@ func TestShed(t *testing.T) {
 			engine: &EngineLoad{Waiting: 1, OwnSheddable: 1}, req: batchLine, wantShed: true},
 		{name: "engines not by class: any queue saturates", caps: []int{0},
 			engine: &EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 3, KVUsage: 0.5},
-			req: &Request{Priority: api.PrioritySheddable, NoWait: true}, wantShed: true},
+			req:    &Request{Priority: api.PrioritySheddable, NoWait: true}, wantShed: true},
 		{name: "by class, an online sheddable request waits behind the queue", caps: []int{0},
 			engine: &EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 3, KVUsage: 0.5},
-			req: &Request{Priority: api.PrioritySheddable, EngineByClass: true}, wantShed: true},
+			req:    &Request{Priority: api.PrioritySheddable, EngineByClass: true}, wantShed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -252,5 +252,52 @@ func TestOutstandingSheddable(t *testing.T) {
 	lines[1].Release(Failure)
 	if got := rs[0].OutstandingSheddable(); got != 0 {
 		t.Fatalf("sheddable %d at the end, want 0", got)
+	}
+}
+
+// An online request on engines that order by class sees a replica's load
+// and queued prefill without the sheddable requests it overtakes.
+func TestLoadFor(t *testing.T) {
+	p, rs := newTestPool(t, Options{}, "http://a:1")
+	take := func(prio api.Priority, prefill int64) Lease {
+		t.Helper()
+		l, err := p.Acquire(&Request{Priority: prio}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The policy's prediction, as a prefix-aware one makes it.
+		rs[0].pending.Add(prefill)
+		l.prefill = prefill
+		if l.sheddable {
+			rs[0].pendingSheddable.Add(prefill)
+		}
+		return l
+	}
+	online := take(api.PriorityStandard, 10)
+	lines := []Lease{take(api.PrioritySheddable, 100), take(api.PrioritySheddable, 100)}
+	for _, tt := range []struct {
+		name    string
+		req     *Request
+		load    float64
+		prefill int64
+	}{
+		{name: "online, by class", req: &Request{Priority: api.PriorityCritical, EngineByClass: true}, load: 1, prefill: 10},
+		{name: "online, not by class", req: &Request{Priority: api.PriorityCritical}, load: 3, prefill: 210},
+		{name: "sheddable, by class", req: &Request{Priority: api.PrioritySheddable, EngineByClass: true}, load: 3, prefill: 210},
+		{name: "no request", load: 3, prefill: 210},
+	} {
+		if got := rs[0].LoadFor(tt.req); got != tt.load {
+			t.Errorf("%s: LoadFor = %v, want %v", tt.name, got, tt.load)
+		}
+		if got := rs[0].PendingPrefillFor(tt.req); got != tt.prefill {
+			t.Errorf("%s: PendingPrefillFor = %v, want %v", tt.name, got, tt.prefill)
+		}
+	}
+	lines[0].FirstToken()
+	lines[0].Release(Success)
+	lines[1].Release(Success)
+	online.Release(Success)
+	if p, s := rs[0].PendingPrefill(), rs[0].pendingSheddable.Load(); p != 0 || s != 0 {
+		t.Fatalf("pending prefill %d, of sheddable %d after every release, want 0", p, s)
 	}
 }
