@@ -341,6 +341,41 @@ func TestBatchLineNeverWaits(t *testing.T) {
 	}
 }
 
+// TestBatchLineBehindItsOwnQueue: on engines that order their queue by
+// class, a queue of the gateway's own sheddable work there does not
+// refuse a line (it waits in the engine for a sequence, behind the
+// online requests); a queue holding more, or engines that do not order
+// by class, refuse it as busy.
+func TestBatchLineBehindItsOwnQueue(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		byClass  bool
+		waiting  float64 // the engine's queue
+		wantBusy bool
+	}{
+		{name: "by class, its own queue", byClass: true, waiting: 1},
+		{name: "by class, a better request queued", byClass: true, waiting: 2, wantBusy: true},
+		{name: "not by class", waiting: 1, wantBusy: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newBatchSite(t, siteOpts{slots: 4})
+			if tt.byClass {
+				s.g.Models["qwen"].EnginePriority = []int{0, 1, 2}
+			}
+			s.replica.SetEngineLoad(pool.EngineLoad{Running: 8, Waiting: tt.waiting, OwnSheddable: 1, KVUsage: 0.5,
+				Until: time.Now().Add(time.Minute)})
+			res, err := gateway.NewBatchDispatcher(s.mount.Handler, 0).Dispatch(context.Background(),
+				line(alice, openai.PathChatCompletions, chatBody))
+			if busy := errors.Is(err, gateway.ErrBusy); busy != tt.wantBusy {
+				t.Fatalf("busy = %v (%v), want %v", busy, err, tt.wantBusy)
+			}
+			if !tt.wantBusy && res.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want 200", res.StatusCode)
+			}
+		})
+	}
+}
+
 // TestBatchAnswerTooLarge: an answer beyond the bound is the line's error,
 // not held in memory.
 func TestBatchAnswerTooLarge(t *testing.T) {
@@ -414,6 +449,7 @@ func TestBatchGateRoom(t *testing.T) {
 		running int     // lines the runner started
 		onSlots int     // of which on a replica
 		engine  *pool.EngineLoad
+		byClass []int // engine_priority: the engines' priorities by class
 		want    int
 	}{
 		{name: "idle", slots: 8, want: 8},
@@ -426,11 +462,22 @@ func TestBatchGateRoom(t *testing.T) {
 		{name: "share off", slots: 8, share: -1, want: 8},
 		{name: "engine queueing", slots: 8, engine: &pool.EngineLoad{Waiting: 2, KVUsage: 0.1}, want: 0},
 		{name: "engine KV nearly full", slots: 8, engine: &pool.EngineLoad{KVUsage: 0.97}, want: 0},
+		{name: "engine queueing the gateway's sheddable work, by class", slots: 8, onSlots: 2, running: 2, byClass: []int{-1, 0, 1},
+			engine: &pool.EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 2, KVUsage: 0.5}, want: 6},
+		{name: "engine queueing the gateway's sheddable work, not by class", slots: 8, onSlots: 2, running: 2,
+			engine: &pool.EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 2, KVUsage: 0.5}, want: 0},
+		{name: "engine priorities that do not run sheddable work last", slots: 8, onSlots: 2, running: 2, byClass: []int{0, 1, 1},
+			engine: &pool.EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 2, KVUsage: 0.5}, want: 0},
+		{name: "engine queueing a better request, by class", slots: 8, byClass: []int{-1, 0, 1},
+			engine: &pool.EngineLoad{Running: 8, Waiting: 3, OwnSheddable: 2, KVUsage: 0.5}, want: 0},
+		{name: "engine KV nearly full, by class", slots: 8, byClass: []int{-1, 0, 1},
+			engine: &pool.EngineLoad{Waiting: 1, OwnSheddable: 2, KVUsage: 0.97}, want: 0},
 		{name: "uncapped replica: one at a time", slots: 0, want: 1},
 		{name: "uncapped replica, one starting", slots: 0, running: 1, want: 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newBatchSite(t, siteOpts{slots: tt.slots, pool: tt.opts, sim: simulator.Config{Hang: true}})
+			s.g.Models["qwen"].EnginePriority = tt.byClass
 			for range tt.taken {
 				l, err := s.pool.Acquire(nil, nil)
 				if err != nil {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"math"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/pool"
 	"github.com/llmedge/llmedge/batch"
 )
@@ -22,8 +23,9 @@ type batchGate struct {
 
 // Room implements batch.Gate. It is 0 while an online request of the
 // model waits for a slot, or the pool is saturated for sheddable work
-// (no free slot above its reserve, the engines queueing or their KV
-// caches nearly full). Otherwise it is the free slots above the reserve,
+// (no free slot above its reserve, the engines queueing — on engines
+// that order by class, queueing more than the gateway's own sheddable
+// work — or their KV caches nearly full). Otherwise it is the free slots above the reserve,
 // less the lines started that have not reached a replica yet (each free
 // slot takes at most one new line per call: the load grows by what the
 // engines show they can take), within the share. For replicas without a
@@ -43,7 +45,7 @@ func (b *batchGate) Room(model string, running int) int {
 	// slots are not taken, but are spoken for.
 	starting := max(running-m.BatchRunning(), 0)
 	if len(m.Rollout) == 0 {
-		return poolRoom(m.Pool, running, starting, share)
+		return poolRoom(m.Pool, byClass(m), running, starting, share)
 	}
 	room := -1
 	for _, s := range m.Rollout {
@@ -51,20 +53,44 @@ func (b *batchGate) Room(model string, running int) int {
 		if t == nil {
 			return 0
 		}
-		if r := poolRoom(t.Pool, running, starting, share); room < 0 || r < room {
+		if r := poolRoom(t.Pool, byClass(t), running, starting, share); room < 0 || r < room {
 			room = r
 		}
 	}
 	return max(room, 0)
 }
 
+// byClass reports whether m's engines order their queues by class of
+// work with sheddable work last (engine_priority, lower runs first):
+// online requests overtake the batch lines queued there.
+func byClass(m *Model) bool {
+	p := m.EnginePriority
+	if len(p) != len(api.Priorities) {
+		return false
+	}
+	last := p[api.PrioritySheddable.Index()]
+	return last > p[api.PriorityCritical.Index()] && last > p[api.PriorityStandard.Index()]
+}
+
 // poolRoom is the room of p for batch lines, running of them started,
-// starting of which hold no slot yet, within share of its slots.
-func poolRoom(p *pool.Pool, running, starting int, share float64) int {
-	if p == nil || p.Waiting() > 0 || p.Saturated() {
+// starting of which hold no slot yet, within share of its slots. On
+// engines that order by class (byClass) a queue of the gateway's own
+// sheddable work does not close the room (pool.SpareBelow): the lines
+// wait there for the sequences online work leaves, which the engine
+// hands them at once, while an online request overtakes them.
+func poolRoom(p *pool.Pool, byClass bool, running, starting int, share float64) int {
+	if p == nil || p.Waiting() > 0 {
 		return 0
 	}
-	s := p.Spare()
+	var s pool.Spare
+	if byClass {
+		s = p.SpareBelow()
+	} else {
+		s = p.Spare()
+	}
+	if !s.Usable || (!s.Open && s.Free <= p.Reserve()) {
+		return 0 // saturated for sheddable work
+	}
 	room := s.Free - p.Reserve() - starting
 	if s.Open {
 		// A replica without a cap: one line at a time, and the engines'

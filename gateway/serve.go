@@ -195,7 +195,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 	}
 	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority,
-		Partition: g.indexKey(m, ex), NoWait: ex.batch != nil}
+		Partition: g.indexKey(m, ex), NoWait: ex.batch != nil, EngineByClass: byClass(m)}
 	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
 		preq.Messages = nil // an embedding reuses no cached prefix: no affinity to it
 	}

@@ -13,13 +13,13 @@ import (
 type P2C struct{}
 
 // Select implements pool.Policy.
-func (P2C) Select(_ *pool.Request, c []*pool.Replica) pool.Choice {
+func (P2C) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 	if len(c) == 1 {
 		return pool.Pick(c[0], pool.ReasonOnly)
 	}
 	a := weightedPick(c, nil)
 	b := weightedPick(c, a)
-	if b.Load() < a.Load() {
+	if b.LoadFor(req) < a.LoadFor(req) {
 		a = b
 	}
 	return pool.Pick(a, pool.ReasonLoad)
@@ -56,18 +56,18 @@ func (Random) Select(_ *pool.Request, c []*pool.Replica) pool.Choice {
 type LeastRequests struct{}
 
 // Select implements pool.Policy.
-func (LeastRequests) Select(_ *pool.Request, c []*pool.Replica) pool.Choice {
-	return pool.Pick(leastLoaded(c), pool.ReasonLoad)
+func (LeastRequests) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
+	return pool.Pick(leastLoaded(req, c), pool.ReasonLoad)
 }
 
 // leastLoaded returns the replica with the least load per unit of weight,
 // ties broken at random.
-func leastLoaded(c []*pool.Replica) *pool.Replica {
+func leastLoaded(req *pool.Request, c []*pool.Replica) *pool.Replica {
 	var best *pool.Replica
 	var bestLoad float64
 	ties := 0
 	for _, r := range c {
-		l := r.Load()
+		l := r.LoadFor(req)
 		switch {
 		case best == nil || l < bestLoad:
 			best, bestLoad, ties = r, l, 1

@@ -37,7 +37,10 @@ const (
 // request) are left out while others are not, so no replica is buried
 // under one prefix; neither are replicas whose engine reports its KV cache
 // at least KVFull used. Load is pool.Replica.Load: the gateway's own
-// outstanding requests plus what the engine reports beyond them.
+// outstanding requests plus what the engine reports beyond them; for a
+// request that overtakes the sheddable ones in the engine (engines
+// ordering by class), load and queued prefill leave those out
+// (Replica.LoadFor, PendingPrefillFor).
 //
 // Each decision is recorded in the Index, so a conversation's next turn
 // finds its history where it went. Prompts are hashed within the
@@ -85,7 +88,7 @@ func (p *PrefixCache) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 	s.names, s.loads = s.names[:0], s.loads[:0]
 	var sum float64
 	for _, r := range c {
-		l := r.Load()
+		l := r.LoadFor(req)
 		s.names, s.loads = append(s.names, r.URL), append(s.loads, l)
 		sum += l
 	}
@@ -112,7 +115,7 @@ func (p *PrefixCache) Select(req *pool.Request, c []*pool.Replica) pool.Choice {
 		if !eligible(i, strict) {
 			continue
 		}
-		cost := r.PendingPrefill() + total - int64(s.matched[i])
+		cost := r.PendingPrefillFor(req) + total - int64(s.matched[i])
 		switch {
 		case best < 0 || cost < bestCost || (cost == bestCost && s.loads[i] < s.loads[best]):
 			best, bestCost, ties = i, cost, 1

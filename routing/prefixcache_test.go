@@ -2,6 +2,7 @@ package routing
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -266,4 +267,48 @@ func BenchmarkPrefixCacheSelect16KiBShared(b *testing.B) {
 	}
 	st := hub.Stats()
 	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+}
+
+// On engines that order by class, an online request is routed by the
+// online work on each replica: the batch lines there, which the engine
+// preempts for it, neither load the replica nor queue prefill ahead of
+// it. Without the engines' order they count, as for a batch line.
+func TestPrefixCacheOnlineOvertakesBatchLines(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		req     pool.Request
+		wantOn1 bool // to r1, the replica with more requests but fewer online
+	}{
+		{name: "online, engines by class", req: pool.Request{Priority: api.PriorityStandard, EngineByClass: true}, wantOn1: true},
+		{name: "online, engines first come first served", req: pool.Request{Priority: api.PriorityStandard}},
+		{name: "a batch line, engines by class", req: pool.Request{Priority: api.PrioritySheddable, EngineByClass: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p, rs, _ := newPrefixPool(t, 2)
+			hold := func(r *pool.Replica, prio api.Priority, n int) {
+				for i := range n {
+					l, err := p.Acquire(&pool.Request{Model: "m", Priority: prio, Messages: conversation(10+i, int(prio)+5, 1)},
+						[]*pool.Replica{rs[1-slices.Index(rs, r)]})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { l.Release(pool.Success) })
+				}
+			}
+			hold(rs[0], api.PriorityStandard, 3)  // r0: three online requests
+			hold(rs[1], api.PriorityStandard, 1)  // r1: one online request
+			hold(rs[1], api.PrioritySheddable, 6) // and six batch lines, prefilling
+			req := tt.req
+			req.Model, req.Messages = "m", conversation(99, 1, 1)
+			l, err := p.Acquire(&req, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Release(pool.Success)
+			if on1 := l.Replica == rs[1]; on1 != tt.wantOn1 {
+				t.Fatalf("went to r1: %v, want %v (loads for it %.0f, %.0f; prefill queued %d, %d)", on1, tt.wantOn1,
+					rs[0].LoadFor(&req), rs[1].LoadFor(&req), rs[0].PendingPrefillFor(&req), rs[1].PendingPrefillFor(&req))
+			}
+		})
+	}
 }

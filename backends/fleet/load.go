@@ -117,7 +117,8 @@ func (l *scraper) report(t scrape.Target, load scrape.Load, err error) {
 	}
 	rep.SetEngineLoad(pool.EngineLoad{
 		Running: float64(load.Running), Waiting: float64(load.Waiting), KVUsage: kv, Own: float64(rep.Outstanding()),
-		At: load.Time, Until: load.Time.Add(staleAfter * l.cfg.Interval),
+		OwnSheddable: float64(rep.OutstandingSheddable()),
+		At:           load.Time, Until: load.Time.Add(staleAfter * l.cfg.Interval),
 	})
 	if a := l.model.Adapters; a != nil && load.LoRA != nil {
 		a.Known.SetRunning(url, load.LoRA.Running, load.LoRA.Waiting, load.LoRA.MaxLoRA, load.Time.Add(staleAfter*l.cfg.Interval))

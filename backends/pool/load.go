@@ -3,6 +3,8 @@ package pool
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/llmedge/llmedge/api"
 )
 
 // EngineLoad is a replica's load as its engine reports it (read from its
@@ -17,6 +19,8 @@ type EngineLoad struct {
 	// Own is how many of the gateway's own requests were outstanding on
 	// the replica when the figures were read: the engine counts them too.
 	Own float64
+	// OwnSheddable is how many of those were of the lowest class.
+	OwnSheddable float64
 	// At is when the figures were read; Until is when they stop counting.
 	At, Until time.Time
 }
@@ -55,6 +59,34 @@ func (r *Replica) Load() float64 {
 		}
 	}
 	return n / float64(r.weight())
+}
+
+// LoadFor is Load as req sees it. On engines that order their queue by
+// class (req.EngineByClass), a request above the lowest class overtakes
+// the gateway's sheddable requests there (the engine runs it first and
+// preempts one of them for it): they are no load for it. So online
+// requests spread by the online work on each replica, however the batch
+// lines that fill the rest are placed.
+func (r *Replica) LoadFor(req *Request) float64 {
+	if !overtakes(req) {
+		return r.Load()
+	}
+	return r.Load() - float64(r.sheddable.Load())/float64(r.weight())
+}
+
+// PendingPrefillFor is PendingPrefill as req sees it: without the
+// sheddable requests' prefill when req overtakes them (see LoadFor).
+func (r *Replica) PendingPrefillFor(req *Request) int64 {
+	if !overtakes(req) {
+		return r.pending.Load()
+	}
+	return r.pending.Load() - r.pendingSheddable.Load()
+}
+
+// overtakes reports whether req runs before the sheddable requests on
+// its replicas' engines.
+func overtakes(req *Request) bool {
+	return req != nil && req.EngineByClass && req.Priority > api.PrioritySheddable
 }
 
 // PendingPrefill is the prefill work of the requests sent to r that have

@@ -52,6 +52,14 @@ type Request struct {
 	// ErrSaturated when no replica has a slot. A batch's line takes only
 	// the capacity online requests leave idle.
 	NoWait bool
+	// EngineByClass: the replicas' engines order their queues by class
+	// of work, sheddable last (the gateway sends each request its class's
+	// priority). A NoWait request of the lowest class is then refused
+	// only while the pool is saturated as SpareBelow judges it (a queue
+	// of the gateway's own sheddable work in an engine is not saturation
+	// for it), and a request of a higher class is routed by the load
+	// without the sheddable requests it overtakes (Replica.LoadFor).
+	EngineByClass bool
 	// Waited is how long the request already waited for a slot, on its
 	// earlier attempts: the queue timeout bounds the sum, not each wait.
 	Waited time.Duration

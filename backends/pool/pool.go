@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/keep"
 )
 
@@ -199,6 +200,8 @@ type Lease struct {
 	// prefill is Choice.Prefill while it counts in the replica's pending
 	// prefill work.
 	prefill int64
+	// sheddable: the request counts in the replica's sheddable ones.
+	sheddable bool
 	// The answer's timing and size, for the detection of slow replicas:
 	// start is zero when the pool does not detect them.
 	req            *Request
@@ -221,6 +224,9 @@ func (l *Lease) FirstToken() {
 func (l *Lease) prefillDone() {
 	if l.prefill != 0 && l.Replica != nil {
 		l.Replica.pending.Add(-l.prefill)
+		if l.sheddable {
+			l.Replica.pendingSheddable.Add(-l.prefill)
+		}
 		l.prefill = 0
 	}
 }
@@ -244,6 +250,9 @@ func (l *Lease) Release(o Outcome) {
 	}
 	l.Replica = nil
 	r.Release()
+	if l.sheddable {
+		r.sheddable.Add(-1)
+	}
 	if b := r.breaker.Load(); b != nil {
 		b.outcome(o)
 	}
@@ -314,11 +323,16 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 			}
 			done = d
 		}
+		c.SlowAvoided = avoided
+		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill, prompt: -1}
+		if req.Priority <= api.PrioritySheddable {
+			r.sheddable.Add(1)
+			r.pendingSheddable.Add(c.Prefill)
+			l.sheddable = true
+		}
 		if c.Prefill != 0 {
 			r.pending.Add(c.Prefill)
 		}
-		c.SlowAvoided = avoided
-		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill, prompt: -1}
 		if p.slow != nil {
 			l.req, l.start = req, p.slow.now()
 		}

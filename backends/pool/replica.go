@@ -28,14 +28,19 @@ type Replica struct {
 	APIKey string
 
 	outstanding atomic.Int64
-	served      atomic.Uint64
+	// sheddable counts the outstanding requests of the lowest class
+	// (batch lines among them): an engine that orders its queue by class
+	// runs them last, so a queue of theirs keeps nobody better waiting.
+	sheddable atomic.Int64
+	served    atomic.Uint64
 
 	// unhealthy is set by active health probing (see health.go).
 	unhealthy atomic.Bool
 	// engine holds the engine's own load figures (see load.go).
 	engine engineLoad
-	// pending is the predicted prefill work before first tokens (load.go).
-	pending atomic.Int64
+	// pending is the predicted prefill work before first tokens (load.go),
+	// pendingSheddable the part of it of sheddable requests.
+	pending, pendingSheddable atomic.Int64
 	// slow is the pool's latest verdict on its latency (slow.go); nil
 	// until it has one.
 	slow atomic.Pointer[Slowness]
@@ -66,6 +71,10 @@ func NewReplica(rawURL string) (*Replica, error) {
 
 // Outstanding is the number of requests in flight on r.
 func (r *Replica) Outstanding() int64 { return r.outstanding.Load() }
+
+// OutstandingSheddable is the number of r's requests in flight of the
+// lowest class (api.PrioritySheddable).
+func (r *Replica) OutstandingSheddable() int64 { return r.sheddable.Load() }
 
 // Served is the number of requests r has been given.
 func (r *Replica) Served() uint64 { return r.served.Load() }

@@ -14,10 +14,15 @@ const DefaultShedKV = 0.95
 // replica without a cap whose engine is not saturated leaves the pool
 // unsaturated: nothing says it cannot take more.
 func (p *Pool) Saturated() bool {
+	return p.saturated(false)
+}
+
+// saturated is Saturated, judged as SpareBelow with below.
+func (p *Pool) saturated(below bool) bool {
 	if p.waiting.Load() > 0 {
 		return true
 	}
-	s := p.Spare()
+	s := p.spare(below)
 	return s.Usable && !s.Open && s.Free <= p.opts.Reserve
 }
 
@@ -36,7 +41,21 @@ type Spare struct {
 }
 
 // Spare reports the pool's spare capacity (see Spare).
-func (p *Pool) Spare() Spare {
+func (p *Pool) Spare() Spare { return p.spare(false) }
+
+// SpareBelow is Spare for more work of the lowest class on engines that
+// order their queue by class (engine priority), batch lines: such an
+// engine whose queue holds no more requests than the gateway had of that
+// class on it when its figures were read is full, but what waits there is
+// that work, which runs after anything better, so the engine is not
+// saturated for it. A queue longer than that holds a better request,
+// which is saturation as for Spare; so is a KV cache at least shed_kv
+// full. Filling such an engine to the brim keeps a line ready for every
+// sequence online work leaves, where closing at its first queued line
+// would leave them idle until the next figures.
+func (p *Pool) SpareBelow() Spare { return p.spare(true) }
+
+func (p *Pool) spare(below bool) Spare {
 	kv := p.opts.ShedKV
 	if kv <= 0 {
 		kv = DefaultShedKV
@@ -50,7 +69,7 @@ func (p *Pool) Spare() Spare {
 		if r.MaxConcurrency > 0 {
 			s.Slots += r.MaxConcurrency
 		}
-		if r.engineSaturated(kv) {
+		if r.engineSaturated(kv, below) {
 			continue
 		}
 		if r.MaxConcurrency <= 0 {
@@ -66,15 +85,24 @@ func (p *Pool) Spare() Spare {
 
 // engineSaturated reports whether r's engine, by its fresh figures, has
 // requests waiting (beyond the batch it runs) or its KV cache at least kv
-// full.
-func (r *Replica) engineSaturated(kv float64) bool {
+// full. With below, the requests waiting may be as many as the gateway's
+// sheddable ones on r when the figures were read (see SpareBelow).
+func (r *Replica) engineSaturated(kv float64, below bool) bool {
 	l, ok := r.EngineLoad()
-	return ok && (l.Waiting >= 1 || (l.KVUsage >= 0 && l.KVUsage >= kv))
+	if !ok {
+		return false
+	}
+	queued := l.Waiting >= 1
+	if below {
+		queued = l.Waiting > l.OwnSheddable
+	}
+	return queued || (l.KVUsage >= 0 && l.KVUsage >= kv)
 }
 
 // sheds reports whether req is to be refused at once (ErrShed).
 func (p *Pool) sheds(req *Request) bool {
-	return req.Priority <= api.PrioritySheddable && (!p.opts.NoShed || req.NoWait) && p.Saturated()
+	return req.Priority <= api.PrioritySheddable && (!p.opts.NoShed || req.NoWait) &&
+		p.saturated(req.NoWait && req.EngineByClass)
 }
 
 // Reserve is the number of slots kept from sheddable requests.

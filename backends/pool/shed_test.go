@@ -71,12 +71,14 @@ func TestQueueClassesFirst(t *testing.T) {
 
 func TestShed(t *testing.T) {
 	sheddable := &Request{Priority: api.PrioritySheddable}
+	batchLine := &Request{Priority: api.PrioritySheddable, NoWait: true, EngineByClass: true}
 	tests := []struct {
 		name     string
 		opts     Options
 		caps     []int // per replica; 0 = no cap
 		taken    int   // slots taken on the first replica before asking
 		engine   *EngineLoad
+		req      *Request // nil: sheddable
 		wantShed bool
 	}{
 		{name: "a free slot, no reserve", caps: []int{2}, taken: 1},
@@ -88,6 +90,22 @@ func TestShed(t *testing.T) {
 		{name: "no cap, engine KV full", caps: []int{0}, engine: &EngineLoad{KVUsage: 0.97}, wantShed: true},
 		{name: "engine KV below the threshold", caps: []int{0}, opts: Options{ShedKV: 0.99}, engine: &EngineLoad{KVUsage: 0.97}},
 		{name: "shedding off", opts: Options{NoShed: true}, caps: []int{1}, taken: 1},
+		// A batch line on engines ordering by class: a queue of the
+		// gateway's own sheddable work is no saturation for it.
+		{name: "by class: the engine queues only the gateway's sheddable work", caps: []int{0},
+			engine: &EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 3, KVUsage: 0.5}, req: batchLine},
+		{name: "by class: the engine's queue holds a better request", caps: []int{0},
+			engine: &EngineLoad{Running: 8, Waiting: 4, OwnSheddable: 3, KVUsage: 0.5}, req: batchLine, wantShed: true},
+		{name: "by class: the engine's KV cache full", caps: []int{0},
+			engine: &EngineLoad{Waiting: 1, OwnSheddable: 3, KVUsage: 0.97}, req: batchLine, wantShed: true},
+		{name: "by class, slots within the reserve", opts: Options{Reserve: 1}, caps: []int{2}, taken: 1,
+			engine: &EngineLoad{Waiting: 1, OwnSheddable: 1}, req: batchLine, wantShed: true},
+		{name: "engines not by class: any queue saturates", caps: []int{0},
+			engine: &EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 3, KVUsage: 0.5},
+			req:    &Request{Priority: api.PrioritySheddable, NoWait: true}, wantShed: true},
+		{name: "by class, an online sheddable request waits behind the queue", caps: []int{0},
+			engine: &EngineLoad{Running: 8, Waiting: 2, OwnSheddable: 3, KVUsage: 0.5},
+			req:    &Request{Priority: api.PrioritySheddable, EngineByClass: true}, wantShed: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -107,8 +125,12 @@ func TestShed(t *testing.T) {
 				l.Until = time.Now().Add(time.Minute)
 				rs[0].SetEngineLoad(l)
 			}
+			req := tt.req
+			if req == nil {
+				req = sheddable
+			}
 			start := time.Now()
-			l, err := p.AcquireWait(context.Background(), sheddable, nil)
+			l, err := p.AcquireWait(context.Background(), req, nil)
 			if got := errors.Is(err, ErrShed); got != tt.wantShed {
 				t.Fatalf("shed = %v (%v), want %v", got, err, tt.wantShed)
 			}
@@ -199,5 +221,83 @@ func TestNoWait(t *testing.T) {
 				l.Release(Success)
 			}
 		})
+	}
+}
+
+// A replica counts its sheddable requests in flight, which its engine's
+// figures are read beside (EngineLoad.OwnSheddable).
+func TestOutstandingSheddable(t *testing.T) {
+	p, rs := newTestPool(t, Options{}, "http://a:1")
+	online, err := p.Acquire(&Request{Priority: api.PriorityCritical}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []Lease
+	for range 2 {
+		l, err := p.Acquire(&Request{Priority: api.PrioritySheddable}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, l)
+	}
+	if got, out := rs[0].OutstandingSheddable(), rs[0].Outstanding(); got != 2 || out != 3 {
+		t.Fatalf("sheddable %d of %d outstanding, want 2 of 3", got, out)
+	}
+	lines[0].Release(Success)
+	lines[0].Release(Success) // a second release does nothing
+	online.Release(Success)
+	if got := rs[0].OutstandingSheddable(); got != 1 {
+		t.Fatalf("sheddable %d after releases, want 1", got)
+	}
+	lines[1].Release(Failure)
+	if got := rs[0].OutstandingSheddable(); got != 0 {
+		t.Fatalf("sheddable %d at the end, want 0", got)
+	}
+}
+
+// An online request on engines that order by class sees a replica's load
+// and queued prefill without the sheddable requests it overtakes.
+func TestLoadFor(t *testing.T) {
+	p, rs := newTestPool(t, Options{}, "http://a:1")
+	take := func(prio api.Priority, prefill int64) Lease {
+		t.Helper()
+		l, err := p.Acquire(&Request{Priority: prio}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The policy's prediction, as a prefix-aware one makes it.
+		rs[0].pending.Add(prefill)
+		l.prefill = prefill
+		if l.sheddable {
+			rs[0].pendingSheddable.Add(prefill)
+		}
+		return l
+	}
+	online := take(api.PriorityStandard, 10)
+	lines := []Lease{take(api.PrioritySheddable, 100), take(api.PrioritySheddable, 100)}
+	for _, tt := range []struct {
+		name    string
+		req     *Request
+		load    float64
+		prefill int64
+	}{
+		{name: "online, by class", req: &Request{Priority: api.PriorityCritical, EngineByClass: true}, load: 1, prefill: 10},
+		{name: "online, not by class", req: &Request{Priority: api.PriorityCritical}, load: 3, prefill: 210},
+		{name: "sheddable, by class", req: &Request{Priority: api.PrioritySheddable, EngineByClass: true}, load: 3, prefill: 210},
+		{name: "no request", load: 3, prefill: 210},
+	} {
+		if got := rs[0].LoadFor(tt.req); got != tt.load {
+			t.Errorf("%s: LoadFor = %v, want %v", tt.name, got, tt.load)
+		}
+		if got := rs[0].PendingPrefillFor(tt.req); got != tt.prefill {
+			t.Errorf("%s: PendingPrefillFor = %v, want %v", tt.name, got, tt.prefill)
+		}
+	}
+	lines[0].FirstToken()
+	lines[0].Release(Success)
+	lines[1].Release(Success)
+	online.Release(Success)
+	if p, s := rs[0].PendingPrefill(), rs[0].pendingSheddable.Load(); p != 0 || s != 0 {
+		t.Fatalf("pending prefill %d, of sheddable %d after every release, want 0", p, s)
 	}
 }
