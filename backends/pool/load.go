@@ -60,7 +60,18 @@ func (r *Replica) Load() float64 {
 // PendingPrefill is the prefill work of the requests sent to r that have
 // not had their first token yet, as the policies that chose r predicted it
 // (Choice.Prefill): the queue of prompt processing ahead of a new request.
-func (r *Replica) PendingPrefill() int64 { return r.pending.Load() }
+// It counts this instance's requests and what the other gateway instances
+// last said they had queued there (SetPeerPrefill): a replica's prefill
+// lane is one, whichever instance fills it.
+func (r *Replica) PendingPrefill() int64 { return r.pending.Load() + r.peer.Load() }
+
+// OwnPrefill is the part of PendingPrefill this instance sent: what it
+// tells the other instances.
+func (r *Replica) OwnPrefill() int64 { return r.pending.Load() }
+
+// SetPeerPrefill records the prefill the other gateway instances have
+// queued on r, as they last told (off the request path); 0 forgets it.
+func (r *Replica) SetPeerPrefill(n int64) { r.peer.Store(max(n, 0)) }
 
 // Saturated reports whether r's engine says its KV cache is at least
 // kvFull used: a new request would wait for memory or preempt another.

@@ -36,3 +36,30 @@ func TestLoad(t *testing.T) {
 		})
 	}
 }
+
+// PendingPrefill counts this instance's queued prefill and the other
+// instances'; only the own part is what this instance tells them.
+func TestPendingPrefillCountsPeers(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		own, peer         int64
+		wantPending, own2 int64
+	}{
+		{"own only", 30, 0, 30, 30},
+		{"peers only", 0, 250, 250, 0},
+		{"both", 30, 250, 280, 30},
+		{"a negative peer figure counts as none", 30, -5, 30, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := NewReplica("http://a:1")
+			r.pending.Store(tc.own)
+			r.SetPeerPrefill(tc.peer)
+			if got := r.PendingPrefill(); got != tc.wantPending {
+				t.Errorf("PendingPrefill = %d, want %d", got, tc.wantPending)
+			}
+			if got := r.OwnPrefill(); got != tc.own2 {
+				t.Errorf("OwnPrefill = %d, want %d", got, tc.own2)
+			}
+		})
+	}
+}

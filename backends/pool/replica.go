@@ -36,6 +36,8 @@ type Replica struct {
 	engine engineLoad
 	// pending is the predicted prefill work before first tokens (load.go).
 	pending atomic.Int64
+	// peer is the other gateway instances' pending prefill on it (load.go).
+	peer atomic.Int64
 	// slow is the pool's latest verdict on its latency (slow.go); nil
 	// until it has one.
 	slow atomic.Pointer[Slowness]

@@ -205,6 +205,8 @@ type Model struct {
 	// first told (everything is applied then, and the index forgets the
 	// replicas that are not in the pool when it is told).
 	replicas atomic.Pointer[map[string]struct{}]
+	// queues share the prefill queued on each replica (queues.go).
+	queues queues
 }
 
 // Attach makes idx, model's index, shared. Detach when done with it.
@@ -295,6 +297,7 @@ func (h *Hub) state(err error) {
 	if err == nil {
 		if !h.up.Swap(true) {
 			h.opts.Logger.Info("redis reachable again: routing is shared again")
+			h.forgetTold() // the others stopped counting this instance's queues
 		}
 		return
 	}
