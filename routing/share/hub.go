@@ -235,6 +235,7 @@ func (m *Model) Detach() {
 	} else {
 		h.models[m.name] = list
 	}
+	m.stopQueues()
 }
 
 // SetReplicas says which replicas the model has now: the other instances'

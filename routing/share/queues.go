@@ -184,6 +184,20 @@ func (m *Model) forgetTold() {
 	m.queues.mu.Unlock()
 }
 
+// stopQueues forgets the other instances' figures, in the replicas too:
+// nothing will refresh them (Detach).
+func (m *Model) stopQueues() {
+	q := &m.queues
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for url := range q.peers {
+		if r, ok := q.replicas[url]; ok {
+			r.SetPeerPrefill(0)
+		}
+	}
+	q.peers = nil
+}
+
 // learnQueue records instance's figure f, as of at, if m serves its
 // replica with the same block size.
 func (m *Model) learnQueue(instance string, f QueueFigure, at time.Time) bool {

@@ -86,7 +86,7 @@ func TestHubsShareQueues(t *testing.T) {
 	srv := redistest.Start(t)
 	a, b := stoppable(t, srv), newHub(t, srv, Options{})
 	pa, _ := queued(t, a, 300)
-	pb, _ := queued(t, b, 40)
+	pb, mb := queued(t, b, 40)
 	a.Start()
 	b.Start()
 	r1b := pb.Replicas()[0]
@@ -108,6 +108,13 @@ func TestHubsShareQueues(t *testing.T) {
 	}
 	r1a := pa.Replicas()[0]
 	waitUntil(t, "a counts b's", func() bool { return r1a.PendingPrefill() == 340 })
+	mb.Detach() // a reload without sharing: b stops counting a's
+	if got := r1b.PendingPrefill(); got != 40 {
+		t.Errorf("after Detach, b's pending prefill on r1 = %d, want its own 40", got)
+	}
+	mb = b.Attach("m", mb.idx)
+	mb.SetQueues(pb.Replicas())
+	waitUntil(t, "b, attached again, counts a's again", func() bool { return r1b.PendingPrefill() == 340 })
 	if pb.Replicas()[1].PendingPrefill() != 0 {
 		t.Error("r2 counts prefill nobody queued there")
 	}
