@@ -69,6 +69,24 @@ func (r *Replica) PendingPrefill() int64 { return r.pending.Load() + r.peer.Load
 // tells the other instances.
 func (r *Replica) OwnPrefill() int64 { return r.pending.Load() }
 
+// OnPendingChange sets f to be called, on the request path, whenever
+// OwnPrefill changes (nil: nothing is called): the sharing of queues tells
+// the other instances at once rather than at its next flush. f must not
+// block.
+func (r *Replica) OnPendingChange(f func()) {
+	if f == nil {
+		r.onPending.Store(nil)
+		return
+	}
+	r.onPending.Store(&f)
+}
+
+func (r *Replica) pendingChanged() {
+	if f := r.onPending.Load(); f != nil {
+		(*f)()
+	}
+}
+
 // SetPeerPrefill records the prefill the other gateway instances have
 // queued on r, as they last told (off the request path); 0 forgets it.
 func (r *Replica) SetPeerPrefill(n int64) { r.peer.Store(max(n, 0)) }

@@ -222,6 +222,7 @@ func (l *Lease) prefillDone() {
 	if l.prefill != 0 && l.Replica != nil {
 		l.Replica.pending.Add(-l.prefill)
 		l.prefill = 0
+		l.Replica.pendingChanged()
 	}
 }
 
@@ -316,6 +317,7 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 		}
 		if c.Prefill != 0 {
 			r.pending.Add(c.Prefill)
+			r.pendingChanged()
 		}
 		c.SlowAvoided = avoided
 		l := Lease{Replica: r, Choice: c, pool: p, done: done, prefill: c.Prefill, prompt: -1}

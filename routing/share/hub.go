@@ -83,6 +83,8 @@ type Hub struct {
 	instance string
 	buf      chan record
 	free     chan *[]uint64
+	// kick asks the flusher to write now: a replica's queue changed.
+	kick chan struct{}
 
 	mu     sync.RWMutex
 	models map[string][]*Model
@@ -159,7 +161,7 @@ func New(opts Options) *Hub {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	h := &Hub{opts: opts, client: redis.NewUniversalClient(&ro), instance: hex.EncodeToString(id[:]),
-		buf: make(chan record, opts.Buffer), free: make(chan *[]uint64, opts.Buffer), models: map[string][]*Model{}}
+		buf: make(chan record, opts.Buffer), free: make(chan *[]uint64, opts.Buffer), kick: make(chan struct{}, 1), models: map[string][]*Model{}}
 	h.up.Store(true) // until a call says otherwise
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h

@@ -22,6 +22,9 @@ import (
 // away) stops counting after peerTTL.
 
 const (
+	// minKickGap spaces the writes that queue changes ask for: at most
+	// 200 a second per instance, whatever the traffic.
+	minKickGap = 5 * time.Millisecond
 	// refreshEvery is how often a figure that is not zero is told again
 	// when it has not changed, so that the others keep counting it.
 	refreshEvery = 250 * time.Millisecond
@@ -140,7 +143,15 @@ func (m *Model) SetQueues(rs []*pool.Replica) {
 	q := &m.queues
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	for _, r := range q.replicas {
+		if byURL[r.URL] != r {
+			r.OnPendingChange(nil)
+		}
+	}
 	q.replicas = byURL
+	for _, r := range rs {
+		r.OnPendingChange(m.hub.kickFlush)
+	}
 	for url := range q.peers {
 		if _, ok := byURL[url]; !ok {
 			delete(q.peers, url)
@@ -195,7 +206,22 @@ func (m *Model) stopQueues() {
 			r.SetPeerPrefill(0)
 		}
 	}
+	for _, r := range q.replicas {
+		r.OnPendingChange(nil)
+	}
 	q.peers = nil
+}
+
+// kickFlush asks the flusher to tell the queues now; it never blocks. A
+// figure told at the next tick instead would be up to Interval late: a
+// cold prompt's prefill lasts a few Intervals, and a queue seen drained
+// late diverts the requests its replica holds into cold prefills
+// elsewhere, seen filled late lets cold prompts pile onto it.
+func (h *Hub) kickFlush() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
 }
 
 // learnQueue records instance's figure f, as of at, if m serves its

@@ -176,3 +176,32 @@ func stoppable(t *testing.T, srv *redistest.Server) *Hub {
 	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout = time.Second, 250*time.Millisecond, 250*time.Millisecond
 	return New(Options{Redis: ro, Key: "llmedge:routing", Interval: 10 * time.Millisecond})
 }
+
+// A queue's change is told at once, not at the next flush: with a flush
+// every second, the other instance sees a's prefill come and go within a
+// fraction of it.
+func TestQueueChangesAreToldAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := newHub(t, srv, Options{Interval: time.Second}), newHub(t, srv, Options{Interval: time.Second})
+	pa, _ := queued(t, a, 300)
+	pb, _ := queued(t, b, 0)
+	a.Start()
+	b.Start()
+	time.Sleep(1500 * time.Millisecond) // both readers follow the stream
+	r1b := pb.Replicas()[0]
+	start := time.Now()
+	l, err := pa.Acquire(&pool.Request{Model: "m"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(pool.Success)
+	waitUntil(t, "b counts a's prefill", func() bool { return r1b.PendingPrefill() == 300 })
+	came := time.Since(start)
+	start = time.Now()
+	l.FirstToken()
+	waitUntil(t, "b sees it done", func() bool { return r1b.PendingPrefill() == 0 })
+	went := time.Since(start)
+	if came > 300*time.Millisecond || went > 300*time.Millisecond {
+		t.Errorf("a's queue told %v after it filled and %v after it drained, with flushes a second apart", came, went)
+	}
+}

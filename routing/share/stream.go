@@ -25,13 +25,17 @@ func (h *Hub) flushLoop() {
 	defer t.Stop()
 	var entries [][]byte
 	var queues []byte
-	var retryAt time.Time
+	var retryAt, lastWrite time.Time
 	for {
 		select {
 		case <-h.ctx.Done():
 			h.drop(len(h.buf))
 			return
 		case <-t.C:
+		case <-h.kick:
+			if d := minKickGap - time.Since(lastWrite); d > 0 {
+				time.Sleep(d)
+			}
 		}
 		now := time.Now()
 		h.expireQueues(now)
@@ -50,6 +54,7 @@ func (h *Hub) flushLoop() {
 		if n > 0 {
 			entries = h.encode(entries, n)
 		}
+		lastWrite = now
 		if err := h.write(entries, queues); err != nil {
 			h.state(err)
 			h.dropped.Add(uint64(n))
