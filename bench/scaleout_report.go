@@ -35,10 +35,13 @@ type ScaleoutResult struct {
 	MachineBusyCores float64 `json:"machine_busy_cores"`
 }
 
-// The scale-out targets: 2 and more instances against one, per variant.
+// The scale-out targets: 2 and more instances against one, per variant;
+// and, on the uniform workload, a sharing variant against round robin
+// through as many instances (issue 34: through one and through four).
 const (
-	maxScaleP90Ratio  = 1.1
-	minScaleRateRatio = 0.9
+	maxScaleP90Ratio     = 1.1
+	minScaleRateRatio    = 0.9
+	maxScaleP90VsRoundRR = 0.15
 )
 
 // groupScaleout is the Check group of the scale-out targets.
@@ -73,6 +76,16 @@ func (r *Report) scaleoutChecks() []Check {
 	}
 	var cs []Check
 	for _, x := range r.Scaleout {
+		rr := r.scaleoutResult("round_robin", x.Instances)
+		if x.Share && x.Workload == WorkloadUniform && rr != nil && rr.TTFT != nil && x.TTFT != nil && rr.TTFT.P90 > 0 {
+			ratio := x.TTFT.P90 / rr.TTFT.P90
+			cs = append(cs, Check{
+				Group:    groupScaleout,
+				Target:   fmt.Sprintf("%s, %s: p90 TTFT ≤ %.2f× round_robin's", x.Variant, instances(x.Instances), maxScaleP90VsRoundRR),
+				Measured: fmt.Sprintf("%.2f× (%.0f vs %.0f ms)", ratio, x.TTFT.P90, rr.TTFT.P90),
+				Met:      ratio <= maxScaleP90VsRoundRR,
+			})
+		}
 		if !x.Share || x.Instances == 1 {
 			continue
 		}
@@ -168,4 +181,12 @@ func spreadText(spread string) string {
 		return "**Control run: every turn to the first instance**, the others running idle (their share of Redis's stream included)."
 	}
 	return "Every turn goes to an instance drawn at random (the same draws for every variant at an instance count)."
+}
+
+// instances names an instance count.
+func instances(n int) string {
+	if n == 1 {
+		return "1 instance"
+	}
+	return fmt.Sprintf("%d instances", n)
 }

@@ -117,7 +117,17 @@ func (r *runner) startInstances(ctx context.Context, dir string, rig *scaleRig, 
 	llmedgeBin := filepath.Join(r.cfg.BinDir, "llmedge")
 	for i := range n {
 		name := fmt.Sprintf("llmedge-scaleout-%d", i)
-		g, err := startProxy(ctx, name, llmedgeBin, dir, caddyfileScaleout, pc, "/healthz")
+		ipc := pc
+		if log := r.cfg.Routing.AccessLog; log != "" {
+			// One file per instance (-routing-access-log's, suffixed with the
+			// instance count and the instance): each process writes its own.
+			abs, err := filepath.Abs(log)
+			if err != nil {
+				return err
+			}
+			ipc.AccessLog = fmt.Sprintf("%s.%dx%d", abs, n, i)
+		}
+		g, err := startProxy(ctx, name, llmedgeBin, dir, caddyfileScaleout, ipc, "/healthz")
 		if err != nil {
 			return err
 		}

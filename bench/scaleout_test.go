@@ -224,6 +224,16 @@ func TestScaleoutChecks(t *testing.T) {
 		}},
 		{"no one-instance run to compare with", []ScaleoutResult{scaleRes("prefix_cache+share", 2, true, 200, 20, 0)},
 			map[string]bool{"no errors (every variant, every instance count)": true}},
+		{"against round robin through as many instances, uniform workload", uniform(
+			scaleRes("round_robin", 1, false, 500, 20, 0), scaleRes("round_robin", 4, false, 600, 20, 0),
+			scaleRes("prefix_cache+share", 1, true, 70, 20, 0), scaleRes("prefix_cache+share", 4, true, 95, 20, 0),
+		), map[string]bool{
+			"prefix_cache+share, 1 instance: p90 TTFT ≤ 0.15× round_robin's":    true,
+			"prefix_cache+share, 4 instances: p90 TTFT ≤ 0.15× round_robin's":   false,
+			"prefix_cache+share, 4 instances: p90 TTFT ≤ 1.1× one instance's":   false,
+			"prefix_cache+share, 4 instances: throughput ≥ 0.9× one instance's": true,
+			"no errors (every variant, every instance count)":                   true,
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -282,4 +292,12 @@ func TestSharedCell(t *testing.T) {
 			t.Errorf("sharedCell(%d, %d, %d) = %q, want %q", tt.applied, tt.dropped, tt.errs, got, tt.want)
 		}
 	}
+}
+
+// uniform marks runs as the uniform workload's.
+func uniform(runs ...ScaleoutResult) []ScaleoutResult {
+	for i := range runs {
+		runs[i].Workload = WorkloadUniform
+	}
+	return runs
 }

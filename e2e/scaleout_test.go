@@ -24,10 +24,14 @@ type scaleoutFleet struct {
 	cfg  func(log string) GatewayConfig
 }
 
-func newScaleoutFleet(t *testing.T, share string) *scaleoutFleet {
+func newScaleoutFleet(t *testing.T, share string, prefillPerToken ...string) *scaleoutFleet {
 	f := &scaleoutFleet{t: t, srv: redistest.Start(t)}
+	per := "20us"
+	if len(prefillPerToken) > 0 {
+		per = prefillPerToken[0]
+	}
 	for range 4 {
-		f.sims = append(f.sims, startSim(t, "-tokens", "4", "-prefill-per-token", "20us", "-prompt-tokens-details"))
+		f.sims = append(f.sims, startSim(t, "-tokens", "4", "-prefill-per-token", per, "-prompt-tokens-details"))
 	}
 	data := t.TempDir() // one storage: a token of one gateway is good at the others
 	f.cfg = func(log string) GatewayConfig {
@@ -258,4 +262,42 @@ func TestRoutingNotSharedWhenOff(t *testing.T) {
 		t.Error("share metrics reported with share_routing off")
 	}
 	t.Logf("without sharing, %d of %d conversations changed replica", split, convs)
+}
+
+// TestRoutingSharesPrefillQueues: a replica's prefill lane is one, whichever
+// gateway filled it. Gateway a sends a tenant's long conversation, cold
+// but for the tenant's prompt, to the replica holding that prompt, where
+// it prefills for seconds; gateway b, asked meanwhile for the next turn of
+// a conversation cached on that replica, counts a's queue there as its
+// own and starts the turn elsewhere rather than behind it — as one gateway
+// would. Without the queues shared, b sees an idle replica holding the
+// history, and sends the turn behind seconds of prefill.
+func TestRoutingSharesPrefillQueues(t *testing.T) {
+	f := newScaleoutFleet(t, "", "1ms")
+	a, b := f.add(), f.add()
+	a.ask(t, f.tok, "c0-t1", turnBody(0, 0, 1))
+	home := f.entry("c0-t1")["replica"]
+	waitFor(t, 10*time.Second, func() bool { return applied(t, b) >= 1 })
+
+	long := make(chan error, 1)
+	start := time.Now()
+	go func() { long <- a.askErr(f.tok, "c1-t20", turnBody(0, 1, 20)) }()
+	time.Sleep(500 * time.Millisecond) // a's decision, its queue told within 100 ms
+	b.ask(t, f.tok, "c0-t2", turnBody(0, 0, 2))
+	next := f.entry("c0-t2")
+	if err := <-long; err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if e := f.entry("c1-t20"); e["replica"] != home {
+		t.Fatalf("the long conversation went to %v, not to its tenant's prompt on %v: the test cannot tell", e["replica"], home)
+	}
+	if took < 1500*time.Millisecond {
+		t.Fatalf("the long prompt prefilled in %v: too short to be queued behind", took)
+	}
+	if next["replica"] == home {
+		t.Errorf("b sent the next turn to %v, behind a's long prefill there (%v), predicting %v cached", home, took.Round(time.Millisecond), next["predicted_cached"])
+	}
+	t.Logf("a's long prompt took %v on %v; b sent the next turn to %v (%v, predicted cached %v)",
+		took.Round(time.Millisecond), home, next["replica"], next["lb_reason"], next["predicted_cached"])
 }

@@ -66,8 +66,11 @@ type Sharer interface {
 	// Publish queues the decision that the prompt of hashes went to
 	// replica; it must not block, nor keep hashes.
 	Publish(replica string, hashes []uint64)
-	// SetReplicas says which replicas the model has now.
-	SetReplicas(urls []string)
+	// SetQueues says which replicas the model has now; the Sharer tells
+	// the other instances their OwnPrefill and records the others' in
+	// them (SetPeerPrefill), so that PendingPrefill counts every
+	// instance's requests.
+	SetQueues(rs []*pool.Replica)
 }
 
 // scratch holds one decision's buffers, reused across requests.
@@ -167,13 +170,11 @@ func (p *PrefixCache) Record(req *pool.Request, r *pool.Replica) float64 {
 // pool are forgotten, so their slots serve the ones that came.
 func (p *PrefixCache) ReplicasChanged(current []*pool.Replica) {
 	keep := make(map[string]bool, len(current))
-	urls := make([]string, 0, len(current))
 	for _, r := range current {
 		keep[r.URL] = true
-		urls = append(urls, r.URL)
 	}
 	if p.Share != nil {
-		p.Share.SetReplicas(urls)
+		p.Share.SetQueues(current)
 	}
 	for _, rs := range p.Index.Stats().Replicas {
 		if !keep[rs.Replica] {

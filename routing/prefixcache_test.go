@@ -254,6 +254,7 @@ func BenchmarkPrefixCacheSelect16KiBShared(b *testing.B) {
 	defer hub.Destruct()
 	p, _, pc := newPrefixPool(b, 4)
 	pc.Share = hub.Attach("m", pc.Index)
+	pc.ReplicasChanged(p.Replicas()) // as the pool does: their queues are told too
 	hub.Start()
 	msgs := conversation(1, 1, 14)
 	req := &pool.Request{Model: "m", Messages: msgs}

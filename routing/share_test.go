@@ -76,3 +76,57 @@ func TestPrefixCacheSharedBetweenInstances(t *testing.T) {
 		t.Logf("sharing %v: %d of 24 later turns moved", on, moved)
 	}
 }
+
+// An instance weighs the prefill the other instances queued on a replica
+// as a single instance weighs its own: a conversation's next turn, cached
+// on a replica whose lane another instance has just filled with a long
+// cold prompt, starts sooner elsewhere, and goes there.
+func TestPrefixCacheCountsOtherInstancesQueues(t *testing.T) {
+	srv := redistest.Start(t)
+	a, _ := instance(t, srv, true)
+	b, pb := instance(t, srv, true)
+
+	turn1 := route(t, a, conversation(1, 1, 1))
+	home := turn1.Replica.URL
+	turn1.FirstToken()
+	turn1.Release(pool.Success)
+	others := func(p *pool.Pool) (out []*pool.Replica) {
+		for _, r := range p.Replicas() {
+			if r.URL != home {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	// a sends a long cold prompt to the same replica; it is prefilling.
+	cold, err := a.Acquire(&pool.Request{Model: "m", Messages: conversation(2, 1, 8)}, others(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cold.Release(pool.Success)
+	queued := cold.Replica.OwnPrefill()
+	if cold.Replica.URL != home || queued == 0 {
+		t.Fatalf("the cold prompt went to %s with %d blocks, want %s and a queue", cold.Replica.URL, queued, home)
+	}
+	var bHome *pool.Replica
+	for _, r := range b.Replicas() {
+		if r.URL == home {
+			bHome = r
+		}
+	}
+	next := conversation(1, 1, 2)
+	hashes := pb.Index.Hash(nil, next)
+	deadline := time.Now().Add(5 * time.Second)
+	for pb.Index.Match(nil, hashes, []string{home})[0] == 0 || bHome.PendingPrefill() != queued {
+		if time.Now().After(deadline) {
+			t.Fatalf("b does not count a's queue: %d blocks pending on %s, a queued %d", bHome.PendingPrefill(), home, queued)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	l := route(t, b, next)
+	defer l.Release(pool.Success)
+	if l.Replica.URL == home {
+		t.Errorf("b sent the turn behind %d blocks of a's prefill on %s, where a cold start elsewhere costs %d",
+			queued, home, len(hashes))
+	}
+}

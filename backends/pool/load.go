@@ -78,9 +78,9 @@ func (r *Replica) LoadFor(req *Request) float64 {
 // sheddable requests' prefill when req overtakes them (see LoadFor).
 func (r *Replica) PendingPrefillFor(req *Request) int64 {
 	if !overtakes(req) {
-		return r.pending.Load()
+		return r.PendingPrefill()
 	}
-	return r.pending.Load() - r.pendingSheddable.Load()
+	return r.PendingPrefill() - r.pendingSheddable.Load()
 }
 
 // overtakes reports whether req runs before the sheddable requests on
@@ -92,7 +92,36 @@ func overtakes(req *Request) bool {
 // PendingPrefill is the prefill work of the requests sent to r that have
 // not had their first token yet, as the policies that chose r predicted it
 // (Choice.Prefill): the queue of prompt processing ahead of a new request.
-func (r *Replica) PendingPrefill() int64 { return r.pending.Load() }
+// It counts this instance's requests and what the other gateway instances
+// last said they had queued there (SetPeerPrefill): a replica's prefill
+// lane is one, whichever instance fills it.
+func (r *Replica) PendingPrefill() int64 { return r.pending.Load() + r.peer.Load() }
+
+// OwnPrefill is the part of PendingPrefill this instance sent: what it
+// tells the other instances.
+func (r *Replica) OwnPrefill() int64 { return r.pending.Load() }
+
+// OnPendingChange sets f to be called, on the request path, whenever
+// OwnPrefill changes (nil: nothing is called): the sharing of queues tells
+// the other instances at once rather than at its next flush. f must not
+// block.
+func (r *Replica) OnPendingChange(f func()) {
+	if f == nil {
+		r.onPending.Store(nil)
+		return
+	}
+	r.onPending.Store(&f)
+}
+
+func (r *Replica) pendingChanged() {
+	if f := r.onPending.Load(); f != nil {
+		(*f)()
+	}
+}
+
+// SetPeerPrefill records the prefill the other gateway instances have
+// queued on r, as they last told (off the request path); 0 forgets it.
+func (r *Replica) SetPeerPrefill(n int64) { r.peer.Store(max(n, 0)) }
 
 // Saturated reports whether r's engine says its KV cache is at least
 // kvFull used: a new request would wait for memory or preempt another.

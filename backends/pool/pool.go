@@ -228,6 +228,7 @@ func (l *Lease) prefillDone() {
 			l.Replica.pendingSheddable.Add(-l.prefill)
 		}
 		l.prefill = 0
+		l.Replica.pendingChanged()
 	}
 }
 
@@ -332,6 +333,7 @@ func (p *Pool) Acquire(req *Request, exclude []*Replica) (Lease, error) {
 		}
 		if c.Prefill != 0 {
 			r.pending.Add(c.Prefill)
+			r.pendingChanged()
 		}
 		if p.slow != nil {
 			l.req, l.start = req, p.slow.now()

@@ -41,6 +41,10 @@ type Replica struct {
 	// pending is the predicted prefill work before first tokens (load.go),
 	// pendingSheddable the part of it of sheddable requests.
 	pending, pendingSheddable atomic.Int64
+	// peer is the other gateway instances' pending prefill on it (load.go).
+	peer atomic.Int64
+	// onPending is told when pending changes (load.go); nil for nobody.
+	onPending atomic.Pointer[func()]
 	// slow is the pool's latest verdict on its latency (slow.go); nil
 	// until it has one.
 	slow atomic.Pointer[Slowness]

@@ -108,7 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, outputs, error) 
 	fs.Uint64Var(&rc.Seed, "routing-seed", rc.Seed, "routing: seed of the workload")
 	fs.DurationVar(&rc.PrefillPerToken, "prefill-per-token", rc.PrefillPerToken, "routing: the replicas' prefill time per uncached prompt token")
 	fs.IntVar(&rc.KVCacheBlocks, "kv-cache-blocks", rc.KVCacheBlocks, "routing: the replicas' prefix cache, in blocks of 16 tokens")
-	fs.StringVar(&rc.AccessLog, "routing-access-log", "", "routing: write the gateway's JSON access log (replica, lb_reason, predicted_cached per request) to this file")
+	fs.StringVar(&rc.AccessLog, "routing-access-log", "", "routing: write the gateway's JSON access log (replica, lb_reason, predicted_cached per request) to this file; scaleout: one file per instance, this name suffixed .<instances>x<instance>")
 	so := &cfg.Scaleout
 	variants := fs.String("scaleout-variants", strings.Join(bench.ScaleoutVariants, ","), "scaleout: lb_policy specs to compare, +share for share_routing on")
 	instances := fs.String("scaleout-instances", "1,2,4", "scaleout: gateway instance counts")

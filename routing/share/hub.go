@@ -83,6 +83,8 @@ type Hub struct {
 	instance string
 	buf      chan record
 	free     chan *[]uint64
+	// kick asks the flusher to write now: a replica's queue changed.
+	kick chan struct{}
 
 	mu     sync.RWMutex
 	models map[string][]*Model
@@ -159,7 +161,7 @@ func New(opts Options) *Hub {
 	var id [8]byte
 	_, _ = rand.Read(id[:])
 	h := &Hub{opts: opts, client: redis.NewUniversalClient(&ro), instance: hex.EncodeToString(id[:]),
-		buf: make(chan record, opts.Buffer), free: make(chan *[]uint64, opts.Buffer), models: map[string][]*Model{}}
+		buf: make(chan record, opts.Buffer), free: make(chan *[]uint64, opts.Buffer), kick: make(chan struct{}, 1), models: map[string][]*Model{}}
 	h.up.Store(true) // until a call says otherwise
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	return h
@@ -205,6 +207,8 @@ type Model struct {
 	// first told (everything is applied then, and the index forgets the
 	// replicas that are not in the pool when it is told).
 	replicas atomic.Pointer[map[string]struct{}]
+	// queues share the prefill queued on each replica (queues.go).
+	queues queues
 }
 
 // Attach makes idx, model's index, shared. Detach when done with it.
@@ -233,6 +237,7 @@ func (m *Model) Detach() {
 	} else {
 		h.models[m.name] = list
 	}
+	m.stopQueues()
 }
 
 // SetReplicas says which replicas the model has now: the other instances'
@@ -295,6 +300,7 @@ func (h *Hub) state(err error) {
 	if err == nil {
 		if !h.up.Swap(true) {
 			h.opts.Logger.Info("redis reachable again: routing is shared again")
+			h.forgetTold() // the others stopped counting this instance's queues
 		}
 		return
 	}

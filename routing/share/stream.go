@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,24 +24,38 @@ func (h *Hub) flushLoop() {
 	t := time.NewTicker(h.opts.Interval)
 	defer t.Stop()
 	var entries [][]byte
-	var retryAt time.Time
+	var queues []byte
+	var retryAt, lastWrite time.Time
 	for {
 		select {
 		case <-h.ctx.Done():
 			h.drop(len(h.buf))
 			return
 		case <-t.C:
+		case <-h.kick:
+			if d := minKickGap - time.Since(lastWrite); d > 0 {
+				time.Sleep(d)
+			}
 		}
+		now := time.Now()
+		h.expireQueues(now)
 		n := len(h.buf)
-		if n == 0 {
+		if !h.up.Load() && now.Before(retryAt) {
+			if n > 0 {
+				h.drop(n) // Redis is away: no call per tick, and the buffer frees
+			}
 			continue
 		}
-		if !h.up.Load() && time.Now().Before(retryAt) {
-			h.drop(n) // Redis is away: no call per tick, and the buffer frees
+		queues = h.queueBatch(queues, now)
+		if n == 0 && len(queues) == 0 {
 			continue
 		}
-		entries = h.encode(entries, n)
-		if err := h.write(entries); err != nil {
+		entries = entries[:0]
+		if n > 0 {
+			entries = h.encode(entries, n)
+		}
+		lastWrite = now
+		if err := h.write(entries, queues); err != nil {
 			h.state(err)
 			h.dropped.Add(uint64(n))
 			retryAt = time.Now().Add(retryEvery)
@@ -87,15 +102,24 @@ func (h *Hub) encode(entries [][]byte, n int) [][]byte {
 	return entries[:k]
 }
 
-// write appends entries to the stream, trimming it and renewing its
-// expiry, in one round trip.
-func (h *Hub) write(entries [][]byte) error {
+// write appends entries to the stream, the queue figures with the first
+// (or alone), trimming it and renewing its expiry, in one round trip.
+func (h *Hub) write(entries [][]byte, queues []byte) error {
 	ctx, cancel := context.WithTimeout(h.ctx, callTimeout)
 	defer cancel()
 	pipe := h.client.Pipeline()
-	for _, e := range entries {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: h.opts.Key, MaxLen: h.opts.MaxLen, Approx: true,
-			Values: []any{"i", h.instance, "b", e}})
+	add := func(values ...any) {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: h.opts.Key, MaxLen: h.opts.MaxLen, Approx: true, Values: values})
+	}
+	for i, e := range entries {
+		if i == 0 && len(queues) > 0 {
+			add("i", h.instance, "b", e, "q", queues)
+		} else {
+			add("i", h.instance, "b", e)
+		}
+	}
+	if len(entries) == 0 {
+		add("i", h.instance, "q", queues)
 	}
 	pipe.PExpire(ctx, h.opts.Key, h.opts.Window)
 	_, err := pipe.Exec(ctx)
@@ -108,9 +132,16 @@ func (h *Hub) readLoop() {
 	defer h.wg.Done()
 	last := ""
 	var buf []uint64
+	// skew is Redis's clock ahead of this one, by which entries' times
+	// (their IDs) are read; learned after every error.
+	var skew time.Duration
+	known := false
 	for h.ctx.Err() == nil {
 		if last == "" {
 			last = strconv.FormatInt(time.Now().Add(-h.opts.Window).UnixMilli(), 10)
+		}
+		if !known {
+			skew, known = h.redisSkew()
 		}
 		res, err := h.client.XRead(h.ctx, &redis.XReadArgs{Streams: []string{h.opts.Key, last}, Count: 256, Block: block}).Result()
 		if h.ctx.Err() != nil {
@@ -122,6 +153,7 @@ func (h *Hub) readLoop() {
 		}
 		if err != nil {
 			h.state(err)
+			known = false
 			select {
 			case <-h.ctx.Done():
 				return
@@ -133,14 +165,52 @@ func (h *Hub) readLoop() {
 		for _, s := range res {
 			for _, m := range s.Messages {
 				last = m.ID
-				if m.Values["i"] == h.instance {
+				inst, _ := m.Values["i"].(string)
+				if inst == h.instance {
 					continue
 				}
-				b, _ := m.Values["b"].(string)
-				if buf, err = decodeBatch([]byte(b), buf, h.apply); err != nil {
-					h.failures.Add(1)
+				if b, ok := m.Values["b"].(string); ok {
+					if buf, err = decodeBatch([]byte(b), buf, h.apply); err != nil {
+						h.failures.Add(1)
+					}
+				}
+				if q, ok := m.Values["q"].(string); ok {
+					// A figure is as old as its entry: those replayed from
+					// minutes ago are not counted.
+					at := time.Now()
+					if t := entryTime(m.ID).Add(-skew); known && !t.IsZero() && t.Before(at) {
+						at = t
+					}
+					if err := h.applyQueues(inst, []byte(q), at); err != nil {
+						h.failures.Add(1)
+					}
 				}
 			}
 		}
 	}
+}
+
+// entryTime is when a stream entry was added, from its ID
+// ("<milliseconds>-<sequence>"); zero when unreadable.
+func entryTime(id string) time.Time {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n)
+}
+
+// redisSkew is how far Redis's clock is ahead of this one (half a round
+// trip's precision); false when Redis did not say.
+func (h *Hub) redisSkew() (time.Duration, bool) {
+	ctx, cancel := context.WithTimeout(h.ctx, callTimeout)
+	defer cancel()
+	before := time.Now()
+	t, err := h.client.Time(ctx).Result()
+	if err != nil {
+		return 0, false
+	}
+	after := time.Now()
+	return t.Sub(before.Add(after.Sub(before) / 2)), true
 }
