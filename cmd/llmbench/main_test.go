@@ -50,9 +50,11 @@ func TestParseFlagsScenarios(t *testing.T) {
 		check   func(bench.Config) bool
 		wantErr bool
 	}{
-		{"default runs everything but scaleout", nil, func(c bench.Config) bool {
+		{"default runs everything, scaleout through one and four instances", nil, func(c bench.Config) bool {
 			return len(c.Rates) == 3 && c.MaxWorkers > 0 && len(c.Streams) == 2 && c.Routing.Enabled() &&
-				slices.Equal(c.Routing.Policies, bench.RoutingPolicies) && !c.Scaleout.Enabled() &&
+				slices.Equal(c.Routing.Policies, bench.RoutingPolicies) && c.Scaleout.Enabled() &&
+				slices.Equal(c.Scaleout.Variants, []string{"round_robin", "prefix_cache+share"}) &&
+				slices.Equal(c.Scaleout.Instances, []int{1, 4}) && c.Batch.Enabled() && c.Tenants.Enabled() &&
 				c.Ledger.Enabled() && c.Doors.Enabled() && slices.Equal(c.Doors.Doors, bench.DoorNames()) &&
 				slices.Equal(c.Doors.Sizes, bench.DoorSizes)
 		}, false},
@@ -77,8 +79,8 @@ func TestParseFlagsScenarios(t *testing.T) {
 		}, false},
 		{"scaleout only, its defaults", []string{"-scenarios", "scaleout"}, func(c bench.Config) bool {
 			s := c.Scaleout
-			return len(c.Rates) == 0 && !c.Routing.Enabled() && s.Enabled() && slices.Equal(s.Variants, bench.ScaleoutVariants) &&
-				slices.Equal(s.Instances, []int{1, 2, 4}) && s.Workload == bench.WorkloadUniform && s.Duration == 8*time.Second
+			return len(c.Rates) == 0 && !c.Routing.Enabled() && s.Enabled() && slices.Equal(s.Variants, []string{"round_robin", "prefix_cache+share"}) &&
+				slices.Equal(s.Instances, []int{1, 4}) && s.Workload == bench.WorkloadUniform && s.Duration == 8*time.Second
 		}, false},
 		{"scaleout settings", []string{"-scenarios", "routing,scaleout", "-scaleout-instances", "1,2", "-scaleout-variants", "round_robin,prefix_cache+share",
 			"-scaleout-rate", "10", "-scaleout-workload", "skewed", "-scaleout-spread", "first", "-scaleout-warmup", "1s", "-scaleout-duration", "4s"}, func(c bench.Config) bool {
