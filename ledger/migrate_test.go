@@ -109,3 +109,71 @@ func TestSQLiteMigratesVersion4(t *testing.T) {
 		return &openTestSQLite(t, path).sqlStore
 	})
 }
+
+// testMigratesVersion5 brings a store at schema version 5 holding a
+// record twice (a write retried after its commit's acknowledgement was
+// lost) to the current version: one copy is left, and from then on a
+// record written again, by the writer or in another transaction
+// (InsertTx), is not written twice. raw is the store's database, its
+// schema at version 0.
+func testMigratesVersion5(t *testing.T, d dialect, raw *sql.DB, open func() *sqlStore) {
+	t.Helper()
+	ctx := context.Background()
+	old := &sqlStore{db: raw, d: dialect{name: d.name, numbered: d.numbered, migrations: d.migrations[:5]}}
+	if err := old.migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	plain := d.insertSQL(1)
+	plain = plain[:len(plain)-len(" ON CONFLICT DO NOTHING")] // as version 5 wrote
+	for _, id := range []string{"twice", "twice", "once", "", ""} {
+		r := rec(1)
+		r.RequestID = id
+		if _, err := raw.ExecContext(ctx, plain, appendArgs(nil, []Record{r})...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := open()
+	count := func() (n int) {
+		t.Helper()
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM usage_records`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 4 { // twice, once, and both records without an id
+		t.Fatalf("%d records after the migration, want 4", n)
+	}
+	again := []Record{rec(7), rec(8)}
+	again[0].RequestID, again[1].RequestID = "twice", "new"
+	if err := s.Write(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Write(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := InsertTx(ctx, tx, d.name, again...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(); n != 5 {
+		t.Fatalf("%d records, want 5: a record written again is not written twice", n)
+	}
+}
+
+func TestSQLiteMigratesVersion5(t *testing.T) {
+	path := t.TempDir() + "/ledger.db"
+	raw, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	testMigratesVersion5(t, dialect{name: "sqlite", migrations: sqliteMigrations}, raw, func() *sqlStore {
+		return &openTestSQLite(t, path).sqlStore
+	})
+}

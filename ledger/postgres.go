@@ -61,6 +61,12 @@ var postgresMigrations = []string{
 	// 5: the batch a record's request was a line of ("" for an online
 	// request): a line is priced at its model's batch price.
 	`ALTER TABLE usage_records ADD COLUMN batch_id TEXT NOT NULL DEFAULT ''`,
+	// 6: one record per request: a write retried after its commit's
+	// acknowledgement was lost (a failover) inserts nothing the second
+	// time. Copies such a retry made before are removed first.
+	`DELETE FROM usage_records a USING usage_records b
+		WHERE a.request_id <> '' AND a.request_id = b.request_id AND a.id > b.id;
+	CREATE UNIQUE INDEX usage_records_request ON usage_records (request_id) WHERE request_id <> ''`,
 }
 
 // Postgres is a Store in a PostgreSQL database.

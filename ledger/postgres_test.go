@@ -82,6 +82,19 @@ func TestPostgres(t *testing.T) {
 		})
 	})
 
+	t.Run("migrates version 5", func(t *testing.T) {
+		for _, table := range []string{"usage_records", "usage_daily", "schema_version"} {
+			if _, err := s.db.ExecContext(ctx, `DROP TABLE `+table); err != nil {
+				t.Fatal(err)
+			}
+		}
+		testMigratesVersion5(t, dialect{name: "postgres", numbered: true, migrations: postgresMigrations}, s.db, func() *sqlStore {
+			n := open()
+			t.Cleanup(func() { _ = n.Close() })
+			return &n.sqlStore
+		})
+	})
+
 	t.Run("newer schema refused", func(t *testing.T) {
 		if _, err := s.db.ExecContext(ctx, `UPDATE schema_version SET version = 99`); err != nil {
 			t.Fatal(err)

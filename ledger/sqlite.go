@@ -62,6 +62,12 @@ var sqliteMigrations = []string{
 	// 5: the batch a record's request was a line of ("" for an online
 	// request): a line is priced at its model's batch price.
 	`ALTER TABLE usage_records ADD COLUMN batch_id TEXT NOT NULL DEFAULT ''`,
+	// 6: one record per request: a write retried after its commit's
+	// acknowledgement was lost (a database failing over) inserts nothing
+	// the second time. Copies such a retry made before are removed first.
+	`DELETE FROM usage_records WHERE request_id <> '' AND id NOT IN
+		(SELECT MIN(id) FROM usage_records WHERE request_id <> '' GROUP BY request_id);
+	CREATE UNIQUE INDEX usage_records_request ON usage_records (request_id) WHERE request_id <> ''`,
 }
 
 // SQLite is a Store in a SQLite file.

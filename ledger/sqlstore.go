@@ -143,6 +143,10 @@ func (d dialect) insertSQL(n int) string {
 		}
 		b.WriteString(row)
 	}
+	// A record written already (its request id, the unique index of
+	// migration 6) is not written again: a batch retried after a commit
+	// whose acknowledgement was lost, a batch line's record.
+	b.WriteString(" ON CONFLICT DO NOTHING")
 	return d.bind(b.String())
 }
 
