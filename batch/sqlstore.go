@@ -7,8 +7,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/sqlschema"
 )
 
 // SQLStore is a Store on database/sql, in the ledger's database: SQLite
@@ -76,23 +77,7 @@ type dialect struct {
 }
 
 // bind rewrites ? placeholders into the dialect's.
-func (d dialect) bind(q string) string {
-	if !d.numbered {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func (d dialect) bind(q string) string { return sqlschema.Bind(d.numbered, q) }
 
 // lockSkip is the end of a claim's SELECT locking the rows of table
 // alias (nothing on SQLite).
@@ -136,40 +121,10 @@ func (s *SQLStore) clock() time.Time {
 }
 
 // migrate brings the schema to the newest version, recorded in
-// batch_schema, each migration in a transaction of its own.
+// batch_schema.
 func (s *SQLStore) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS batch_schema (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("batch: %s: creating batch_schema: %w", s.d.name, err)
-	}
-	var version int
-	err := s.db.QueryRowContext(ctx, `SELECT version FROM batch_schema`).Scan(&version)
-	switch {
-	case err == sql.ErrNoRows:
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO batch_schema (version) VALUES (0)`); err != nil {
-			return fmt.Errorf("batch: %s: initialising batch_schema: %w", s.d.name, err)
-		}
-	case err != nil:
-		return fmt.Errorf("batch: %s: reading batch_schema: %w", s.d.name, err)
-	}
-	if version > len(s.d.migrations) {
-		return fmt.Errorf("batch: %s: the schema is at version %d, newer than this llmedge knows (%d)", s.d.name, version, len(s.d.migrations))
-	}
-	for i := version; i < len(s.d.migrations); i++ {
-		err := s.tx(ctx, func(tx *sql.Tx) error {
-			for _, st := range strings.Split(s.d.migrations[i], ";") {
-				if st = strings.TrimSpace(st); st == "" {
-					continue
-				}
-				if _, err := tx.ExecContext(ctx, st); err != nil {
-					return err
-				}
-			}
-			_, err := tx.ExecContext(ctx, s.d.bind(`UPDATE batch_schema SET version = ?`), i+1)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("batch: %s: migration %d: %w", s.d.name, i+1, err)
-		}
+	if err := sqlschema.Migrate(ctx, s.db, "batch_schema", s.d.numbered, s.d.migrations); err != nil {
+		return fmt.Errorf("batch: %s: %w", s.d.name, err)
 	}
 	return nil
 }

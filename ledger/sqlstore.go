@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/llmedge/llmedge/internal/sqlschema"
 )
 
 // sqlStore is a Store on database/sql; SQLite and PostgreSQL differ only
@@ -40,76 +42,15 @@ const columns = "time_ms, request_id, user_name, key_id, model, alias, replica, 
 const dayMillis = 24 * 60 * 60 * 1000
 
 // bind rewrites ? placeholders into the dialect's.
-func (d dialect) bind(q string) string {
-	if !d.numbered {
-		return q
-	}
-	var b strings.Builder
-	n := 0
-	for _, c := range q {
-		if c == '?' {
-			n++
-			b.WriteByte('$')
-			b.WriteString(strconv.Itoa(n))
-			continue
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func (d dialect) bind(q string) string { return sqlschema.Bind(d.numbered, q) }
 
 // migrate brings the schema to the newest version, recorded in
-// schema_version, each migration in a transaction of its own.
+// schema_version.
 func (s *sqlStore) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fmt.Errorf("ledger: %s: creating schema_version: %w", s.d.name, err)
-	}
-	var version int
-	err := s.db.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
-	switch {
-	case err == sql.ErrNoRows:
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
-			return fmt.Errorf("ledger: %s: initialising schema_version: %w", s.d.name, err)
-		}
-	case err != nil:
-		return fmt.Errorf("ledger: %s: reading schema_version: %w", s.d.name, err)
-	}
-	if version > len(s.d.migrations) {
-		return fmt.Errorf("ledger: %s: the schema is at version %d, newer than this llmedge knows (%d)", s.d.name, version, len(s.d.migrations))
-	}
-	for i := version; i < len(s.d.migrations); i++ {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
-		}
-		for _, stmt := range statements(s.d.migrations[i]) {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				_ = tx.Rollback()
-				return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
-			}
-		}
-		if _, err := tx.ExecContext(ctx, s.d.bind(`UPDATE schema_version SET version = ?`), i+1); err != nil {
-			_ = tx.Rollback()
-			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("ledger: %s: migration %d: %w", s.d.name, i+1, err)
-		}
+	if err := sqlschema.Migrate(ctx, s.db, "schema_version", s.d.numbered, s.d.migrations); err != nil {
+		return fmt.Errorf("ledger: %s: %w", s.d.name, err)
 	}
 	return nil
-}
-
-// statements splits a migration into its statements, one Exec each: not
-// every driver runs several in one call. (The migrations hold no ';' but
-// between statements.)
-func statements(m string) []string {
-	var out []string
-	for _, st := range strings.Split(m, ";") {
-		if st = strings.TrimSpace(st); st != "" {
-			out = append(out, st)
-		}
-	}
-	return out
 }
 
 // Version is the schema's version, for tests and diagnostics.
