@@ -301,17 +301,30 @@ func LiftBodyDeadline(w http.ResponseWriter) {
 
 // CloseUnread ends the connection of a request that is answered without
 // its body having been read (refused from its headers, or for its body's
-// size, encoding or pace), so that the server does not read the rest of
-// the body after the answer, as Go's HTTP/1 server otherwise does to
-// keep the connection (up to 256 KiB, at whatever pace the client sends
-// it). Over HTTP/1 it asks for Connection: close and makes further reads
-// fail at once; call it before the answer is written. HTTP/2 needs
-// nothing: the stream is reset when the handler returns, and the
-// connection's other streams go on.
+// size, encoding or pace). Over HTTP/1 it asks for Connection: close and
+// lets the answer go out before the rest of the body is read (full
+// duplex); the server then reads and discards what the client is still
+// sending, for at most lingerTime (up to 256 KiB, Go's own bound), and
+// hangs up. Without that short linger the socket would close with the
+// client's bytes unread: the kernel resets the connection, and a client
+// still writing its body gets "broken pipe" instead of the 401 or 413
+// (its own kernel may even drop the answer it had received). A client
+// trickling its body holds the connection no longer than lingerTime, and
+// the answer does not wait for it. Call it before the answer is written.
+// HTTP/2 needs nothing: the stream is reset when the handler returns, and
+// the connection's other streams go on.
 func CloseUnread(w http.ResponseWriter, r *http.Request) {
 	if r.ProtoMajor != 1 || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
 		return
 	}
 	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
+	_ = rc.SetReadDeadline(time.Now().Add(lingerTime))
 }
+
+// lingerTime bounds how long a refused request's body is read after the
+// answer (CloseUnread): long enough for a client on any network to finish
+// a body it has written into its socket, short enough that a slow client
+// cannot hold connections with it.
+const lingerTime = time.Second

@@ -1,10 +1,13 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -189,5 +192,75 @@ func TestBodyDeadlineServer(t *testing.T) {
 	}
 	if res.took > 450*time.Millisecond {
 		t.Errorf("408 after %v, deadline 300ms", res.took)
+	}
+}
+
+// A request refused before its body is read: the client that goes on
+// sending the body it had started gets the answer and then a clean end of
+// the connection, not a reset (which makes clients report "broken pipe"
+// or "connection reset" instead of the answer); one that trickles is hung
+// up on after lingerTime, and its answer does not wait for it.
+func TestCloseUnreadLingers(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		CloseUnread(w, r)
+		http.Error(w, "refused", http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	const size = 200 << 10
+	for _, tt := range []struct {
+		name    string
+		trickle bool
+	}{{"body sent after the answer", false}, {"body that trickles", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			if _, err := fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", size); err != nil {
+				t.Fatal(err)
+			}
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c)
+			resp, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			if resp.StatusCode != 401 || !resp.Close {
+				t.Fatalf("%s close=%v", resp.Status, resp.Close)
+			}
+			if took := time.Since(start); took > lingerTime/2 {
+				t.Errorf("answered after %v", took)
+			}
+			if tt.trickle {
+				go func() {
+					for range 40 {
+						if _, err := c.Write([]byte("x")); err != nil {
+							return
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+				}()
+			} else {
+				// In pieces, as a client's transport writes it: a reset
+				// shows on the writes after the first.
+				for i := range 10 {
+					if _, err := c.Write(make([]byte, size/10)); err != nil {
+						t.Fatalf("writing the body after the answer, piece %d: %v", i, err)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			_, err = br.ReadByte()
+			took := time.Since(start)
+			switch {
+			case !tt.trickle && err != io.EOF:
+				t.Fatalf("after the body: %v, want a clean EOF", err)
+			case tt.trickle && (err == nil || took > lingerTime+500*time.Millisecond):
+				t.Fatalf("trickling client: %v after %v, want the connection ended within %v", err, took, lingerTime)
+			}
+		})
 	}
 }

@@ -42,9 +42,9 @@ func TestPrefixCacheSharedBetweenInstances(t *testing.T) {
 		for conv := range 8 {
 			var home string
 			for turn := 1; turn <= 4; turn++ {
-				p, other := a, pb
+				p, other, otherPool := a, pb, b
 				if (conv+turn)%2 == 0 {
-					p, other = b, pa
+					p, other, otherPool = b, pa, a
 				}
 				l := route(t, p, conversation(conv, conv, turn))
 				url := l.Replica.URL
@@ -64,6 +64,15 @@ func TestPrefixCacheSharedBetweenInstances(t *testing.T) {
 						}
 						time.Sleep(5 * time.Millisecond)
 					}
+					// Nor is this turn's prefill still queued there, as
+					// the other instance last heard: seconds later it
+					// is not.
+					for !queuesEmpty(otherPool) {
+						if time.Now().After(deadline) {
+							t.Fatalf("the other instance still counts conversation %d turn %d's prefill", conv, turn)
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
 				}
 			}
 		}
@@ -75,6 +84,15 @@ func TestPrefixCacheSharedBetweenInstances(t *testing.T) {
 		}
 		t.Logf("sharing %v: %d of 24 later turns moved", on, moved)
 	}
+}
+
+func queuesEmpty(p *pool.Pool) bool {
+	for _, r := range p.Replicas() {
+		if r.PendingPrefill() != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // An instance weighs the prefill the other instances queued on a replica
