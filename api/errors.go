@@ -34,7 +34,22 @@ type Error struct {
 	// unread: answered before the request body was read to its end
 	// (BodyUnread).
 	unread bool
+	// later: the refusal passes with time alone (Later).
+	later bool
 }
+
+// Later marks e as a refusal that passes with time alone, the request
+// unchanged (a rate limit's window, the limit store unreachable), unlike
+// one that passes only when something changes (a budget's period, the
+// request itself). A batch's line so refused is run again later rather
+// than answered with it.
+func (e *Error) Later() *Error {
+	e.later = true
+	return e
+}
+
+// PassesLater reports whether e was marked by Later.
+func PassesLater(e *Error) bool { return e != nil && e.later }
 
 func (e *Error) Error() string {
 	if s, ok := e.Detail.(string); ok {

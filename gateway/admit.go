@@ -58,6 +58,11 @@ func (p *Pipeline) admit(w http.ResponseWriter, r *http.Request, ex *Exchange) b
 	t, err := p.Admitter.Admit(r.Context(), a, w.Header())
 	ex.traceStage(r.Context(), SpanAdmit, start, err)
 	if err != nil {
+		if ex.batch != nil && api.PassesLater(err) {
+			// A rate limit's window: the line is run when it has room,
+			// not answered 429.
+			ex.batch.busy = true
+		}
 		p.reject(w, ex, err, "")
 		return false
 	}

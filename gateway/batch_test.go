@@ -85,6 +85,7 @@ type siteOpts struct {
 	slots   int                     // the replica's max concurrency; 0: none
 	sim     simulator.Config        // Model is set to qwen
 	budgets []limits.Budget         // each user's, when set
+	rpm     int                     // each user's requests a minute, when set
 	price   map[string]ledger.Price // the ledger's prices
 	owners  gateway.BatchOwners     // the pipeline's Owners
 }
@@ -115,14 +116,14 @@ func newBatchSite(t *testing.T, o siteOpts) *batchSite {
 		Client: srv.Client(), PingInterval: -1, Ledger: s.ledger,
 	}
 	pl := &gateway.Pipeline{Auth: bearerAuth{}, Gateway: s.g, Owners: o.owners}
-	if o.budgets != nil {
+	if o.budgets != nil || o.rpm > 0 {
 		// Cost budgets price tokens as the ledger does (the Caddy glue's
 		// way).
 		cost := func(model string, prompt, cached, completion int) float64 {
 			return o.price[model].Cost(&ledger.Record{PromptTokens: prompt, CachedTokens: cached, CompletionTokens: completion})
 		}
 		svc, err := tenancy.New(context.Background(), tenancy.Config{Registry: prometheus.NewRegistry(), Storage: noStorage{},
-			Limits: &tenancy.Limits{Default: limits.Limit{Budgets: o.budgets}, Cost: cost}})
+			Limits: &tenancy.Limits{Default: limits.Limit{RPM: o.rpm, Budgets: o.budgets}, Cost: cost}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,6 +197,7 @@ func (s *batchSite) recorded(t *testing.T, results ...batch.Result) []ledger.Rec
 }
 
 var alice = batch.Owner{Subject: "alice", KeyID: "key-1", Scopes: []string{"model:qwen"}}
+var bob = batch.Owner{Subject: "bob", KeyID: "key-2", Scopes: []string{"model:qwen"}}
 
 func line(owner batch.Owner, endpoint, body string) batch.Line {
 	return batch.Line{BatchID: "batch_1", Index: 1, CustomID: "req-1", Body: []byte(body), Owner: owner,
@@ -295,6 +297,31 @@ func TestBatchLineChargesItsOwnersBudget(t *testing.T) {
 	recs := s.recorded(t, first, res)
 	if len(recs) != 1 || float64(recs[0].PromptTokens+recs[0].CompletionTokens) != used || used == 0 {
 		t.Fatalf("alice's budget holds %v; records %+v", used, recs)
+	}
+}
+
+// A line refused by its owner's rate limit is not answered 429: it is
+// deferred (run again once the window has room), counted as no attempt
+// and not recorded; a budget spent, which time alone does not mend within
+// the batch's window, is the line's answer (TestBatchLineChargesItsOwnersBudget).
+func TestBatchLineRateLimitedIsDeferred(t *testing.T) {
+	s := newBatchSite(t, siteOpts{slots: 4, rpm: 1})
+	d := gateway.NewBatchDispatcher(s.mount.Handler, 0)
+	res, err := d.Dispatch(context.Background(), line(alice, openai.PathChatCompletions, chatBody))
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("first line: %d %v %s", res.StatusCode, err, res.Body)
+	}
+	first := res
+	res, err = d.Dispatch(context.Background(), line(alice, openai.PathChatCompletions, chatBody))
+	if !errors.Is(err, gateway.ErrBusy) || res.StatusCode != 0 || res.Body != nil {
+		t.Fatalf("line over the rate limit: %d %v %s, want it deferred (ErrBusy)", res.StatusCode, err, res.Body)
+	}
+	if recs := s.recorded(t, first); len(recs) != 1 {
+		t.Fatalf("records %+v, want the first line's", recs)
+	}
+	// Another owner's line is not held by alice's window.
+	if res, err := d.Dispatch(context.Background(), line(bob, openai.PathChatCompletions, chatBody)); err != nil || res.StatusCode != 200 {
+		t.Fatalf("bob's line: %d %v %s", res.StatusCode, err, res.Body)
 	}
 }
 

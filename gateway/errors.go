@@ -23,7 +23,7 @@ func (g *Gateway) fail(w http.ResponseWriter, sse *sseWriter, m *Model, ex *Exch
 	// A batch's line refused for want of capacity is the dispatcher's to
 	// try again later, not the line's answer.
 	if ex.batch != nil {
-		ex.batch.busy = unavailable(err)
+		ex.batch.busy = unavailable(err) || errors.Is(err, pool.ErrShed) || errors.Is(err, pool.ErrQueueTimeout)
 	}
 	e := overloadError(m.Name, m.Pool, err)
 	if e == nil {

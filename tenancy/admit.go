@@ -278,7 +278,7 @@ func refusal(p *auth.Principal, adm *Admission, b limits.Bucket, d limits.Decisi
 	if d.Refused == limits.KindUnavailable {
 		return api.NewError(http.StatusServiceUnavailable,
 			"Rate limits cannot be checked right now (the shared limit store is unreachable); retry later").
-			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
+			WithHeader("Retry-After", strconv.FormatInt(secs, 10)).Later()
 	}
 	var who string
 	switch b.Scope {
@@ -304,7 +304,7 @@ func refusal(p *auth.Principal, adm *Admission, b limits.Bucket, d limits.Decisi
 	return api.NewError(http.StatusTooManyRequests,
 		"Rate limit reached for "+who+": "+what+"; retry in "+strconv.FormatInt(secs, 10)+"s").
 		WithHeader("Retry-After", strconv.FormatInt(secs, 10)).
-		WithHeader("Retry-After-Ms", strconv.FormatInt(retry.Milliseconds(), 10))
+		WithHeader("Retry-After-Ms", strconv.FormatInt(retry.Milliseconds(), 10)).Later()
 }
 
 var _ Admitter = (*limitsAdmitter)(nil)

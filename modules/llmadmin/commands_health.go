@@ -49,10 +49,14 @@ func cmdHealthcheck(fl caddycmd.Flags) (int, error) {
 // defaultHealthURL is /healthz on localhost at port (8443 when empty).
 func defaultHealthURL(port string) string {
 	if port == "" {
-		port = "8443"
+		port = defaultPort
 	}
 	return "https://localhost:" + port + "/healthz"
 }
+
+// defaultPort is the HTTPS port of the example configurations when
+// LLMEDGE_PORT is unset.
+const defaultPort = "8443"
 
 // healthcheck GETs target and wants a 200.
 func healthcheck(target string, timeout time.Duration) error {

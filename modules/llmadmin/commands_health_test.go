@@ -30,12 +30,12 @@ func TestHealthcheck(t *testing.T) {
 	if err := healthcheck(srv.URL+"/healthz", time.Second); err == nil {
 		t.Fatal("nothing listening: no error")
 	}
-	for _, bad := range []string{"localhost:8443/healthz", "ftp://x/y", "://"} {
+	for _, bad := range []string{"localhost:1/healthz", "ftp://x/y", "://"} {
 		if err := healthcheck(bad, time.Second); err == nil || !strings.Contains(err.Error(), "want http") {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if got := defaultHealthURL(""); got != "https://localhost:8443/healthz" {
+	if got := defaultHealthURL(""); got != "https://localhost:"+defaultPort+"/healthz" {
 		t.Errorf("default: %s", got)
 	}
 	if got := defaultHealthURL("9443"); got != "https://localhost:9443/healthz" {
