@@ -75,6 +75,12 @@ type Wire struct {
 	// input when it is an array (a batch), as the door read them (their
 	// spans): what the request's count reads instead of the array again.
 	Prompts []wire.Value
+	// ConvRead reports that the door counted the conversation (the
+	// messages, or a Responses input) as it read it: ConvItems elements,
+	// whose media parts cost ConvMedia tokens beyond their bytes' estimate
+	// (reserve.Read). The request's count then reads it no more.
+	ConvRead             bool
+	ConvItems, ConvMedia int
 	// Translate, when set, gives the same request in OpenAI's chat format,
 	// for a replica that cannot take Format: one whose protocol does not
 	// speak it, or one found not to serve it. It is called only then; its

@@ -20,6 +20,11 @@ type Chat struct {
 	// Parts are the elements of the messages' contents that are arrays,
 	// message after message (ChatMessage.Parts says which are whose).
 	Parts []ChatPart
+	// PartMembers are the members of the parts other than type and text,
+	// part after part (MembersOf says which are whose): an Anthropic
+	// block's tool_use_id, content or input, read with the rest rather
+	// than again by the door that needs them.
+	PartMembers []Member
 	// Stops are the elements of Stop when it is an array.
 	Stops []Value
 	// Options are the members of StreamOptions when it is an object.
@@ -45,9 +50,10 @@ type ChatMessage struct {
 type ChatPart struct {
 	// Value is the element as written.
 	Value
-	// Type and Text are its members when it is an object; others are
-	// left alone.
-	Type, Text Value
+	// Type and Text are its members when it is an object; the others
+	// are in Chat.PartMembers, from MembersFrom to MembersTo.
+	Type, Text             Value
+	MembersFrom, MembersTo int
 }
 
 // field is the member of m ReadChat reads by that name.
@@ -74,6 +80,10 @@ func (m *ChatMessage) field(name []byte) *Value {
 // PartsOf returns the content parts of m, one of c.Items.
 func (c *Chat) PartsOf(m *ChatMessage) []ChatPart { return c.Parts[m.PartsFrom:m.PartsTo] }
 
+// MembersOf returns the members of p, one of c.Parts, other than type
+// and text, in order, with their spans in the body.
+func (c *Chat) MembersOf(p *ChatPart) []Member { return c.PartMembers[p.MembersFrom:p.MembersTo] }
+
 // ReadChat reads body into c, reusing c's slices. The values in c point
 // into body.
 func ReadChat(body []byte, c *Chat) error { return readChat(body, c, "messages") }
@@ -86,7 +96,7 @@ func ReadChat(body []byte, c *Chat) error { return readChat(body, c, "messages")
 func ReadInput(body []byte, c *Chat) error { return readChat(body, c, "input") }
 
 func readChat(body []byte, c *Chat, messages string) error {
-	keep := Chat{Members: c.Members[:0], Items: c.Items[:0], Parts: c.Parts[:0], Stops: c.Stops[:0], Options: c.Options[:0]}
+	keep := Chat{Members: c.Members[:0], Items: c.Items[:0], Parts: c.Parts[:0], PartMembers: c.PartMembers[:0], Stops: c.Stops[:0], Options: c.Options[:0]}
 	*c = keep
 	dec := newDecoder(body, false)
 	defer dec.free()
@@ -287,6 +297,7 @@ func (dec *decoder) chatParts(c *Chat) (Value, error) {
 		if err != nil {
 			return Value{}, err
 		}
+		p.MembersFrom = len(c.PartMembers)
 		for {
 			n, more, err := dec.name()
 			if err != nil {
@@ -308,11 +319,52 @@ func (dec *decoder) chatParts(c *Chat) (Value, error) {
 				p.Type = v
 			case "text":
 				p.Text = v
+			default:
+				c.PartMembers = append(c.PartMembers, Member{Name: partName(k), Start: n.Start, End: v.End, Value: v})
 			}
 		}
+		p.MembersTo = len(c.PartMembers)
 		e := dec.offset()
 		p.Value = dec.span(pstart, e)
 	}
+}
+
+// partName is a part's member name as a string: the names content parts
+// usually have without an allocation each.
+func partName(k []byte) string {
+	switch string(k) {
+	case "cache_control":
+		return "cache_control"
+	case "tool_use_id":
+		return "tool_use_id"
+	case "content":
+		return "content"
+	case "is_error":
+		return "is_error"
+	case "id":
+		return "id"
+	case "name":
+		return "name"
+	case "input":
+		return "input"
+	case "source":
+		return "source"
+	case "image_url":
+		return "image_url"
+	case "input_audio":
+		return "input_audio"
+	case "file":
+		return "file"
+	case "thinking":
+		return "thinking"
+	case "signature":
+		return "signature"
+	case "data":
+		return "data"
+	case "citations":
+		return "citations"
+	}
+	return string(k)
 }
 
 func (dec *decoder) stops(c *Chat) (Value, error) {

@@ -297,3 +297,42 @@ func TestReadInput(t *testing.T) {
 		t.Fatalf("messages read beside input: %v %+v", err, in)
 	}
 }
+
+// The members of a content part other than type and text are read with
+// the rest (a tool_result's content, an image's source), each with its
+// span, so that a door needs not read the part again.
+func TestChatPartMembers(t *testing.T) {
+	body := []byte(`{"messages":[{"role":"user","content":[` +
+		`{"type":"text","text":"hi","cache_control":{"type":"ephemeral"}},` +
+		`{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"out"}],"is_error":false,"x-\u0079":1},` +
+		`"plain"]},{"role":"assistant","content":[{"type":"text","text":"ok"}]}]}`)
+	var c Chat
+	for range 2 { // the second read reuses the first's slices
+		if err := ReadChat(body, &c); err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{
+			{`"cache_control":{"type":"ephemeral"}`},
+			{`"tool_use_id":"t1"`, `"content":[{"type":"text","text":"out"}]`, `"is_error":false`, `"x-\u0079":1`},
+			nil,
+			nil,
+		}
+		if len(c.Parts) != len(want) {
+			t.Fatalf("%d parts, want %d", len(c.Parts), len(want))
+		}
+		for i := range c.Parts {
+			ms := c.MembersOf(&c.Parts[i])
+			if len(ms) != len(want[i]) {
+				t.Fatalf("part %d: %d members %+v, want %q", i, len(ms), ms, want[i])
+			}
+			for j, m := range ms {
+				if got := string(body[m.Start:m.End]); got != want[i][j] {
+					t.Errorf("part %d member %d: %s, want %s", i, j, got, want[i][j])
+				}
+			}
+		}
+		if ms := c.MembersOf(&c.Parts[1]); ms[3].Name != "x-y" || ms[1].Name != "content" || ms[1].Value.Kind() != Array {
+			t.Errorf("names %q %q, kind %v", ms[3].Name, ms[1].Name, ms[1].Value.Kind())
+		}
+	}
+}

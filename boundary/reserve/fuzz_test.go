@@ -38,6 +38,16 @@ func FuzzCount(f *testing.F) {
 			}
 		}
 		c := Of(w)
+		// The doors count the conversation as they read it: the same
+		// count (but for an Anthropic system of blocks, which that door
+		// refuses unless they are text).
+		if cw, ok := convRead(w.Format, body); ok {
+			if sys, _ := cw.Member("system"); !(sys.Value.Kind() == wire.Array && (w.Format == api.FormatAnthropicMessages || w.Format == api.FormatAnthropicCountTokens)) {
+				if got := Of(cw); got.Tokens != c.Tokens || got.Messages != c.Messages || got.Bytes != c.Bytes {
+					t.Fatalf("%s as %s: counted from the door's reading %+v, from the body %+v", body, w.Format, got, c)
+				}
+			}
+		}
 		if got, floor := c.PromptTokens(), messagesOnly(w); got < floor {
 			t.Fatalf("%s: estimated %d tokens, below the messages-only %d", body, got, floor)
 		}

@@ -111,10 +111,20 @@ func Of(w *api.Wire) Count {
 		switch {
 		case m.Name == "messages" || m.Name == "system" || (m.Name == "input" && w.Format == api.FormatOpenAIResponses):
 			c.Bytes += len(v.Raw)
-			c.Tokens += media(v, 0)
+			conv := w.ConvRead && m.Name == convMember(w.Format) // the door counted it
+			switch {
+			case m.Name == "system" && w.Format == api.FormatAnthropicMessages:
+				// Text blocks only: the door refuses any other.
+			case conv:
+				c.Tokens += w.ConvMedia
+			default:
+				c.Tokens += media(v, 0)
+			}
 			switch {
 			case m.Name == "messages" && w.Messages != nil:
 				c.Messages += len(w.Messages) // the door counted them
+			case conv:
+				c.Messages += w.ConvItems
 			case m.Name == "messages" || m.Name == "input":
 				c.Messages += items(v)
 			default:
@@ -244,4 +254,12 @@ func Number(v wire.Value) (int, bool) {
 		}
 	}
 	return min(n, bound), len(raw) > 0
+}
+
+// convMember is the member a door reads as the conversation in format f.
+func convMember(f api.Format) string {
+	if f == api.FormatOpenAIResponses {
+		return "input"
+	}
+	return "messages"
 }

@@ -19,6 +19,28 @@ func wireOf(t testing.TB, f api.Format, body string) *api.Wire {
 	return &api.Wire{Format: f, Body: []byte(body), Object: o.Body, Members: o.Members}
 }
 
+// convRead reads body as the chat, Responses and Anthropic doors do, with
+// the conversation counted as they read it (Read); ok is false for other
+// formats and bodies those readers refuse.
+func convRead(f api.Format, body []byte) (*api.Wire, bool) {
+	var c wire.Chat
+	var err error
+	switch f {
+	case api.FormatOpenAIChat, api.FormatAnthropicMessages, api.FormatAnthropicCountTokens:
+		err = wire.ReadChat(body, &c)
+	case api.FormatOpenAIResponses:
+		err = wire.ReadInput(body, &c)
+	default:
+		return nil, false
+	}
+	if err != nil || c.Body.Kind() != wire.Object {
+		return nil, false
+	}
+	w := &api.Wire{Format: f, Body: body, Object: c.Body, Members: c.Members, ConvRead: true}
+	w.ConvItems, w.ConvMedia = Read(&c)
+	return w, true
+}
+
 func TestOf(t *testing.T) {
 	big := strings.Repeat("x", 9000)
 	tools := `[{"type":"function","function":{"name":"f","description":"` + big + `","parameters":{"type":"object"}}}]`
@@ -79,6 +101,15 @@ func TestOf(t *testing.T) {
 		{name: "anthropic: an image in a tool result", format: api.FormatAnthropicMessages,
 			body:      `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":[{"type":"image","source":{"type":"url","url":"https://x"}}]}]}]}`,
 			minTokens: ImageTokens - 30, prompts: 1, generations: 1, cap: 10, msgs: 1, largest: "messages"},
+		{name: "chat: a type spelled with escapes is still an image", format: api.FormatOpenAIChat,
+			body:      `{"model":"m","messages":[{"role":"user","content":[{"type":"\u0069mage_url","image_url":{"url":"https://x/a.png"}}]}]}`,
+			minTokens: ImageTokens - 30, prompts: 1, generations: 1, msgs: 1, largest: "messages"},
+		{name: "chat: text that names images is not one", format: api.FormatOpenAIChat,
+			body:     `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"an image, a video, \u00e9"}]},{"role":"assistant","content":"image"}]}`,
+			minBytes: 60, prompts: 1, generations: 1, msgs: 2, largest: "messages"},
+		{name: "anthropic: an image two tool results deep", format: api.FormatAnthropicMessages,
+			body:      `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":[{"type":"tool_result","content":[{"type":"image","source":{}}]}]}]}]}`,
+			minTokens: ImageTokens - 30, prompts: 1, generations: 1, cap: 10, msgs: 1, largest: "messages"},
 		{name: "anthropic count_tokens: no reply", format: api.FormatAnthropicCountTokens,
 			body:     `{"model":"m","messages":` + msgs + `,"tools":[{"name":"t","input_schema":{"d":"` + big[:900] + `"}}]}`,
 			minBytes: len(msgs) + 900, prompts: 1, generations: 1, msgs: 1, largest: "tools"},
@@ -89,6 +120,11 @@ func TestOf(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Of(wireOf(t, tc.format, tc.body))
+			if w, ok := convRead(tc.format, []byte(tc.body)); ok {
+				if got := Of(w); got != c {
+					t.Errorf("counted from the door's reading: %+v, from the body: %+v", got, c)
+				}
+			}
 			if c.Bytes < tc.minBytes || c.Tokens < tc.minTokens || c.Bytes > len(tc.body)+30 {
 				t.Errorf("bytes %d tokens %d, want at least %d and %d (body %d bytes)", c.Bytes, c.Tokens, tc.minBytes, tc.minTokens, len(tc.body))
 			}

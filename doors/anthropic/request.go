@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/wire"
 )
 
@@ -137,7 +138,8 @@ func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 	if aerr != nil {
 		return chat, aerr
 	}
-	w := &api.Wire{Format: api.FormatAnthropicMessages, Body: body, Object: req.object, Members: req.members}
+	w := &api.Wire{Format: api.FormatAnthropicMessages, Body: body, Object: req.object, Members: req.members, ConvRead: true}
+	w.ConvItems, w.ConvMedia = reserve.Read(wr)
 	if e == endpointCountTokens {
 		// Counted by the replica, not inferred: no messages to route on
 		// or to reserve tokens for, one token of reply to reserve. The
@@ -367,7 +369,7 @@ func (d *Door) readMessages(req *request, wr *wire.Chat) *api.Error {
 		switch m.Content.Kind() {
 		case wire.String:
 		case wire.Array:
-			blocks, aerr := readBlocks(wr.PartsOf(m), func() string { return path() + ".content" })
+			blocks, aerr := readBlocks(wr, wr.PartsOf(m), func() string { return path() + ".content" })
 			if aerr != nil {
 				return aerr
 			}
@@ -383,10 +385,12 @@ func (d *Door) readMessages(req *request, wr *wire.Chat) *api.Error {
 }
 
 // readBlocks reads a list of content blocks, at the path path returns: a
-// text block as read, any other block's members again, the few its type
-// requires. The list returned is never nil (an empty list is not a
-// string).
-func readBlocks(parts []wire.ChatPart, path func() string) ([]block, *api.Error) {
+// text block as read, any other block's members, the few its type
+// requires, as wr recorded them when it read the body (a tool_result's
+// content, often most of an agent's context, is read once); with no wr,
+// each block's members are read again. The list returned is never nil
+// (an empty list is not a string).
+func readBlocks(wr *wire.Chat, parts []wire.ChatPart, path func() string) ([]block, *api.Error) {
 	blocks := make([]block, 0, len(parts))
 	for j, part := range parts {
 		p := func() string { return path() + "." + strconv.Itoa(j) } // built only for an error
@@ -413,12 +417,19 @@ func readBlocks(parts []wire.ChatPart, path func() string) ([]block, *api.Error)
 			continue
 		}
 		var fields blockFields
-		_ = part.Value.Members(func(f wire.Member) bool {
+		set := func(f wire.Member) bool {
 			if dst := fields.field(f.Name); dst != nil && f.Name != "text" {
 				*dst = f.Value
 			}
 			return true
-		})
+		}
+		if wr != nil {
+			for _, f := range wr.MembersOf(&parts[j]) {
+				set(f)
+			}
+		} else {
+			_ = part.Value.Members(set)
+		}
 		// The members each type of the API requires, of their type; other
 		// types (documents, server tools' blocks) are the replica's to
 		// judge.
@@ -516,7 +527,7 @@ func systemMessage(v wire.Value) (api.Message, *api.Error) {
 	case wire.String:
 		return api.Message{Role: api.RoleSystem, Quoted: v.Raw}, nil
 	case wire.Array:
-		blocks, aerr := readBlocks(partsOf(v), func() string { return "system" })
+		blocks, aerr := readBlocks(nil, partsOf(v), func() string { return "system" })
 		if aerr != nil {
 			return api.Message{}, aerr
 		}

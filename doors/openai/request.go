@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/wire"
 )
 
@@ -88,7 +89,8 @@ func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
 	// What a protocol needs to carry the body through, copied out of the
 	// pooled reader (the spans point into body, which the request keeps).
 	w := &api.Wire{Format: api.FormatOpenAIChat, Body: body, Object: c.Body,
-		Members: append([]wire.Member(nil), c.Members...), Messages: make([]wire.Value, len(c.Items))}
+		Members: append([]wire.Member(nil), c.Members...), Messages: make([]wire.Value, len(c.Items)), ConvRead: true}
+	w.ConvItems, w.ConvMedia = reserve.Read(c)
 	for i := range c.Items {
 		w.Messages[i] = c.Items[i].Value
 	}

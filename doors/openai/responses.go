@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
+	"github.com/llmedge/llmedge/boundary/reserve"
 	"github.com/llmedge/llmedge/gateway"
 	"github.com/llmedge/llmedge/internal/jsonx"
 	"github.com/llmedge/llmedge/wire"
@@ -182,7 +183,8 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 	// The members, copied out of the pooled reader (their spans point
 	// into body, which the request keeps).
 	members := append([]wire.Member(nil), o.Members...)
-	w := &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: members}
+	w := &api.Wire{Format: api.FormatOpenAIResponses, Body: body, Object: o.Body, Members: members, ConvRead: true}
+	w.ConvItems, w.ConvMedia = reserve.Read(o)
 	switch rs.responsesModes[chat.Model] {
 	case ResponsesTranslate:
 		tw, u := translateResponses(body, members)
