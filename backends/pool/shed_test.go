@@ -163,7 +163,9 @@ func TestShedWhileQueued(t *testing.T) {
 
 // The queue timeout bounds a request's waits together, over its attempts.
 func TestQueueTimeoutCountsEarlierWaits(t *testing.T) {
-	p, rs := newTestPool(t, Options{QueueLength: 10, QueueTimeout: 200 * time.Millisecond}, "http://a:1")
+	// Bounds far apart, so that a loaded machine's late timers cannot
+	// blur them: the whole limit, what is left of it, nothing.
+	p, rs := newTestPool(t, Options{QueueLength: 10, QueueTimeout: time.Second}, "http://a:1")
 	rs[0].MaxConcurrency = 1
 	held, _ := p.Acquire(nil, nil)
 	defer held.Release(Success)
@@ -172,9 +174,9 @@ func TestQueueTimeoutCountsEarlierWaits(t *testing.T) {
 		min    time.Duration
 		max    time.Duration
 	}{
-		{waited: 0, min: 150 * time.Millisecond, max: 2 * time.Second},
-		{waited: 150 * time.Millisecond, min: 0, max: 150 * time.Millisecond},
-		{waited: time.Second, min: 0, max: 20 * time.Millisecond},
+		{waited: 0, min: 950 * time.Millisecond, max: 5 * time.Second},
+		{waited: 800 * time.Millisecond, min: 150 * time.Millisecond, max: 700 * time.Millisecond},
+		{waited: 2 * time.Second, min: 0, max: 100 * time.Millisecond},
 	} {
 		start := time.Now()
 		_, err := p.AcquireWait(context.Background(), &Request{Waited: tc.waited}, nil)
