@@ -31,6 +31,13 @@ func jsontextEnd(s []byte) int {
 	return len(v) - 1
 }
 
+// stringEnds are stringEnd's two ways, each held to jsontext whichever
+// this machine takes.
+var stringEnds = []struct {
+	name string
+	end  func([]byte, int) int
+}{{"split", stringEndSplit}, {"inline", stringEndInline}}
+
 func TestStringEnd(t *testing.T) {
 	long := strings.Repeat("plain text ", 10)
 	for _, tc := range []struct {
@@ -69,9 +76,11 @@ func TestStringEnd(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := []byte(tc.s)
-			got, want := stringEnd(b, 1), jsontextEnd(b)
-			if (got >= 0) != tc.ok || got != want {
-				t.Fatalf("stringEnd %d, jsontext %d, want ok=%v", got, want, tc.ok)
+			want := jsontextEnd(b)
+			for _, way := range stringEnds {
+				if got := way.end(b, 1); (got >= 0) != tc.ok || got != want {
+					t.Fatalf("%s %d, jsontext %d, want ok=%v", way.name, got, want, tc.ok)
+				}
 			}
 		})
 	}
@@ -99,8 +108,11 @@ func FuzzStringEnd(f *testing.F) {
 			for _, more := range []int{0, 70} {
 				p := append(append([]byte{'"'}, bytes.Repeat([]byte{'a'}, pad)...), s[1:]...)
 				p = append(p, bytes.Repeat([]byte{' '}, more)...)
-				if got, want := stringEnd(p, 1), jsontextEnd(p); got != want {
-					t.Fatalf("%q: stringEnd %d, jsontext %d", p, got, want)
+				want := jsontextEnd(p)
+				for _, way := range stringEnds {
+					if got := way.end(p, 1); got != want {
+						t.Fatalf("%q: %s %d, jsontext %d", p, way.name, got, want)
+					}
 				}
 			}
 		}
@@ -220,12 +232,20 @@ func BenchmarkStringEnd(b *testing.B) {
 	for i := 0; len(s) < 100_000; i++ {
 		s = append(append(s, words[(i*7+i/len(words))%len(words)]...), ' ')
 	}
-	s = append(s, '"')
-	b.SetBytes(int64(len(s)))
-	for b.Loop() {
-		if stringEnd(s, 1) != len(s)-1 {
-			b.Fatal("refused")
-		}
+	benchStringEnds(b, append(s, '"'))
+}
+
+// benchStringEnds checks the string s both ways.
+func benchStringEnds(b *testing.B, s []byte) {
+	for _, way := range stringEnds {
+		b.Run(way.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if way.end(s, 1) != len(s)-1 {
+					b.Fatal("refused")
+				}
+			}
+		})
 	}
 }
 
@@ -263,13 +283,7 @@ func BenchmarkStringEndScripts(b *testing.B) {
 			for len(s) < 100_000 {
 				s = append(s, tc.line...)
 			}
-			s = append(s, '"')
-			b.SetBytes(int64(len(s)))
-			for b.Loop() {
-				if stringEnd(s, 1) != len(s)-1 {
-					b.Fatal("refused")
-				}
-			}
+			benchStringEnds(b, append(s, '"'))
 		})
 	}
 }
