@@ -471,7 +471,7 @@ func (dec *decoder) raw() ([]byte, error) {
 
 // common are the strings answers repeat: returned as constants, they cost
 // no allocation per chunk.
-var common = []string{"chat.completion.chunk", "chat.completion", "stop", "length", ""}
+var common = []string{"chat.completion.chunk", "chat.completion", "stop", "length", "", "message", "text", "end_turn"}
 
 // text is the string the raw value v holds, "" for null; false for other
 // kinds.

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 )
@@ -304,6 +305,24 @@ func (v Value) membersLax(fn func(name string, raw []byte) bool) error {
 	}
 	dec := newDecoder(v.Raw, true)
 	defer dec.free()
+	err := dec.eachMember(func(n, raw []byte) error {
+		if !fn(string(n), raw) {
+			return errStop
+		}
+		return nil
+	})
+	if err == errStop {
+		return nil
+	}
+	return err
+}
+
+// errStop ends eachMember's walk early, without a fault.
+var errStop = errors.New("stop")
+
+// eachMember reads the object dec is at, calling fn with the decoded name
+// and raw value of each member until fn returns an error.
+func (dec *decoder) eachMember(fn func(name, raw []byte) error) error {
 	if _, err := dec.open(); err != nil {
 		return err
 	}
@@ -315,13 +334,12 @@ func (v Value) membersLax(fn func(name string, raw []byte) bool) error {
 		if d, esc := unescaped(n); esc {
 			n = d
 		}
-		name := string(n)
 		raw, err := dec.raw()
 		if err != nil {
 			return err
 		}
-		if !fn(name, raw) {
-			return nil
+		if err := fn(n, raw); err != nil {
+			return err
 		}
 	}
 }

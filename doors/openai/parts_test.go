@@ -32,8 +32,9 @@ func TestContentPartsKeptAsWritten(t *testing.T) {
 	if !strings.HasPrefix(m.Text(), "a line of a pasted document, café\n") || !strings.HasSuffix(m.Text(), "\n"+string(m.Parts[1])+"\nq") {
 		t.Fatalf("Text does not join the parts decoded: %.80q", m.Text())
 	}
-	// Parsing allocates nothing in proportion to the text.
-	if n := testing.AllocsPerRun(20, func() { _, _ = f.parse(body) }); n > 20 {
+	// Parsing allocates nothing in proportion to the text. (The race
+	// detector's pools drop what is put back at random: counts vary.)
+	if n := testing.AllocsPerRun(20, func() { _, _ = f.parse(body) }); n > 20 && !raceEnabled {
 		t.Fatalf("%v allocations a parse", n)
 	}
 	var before, after testingMem

@@ -137,53 +137,26 @@ func (b *Protocol) translated(ctx context.Context, client *http.Client, req *pro
 // "The model `x` does not exist.", Ollama's "model 'x' not found".
 func namesModel(msg string) bool { return strings.Contains(strings.ToLower(msg), "model") }
 
-// anthropicUsage is Anthropic's usage object (of a message, a
-// message_start's message or a message_delta). The input is the sum of
-// its three parts: new, written to the cache, read from it.
-type anthropicUsage struct {
-	InputTokens              *int `json:"input_tokens"`
-	OutputTokens             *int `json:"output_tokens"`
-	CacheCreationInputTokens *int `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int `json:"cache_read_input_tokens"`
-}
-
-// add folds u into the gateway's usage: counts u gives replace the ones
-// before (Anthropic's counts are totals so far, never increments).
-func (u *anthropicUsage) add(out *api.Usage, known *bool) {
-	if u == nil {
+// addAnthropicUsage folds u into the gateway's usage: counts u gives
+// replace the ones before (Anthropic's counts are totals so far, never
+// increments).
+func addAnthropicUsage(u wire.AnthropicUsage, out *api.Usage, known *bool) {
+	if !u.Given {
 		return
 	}
-	if u.InputTokens != nil || u.CacheCreationInputTokens != nil || u.CacheReadInputTokens != nil {
-		out.PromptTokens = deref(u.InputTokens) + deref(u.CacheCreationInputTokens) + deref(u.CacheReadInputTokens)
+	in, cw, cr := u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens
+	if in.Given || cw.Given || cr.Given {
+		out.PromptTokens = in.N + cw.N + cr.N
 		*known = true
 	}
-	if u.CacheReadInputTokens != nil {
-		out.CachedTokens, out.CachedKnown = *u.CacheReadInputTokens, true
+	if cr.Given {
+		out.CachedTokens, out.CachedKnown = cr.N, true
 	}
-	if u.OutputTokens != nil {
-		out.CompletionTokens = *u.OutputTokens
+	if u.OutputTokens.Given {
+		out.CompletionTokens = u.OutputTokens.N
 		*known = true
 	}
 	out.TotalTokens = out.PromptTokens + out.CompletionTokens
-}
-
-func deref(p *int) int {
-	if p == nil {
-		return 0
-	}
-	return *p
-}
-
-// anthropicMessage is what the gateway reads of a message.
-type anthropicMessage struct {
-	Type    string `json:"type"`
-	Content []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	} `json:"content"`
-	StopReason  *string         `json:"stop_reason"`
-	Usage       *anthropicUsage `json:"usage"`
-	InputTokens *int            `json:"input_tokens"` // count_tokens' answer
 }
 
 // readAnthropic reads a non-streamed answer in one of Anthropic's formats:
@@ -197,13 +170,13 @@ func readAnthropic(data []byte, f api.Format, res *protocols.Result) error {
 	if w.IsError() {
 		return &protocols.Error{Kind: protocols.KindServer, Message: protocols.PayloadMessage(data, "replica reported an error")}
 	}
-	var m anthropicMessage
-	if err := json.Unmarshal(data, &m); err != nil {
+	var m wire.AnthropicMessage
+	if err := wire.ReadAnthropicMessage(data, &m); err != nil {
 		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed answer", Err: err}
 	}
 	res.Raw, res.Format, res.Model = data, f, w.Model
 	if f == api.FormatAnthropicCountTokens {
-		if m.InputTokens == nil {
+		if !m.InputTokens.Given {
 			return &protocols.Error{Kind: protocols.KindProtocol, Message: "count_tokens answer without input_tokens"}
 		}
 		// Nothing was generated: the count costs no tokens.
@@ -213,35 +186,9 @@ func readAnthropic(data []byte, f api.Format, res *protocols.Result) error {
 	if m.Type != "message" {
 		return &protocols.Error{Kind: protocols.KindProtocol, Message: "answer is not a message (type " + strconv.Quote(m.Type) + ")"}
 	}
-	var text strings.Builder
-	for _, c := range m.Content {
-		if c.Type == "text" {
-			text.WriteString(c.Text)
-		}
-	}
-	res.Content = text.String()
-	if m.StopReason != nil {
-		res.FinishReason = *m.StopReason
-	}
-	m.Usage.add(&res.Usage, &res.UsageKnown)
+	res.Content, res.FinishReason = m.Text, m.StopReason
+	addAnthropicUsage(m.Usage, &res.Usage, &res.UsageKnown)
 	return nil
-}
-
-// anthropicEvent is what the gateway reads of a stream's event.
-type anthropicEvent struct {
-	Type    string `json:"type"`
-	Message *struct {
-		Usage *anthropicUsage `json:"usage"`
-	} `json:"message"`
-	Delta *struct {
-		Type       string  `json:"type"`
-		Text       string  `json:"text"`
-		StopReason *string `json:"stop_reason"`
-	} `json:"delta"`
-	Usage *anthropicUsage `json:"usage"`
-	Error *struct {
-		Type string `json:"type"`
-	} `json:"error"`
 }
 
 // parseAnthropicStream reads Anthropic's stream of named events and passes
@@ -288,8 +235,8 @@ func parseAnthropicStream(ctx context.Context, r io.Reader, maxLine int, f api.F
 				data = c.Bytes()
 			}
 		}
-		var e anthropicEvent
-		if err := json.Unmarshal(data, &e); err != nil {
+		var e wire.AnthropicEvent
+		if err := wire.ReadAnthropicEvent(data, &e); err != nil {
 			return nil, fail(protocols.KindProtocol, "malformed JSON in a stream event", err)
 		}
 		name := ev.Name
@@ -298,7 +245,7 @@ func parseAnthropicStream(ctx context.Context, r io.Reader, maxLine int, f api.F
 		}
 		if name == "error" || e.Type == "error" {
 			kind := protocols.KindServer
-			if e.Error != nil && e.Error.Type == "overloaded_error" {
+			if e.ErrorType == "overloaded_error" {
 				kind = protocols.KindOverloaded
 			}
 			return nil, fail(kind, protocols.PayloadMessage(data, "replica reported an error in the stream"), nil)
@@ -307,21 +254,19 @@ func parseAnthropicStream(ctx context.Context, r io.Reader, maxLine int, f api.F
 		*d = protocols.Delta{Data: data, Format: f, Event: name}
 		switch name {
 		case "message_start":
-			if e.Message != nil {
-				e.Message.Usage.add(&out.usage, &out.usageKnown)
-			}
+			addAnthropicUsage(e.MessageUsage, &out.usage, &out.usageKnown)
 			d.Model = messageModel(data)
 		case "content_block_delta":
 			d.Token = true
-			if e.Delta != nil && e.Delta.Type == "text_delta" {
-				d.Text = e.Delta.Text
+			if e.DeltaType == "text_delta" {
+				d.Text = e.DeltaText
 			}
 		case "message_delta":
-			if e.Delta != nil && e.Delta.StopReason != nil {
-				out.finishReason = *e.Delta.StopReason
+			if e.StopGiven {
+				out.finishReason = e.StopReason
 				d.Token = true
 			}
-			e.Usage.add(&out.usage, &out.usageKnown)
+			addAnthropicUsage(e.Usage, &out.usage, &out.usageKnown)
 		case "message_stop":
 			d.Token = true
 		}
