@@ -366,6 +366,9 @@ func TestBatchLineNeverWaits(t *testing.T) {
 	if got := gaugeOrCounter(t, reg, "llmedge_batch_lines_running", ""); got != 0 {
 		t.Errorf("llmedge_batch_lines_running = %v after the lines, want 0", got)
 	}
+	if got := gaugeOrCounter(t, reg, "llmedge_requests_total", ""); got != 1 {
+		t.Errorf("llmedge_requests_total = %v, want 1: the deferred line answered nobody", got)
+	}
 }
 
 // TestBatchLineBehindItsOwnQueue: on engines that order their queue by

@@ -497,6 +497,13 @@ func (g *Gateway) observe(ex *Exchange) {
 		return
 	}
 	ex.observed = true
+	if ex.Busy() {
+		// A batch's line put off (no spare capacity, its owner's rate
+		// window): nobody was answered, and it runs again. It counts as
+		// deferred (llmedge_batch_lines_total), not as a refused request
+		// of its owner's on the status page and in llmedge_requests_total.
+		return
+	}
 	g.recordStatus(ex)
 	g.recordLedger(ex)
 	if g.Metrics == nil {
