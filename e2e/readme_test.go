@@ -32,6 +32,7 @@ var markerRE = regexp.MustCompile(`^<!-- readme-test: (skip|file|expect) ?(.*?) 
 type mdBlock struct {
 	lang, text string
 	line       int // of its opening fence
+	page       string
 	skip, file string
 	expects    []*regexp.Regexp
 }
@@ -97,17 +98,29 @@ func parseBlocks(t testing.TB, page string) []mdBlock {
 // TestReadme runs every command of the README as written, against the
 // demo `make run` starts (scripts/run.sh and the repository's Caddyfile,
 // on free ports: the commands' addresses are rewritten to them).
+// readmePages are the pages whose commands TestReadme runs, in order.
+var readmePages = []string{"README.md", "docs/calling.md"}
+
 func TestReadme(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "jq", "node", "npm", "go"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("the README's commands need %s: %v", tool, err)
 		}
 	}
-	page, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+	// The README's commands, then docs/calling.md's (every door with
+	// curl and the SDKs), in one shell: the second page's may use what
+	// the first set.
+	var blocks []mdBlock
+	for _, name := range readmePages {
+		page, err := os.ReadFile("../" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range parseBlocks(t, string(page)) {
+			b.page = name
+			blocks = append(blocks, b)
+		}
 	}
-	blocks := parseBlocks(t, string(page))
 	d := startDemo(t)
 	scratch := t.TempDir()
 	d.Ports["/tmp/llmedge-node"] = filepath.Join(scratch, "node")
@@ -119,7 +132,7 @@ func TestReadme(t *testing.T) {
 	for _, b := range blocks {
 		switch {
 		case b.skip != "":
-			t.Logf("README line %d (%s): skipped: %s", b.line, b.lang, b.skip)
+			t.Logf("%s line %d (%s): skipped: %s", b.page, b.line, b.lang, b.skip)
 		case b.file != "":
 			path := d.Rewrite(b.file)
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -135,7 +148,7 @@ func TestReadme(t *testing.T) {
 			adaptCaddyfile(t, b)
 		case b.lang == "json" || b.lang == "yaml" || b.lang == "text":
 		default:
-			t.Errorf("README line %d: a %s block the test cannot run: give it a readme-test marker (skip or file)", b.line, b.lang)
+			t.Errorf("%s line %d: a %s block the test cannot run: give it a readme-test marker (skip or file)", b.page, b.line, b.lang)
 		}
 	}
 	if len(run) == 0 {
@@ -165,13 +178,13 @@ func TestReadme(t *testing.T) {
 	parts := regexp.MustCompile(`\n@@readme-block (\d+)@@\n`).Split(out.String(), -1)[1:]
 	for i, b := range run {
 		if i >= len(parts) {
-			t.Errorf("README line %d: never ran (an earlier block failed)", b.line)
+			t.Errorf("%s line %d: never ran (an earlier block failed)", b.page, b.line)
 			continue
 		}
-		t.Logf("README line %d:\n%s\n--- output ---\n%s", b.line, d.Rewrite(b.text), lastLines(parts[i], 30))
+		t.Logf("%s line %d:\n%s\n--- output ---\n%s", b.page, b.line, d.Rewrite(b.text), lastLines(parts[i], 30))
 		for _, re := range b.expects {
 			if !re.MatchString(parts[i]) {
-				t.Errorf("README line %d: the output does not match %s", b.line, re)
+				t.Errorf("%s line %d: the output does not match %s", b.page, b.line, re)
 			}
 		}
 	}
@@ -190,7 +203,7 @@ func adaptCaddyfile(t *testing.T, b mdBlock) {
 	}
 	out, err := exec.Command(filepath.Join(binDir, "llmedge"), "adapt", "--config", path).CombinedOutput()
 	if err != nil {
-		t.Errorf("README line %d: the Caddyfile does not adapt: %v\n%s", b.line, err, out)
+		t.Errorf("%s line %d: the Caddyfile does not adapt: %v\n%s", b.page, b.line, err, out)
 	}
 }
 
