@@ -2,13 +2,9 @@ package batch
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
+	"github.com/llmedge/llmedge/internal/sqlschema"
 )
 
 // sqliteMigrations bring the batch tables of a SQLite ledger up, version
@@ -98,20 +94,12 @@ var sqliteMigrations = []string{
 // date. Transactions begin immediately (they all write), so two writers
 // wait on the file's lock rather than fail on upgrading a read.
 func OpenSQLite(ctx context.Context, path string) (*SQLStore, error) {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("batch: sqlite: creating %s: %w", dir, err)
-		}
-	}
-	q := url.Values{"_pragma": {"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)"}, "_txlock": {"immediate"}}
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	// No method keeps a cursor open while it writes (files are read a
+	// chunk per query), so the one connection never waits on itself.
+	db, err := sqlschema.OpenSQLite(path, true)
 	if err != nil {
-		return nil, fmt.Errorf("batch: sqlite: opening %s: %w", path, err)
+		return nil, fmt.Errorf("batch: sqlite: %w", err)
 	}
-	// One connection: SQLite has one writer anyway. No method keeps a
-	// cursor open while it writes (files are read a chunk per query), so
-	// nothing waits on itself.
-	db.SetMaxOpenConns(1)
 	s := &SQLStore{db: db, d: dialect{name: "sqlite", migrations: sqliteMigrations}}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()

@@ -2,13 +2,9 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver, "sqlite"
+	"github.com/llmedge/llmedge/internal/sqlschema"
 )
 
 // sqliteMigrations bring a SQLite ledger's schema up, version by version.
@@ -77,20 +73,10 @@ type SQLite struct{ sqlStore }
 // path and brings its schema up to date. The database is in WAL mode,
 // so readers (the usage command) do not block the writer.
 func OpenSQLite(ctx context.Context, path string) (*SQLite, error) {
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("ledger: sqlite: creating %s: %w", dir, err)
-		}
-	}
-	q := url.Values{"_pragma": {"busy_timeout(5000)", "journal_mode(WAL)", "synchronous(NORMAL)"}}
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sqlschema.OpenSQLite(path, false)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: sqlite: opening %s: %w", path, err)
+		return nil, fmt.Errorf("ledger: sqlite: %w", err)
 	}
-	// One connection: SQLite has one writer anyway, and a single
-	// connection makes every write wait its turn here rather than on the
-	// file's lock.
-	db.SetMaxOpenConns(1)
 	s := &SQLite{sqlStore{db: db, d: dialect{name: "sqlite", migrations: sqliteMigrations}}}
 	if err := s.migrate(ctx); err != nil {
 		_ = db.Close()
