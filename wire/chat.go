@@ -96,8 +96,7 @@ func ReadChat(body []byte, c *Chat) error { return readChat(body, c, "messages")
 func ReadInput(body []byte, c *Chat) error { return readChat(body, c, "input") }
 
 func readChat(body []byte, c *Chat, messages string) error {
-	keep := Chat{Members: c.Members[:0], Items: c.Items[:0], Parts: c.Parts[:0], PartMembers: c.PartMembers[:0], Stops: c.Stops[:0], Options: c.Options[:0]}
-	*c = keep
+	c.reset()
 	dec := newDecoder(body, false)
 	defer dec.free()
 	err := dec.chat(c, messages)
@@ -105,6 +104,25 @@ func readChat(body []byte, c *Chat, messages string) error {
 		err = dec.end()
 	}
 	return err
+}
+
+// reset empties c, keeping its slices' room for the next read.
+func (c *Chat) reset() {
+	*c = Chat{Members: c.Members[:0], Items: c.Items[:0], Parts: c.Parts[:0], PartMembers: c.PartMembers[:0],
+		Stops: c.Stops[:0], Options: c.Options[:0]}
+}
+
+// Forget drops every reference into the body c read last, keeping its
+// slices' room: a Chat kept in a pool between requests must not hold the
+// body of the last one.
+func (c *Chat) Forget() {
+	clear(c.Members)
+	clear(c.Items)
+	clear(c.Parts)
+	clear(c.PartMembers)
+	clear(c.Stops)
+	clear(c.Options)
+	c.reset()
 }
 
 // Member returns the top-level member of c named name, or an absent

@@ -336,3 +336,53 @@ func TestChatPartMembers(t *testing.T) {
 		}
 	}
 }
+
+// Forget leaves nothing of the body in a Chat's slices, their room
+// included (a pooled reader kept every part's members otherwise), and the
+// Chat reads the next body as a fresh one would.
+func TestChatForget(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"x"},` +
+		`{"type":"image","source":{}}]}],"stop":["a","b"],"stream_options":{"include_usage":true}}`)
+	var c Chat
+	if err := ReadChat(body, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.PartMembers) == 0 || len(c.Stops) == 0 || len(c.Options) == 0 {
+		t.Fatalf("the body's lists were not read: %+v", c)
+	}
+	c.Forget()
+	if c.Body.Raw != nil || c.Model.Raw != nil || c.Messages.Raw != nil {
+		t.Fatal("Forget kept a member's bytes")
+	}
+	for name, n := range map[string]int{"Members": len(c.Members), "Items": len(c.Items), "Parts": len(c.Parts),
+		"PartMembers": len(c.PartMembers), "Stops": len(c.Stops), "Options": len(c.Options)} {
+		if n != 0 {
+			t.Errorf("%s: %d left", name, n)
+		}
+	}
+	for _, m := range c.Members[:cap(c.Members)] {
+		if m.Value.Raw != nil {
+			t.Fatal("a member's room still points into the body")
+		}
+	}
+	for _, m := range c.PartMembers[:cap(c.PartMembers)] {
+		if m.Value.Raw != nil {
+			t.Fatal("a part member's room still points into the body")
+		}
+	}
+	for _, p := range c.Parts[:cap(c.Parts)] {
+		if p.Value.Raw != nil || p.Type.Raw != nil {
+			t.Fatal("a part's room still points into the body")
+		}
+	}
+	var fresh Chat
+	if err := ReadChat(body, &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := ReadChat(body, &fresh); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.PartMembers) != len(fresh.PartMembers) || len(c.Parts) != len(fresh.Parts) {
+		t.Fatal("a forgotten Chat reads the body differently")
+	}
+}

@@ -108,12 +108,7 @@ var readers = sync.Pool{New: func() any { return new(wire.Chat) }}
 func (d *Door) parse(body []byte, e endpoint) (api.Chat, *api.Error) {
 	wr := readers.Get().(*wire.Chat)
 	defer func() {
-		// Keep the slices, not the body they point into.
-		clear(wr.Members)
-		clear(wr.Items)
-		clear(wr.Parts)
-		clear(wr.Stops)
-		clear(wr.Options)
+		wr.Forget()
 		readers.Put(wr)
 	}()
 	if err := wire.ReadChat(body, wr); err != nil {

@@ -56,12 +56,7 @@ func (f *Door) decodeOther(r *http.Request, format api.Format, input string) (ap
 func (f *Door) parseOther(body []byte, format api.Format, input string) (api.Chat, *api.Error) {
 	c := chats.Get().(*wire.Chat)
 	defer func() {
-		// Keep the slices, not the body they point into.
-		clear(c.Members)
-		clear(c.Items)
-		clear(c.Parts)
-		clear(c.Stops)
-		clear(c.Options)
+		c.Forget()
 		chats.Put(c)
 	}()
 	if err := wire.ReadPrompt(body, c, input); err != nil {

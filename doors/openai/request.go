@@ -61,12 +61,7 @@ var chats = sync.Pool{New: func() any { return new(wire.Chat) }}
 func (f *Door) parse(body []byte) (api.Chat, *api.Error) {
 	c := chats.Get().(*wire.Chat)
 	defer func() {
-		// Keep the slices, not the body they point into.
-		clear(c.Members)
-		clear(c.Items)
-		clear(c.Parts)
-		clear(c.Stops)
-		clear(c.Options)
+		c.Forget()
 		chats.Put(c)
 	}()
 	if err := wire.ReadChat(body, c); err != nil {

@@ -74,12 +74,7 @@ var inputs = sync.Pool{New: func() any { return new(wire.Chat) }}
 func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 	o := inputs.Get().(*wire.Chat)
 	defer func() {
-		// Keep the slices, not the body they point into.
-		clear(o.Members)
-		clear(o.Items)
-		clear(o.Parts)
-		clear(o.Stops)
-		clear(o.Options)
+		o.Forget()
 		inputs.Put(o)
 	}()
 	if err := wire.ReadInput(body, o); err != nil {
