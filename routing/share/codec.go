@@ -61,47 +61,55 @@ func decodeBatch(b []byte, buf []uint64, apply func(Insertion)) ([]uint64, error
 	if len(b) == 0 || b[0] != version {
 		return buf, fmt.Errorf("%w: unknown version", errBatch)
 	}
-	b = b[1:]
-	str := func() (string, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > maxName || uint64(len(b)-k) < n {
-			return "", false
-		}
-		s := string(b[k : k+int(n)])
-		b = b[k+int(n):]
-		return s, true
-	}
-	num := func(limit uint64) (uint64, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > limit {
-			return 0, false
-		}
-		b = b[k:]
-		return n, true
-	}
-	for len(b) > 0 {
+	r := fields{b: b[1:]}
+	for len(r.b) > 0 {
 		var in Insertion
 		var ok bool
 		var bs, n uint64
-		if in.Model, ok = str(); !ok {
+		if in.Model, ok = r.str(); !ok {
 			return buf, fmt.Errorf("%w: model", errBatch)
 		}
-		if bs, ok = num(prefix.MaxBlockSize); !ok {
+		if bs, ok = r.num(prefix.MaxBlockSize); !ok {
 			return buf, fmt.Errorf("%w: block size", errBatch)
 		}
-		if in.Replica, ok = str(); !ok {
+		if in.Replica, ok = r.str(); !ok {
 			return buf, fmt.Errorf("%w: replica", errBatch)
 		}
-		if n, ok = num(maxHashes); !ok || uint64(len(b)) < 8*n {
+		if n, ok = r.num(maxHashes); !ok || uint64(len(r.b)) < 8*n {
 			return buf, fmt.Errorf("%w: hashes", errBatch)
 		}
 		buf = buf[:0]
 		for i := range int(n) {
-			buf = append(buf, binary.LittleEndian.Uint64(b[8*i:]))
+			buf = append(buf, binary.LittleEndian.Uint64(r.b[8*i:]))
 		}
-		b = b[8*n:]
+		r.b = r.b[8*n:]
 		in.BlockSize, in.Hashes = int(bs), buf
 		apply(in)
 	}
 	return buf, nil
+}
+
+// fields reads a batch's fields in order (decodeBatch's, decodeQueues'):
+// uvarints within a limit, and strings of a uvarint length up to maxName.
+type fields struct{ b []byte }
+
+// num reads a uvarint of at most limit; false when there is none.
+func (r *fields) num(limit uint64) (uint64, bool) {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > limit {
+		return 0, false
+	}
+	r.b = r.b[k:]
+	return n, true
+}
+
+// str reads a string of at most maxName bytes; false when there is none.
+func (r *fields) str() (string, bool) {
+	n, k := binary.Uvarint(r.b)
+	if k <= 0 || n > maxName || uint64(len(r.b)-k) < n {
+		return "", false
+	}
+	s := string(r.b[k : k+int(n)])
+	r.b = r.b[k+int(n):]
+	return s, true
 }

@@ -65,40 +65,23 @@ func decodeQueues(b []byte, apply func(QueueFigure)) error {
 	if len(b) == 0 || b[0] != queueVersion {
 		return fmt.Errorf("%w: unknown queue version", errBatch)
 	}
-	b = b[1:]
-	num := func(limit uint64) (uint64, bool) {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > limit {
-			return 0, false
-		}
-		b = b[k:]
-		return n, true
-	}
-	str := func() (string, bool) {
-		n, ok := num(maxName)
-		if !ok || uint64(len(b)) < n {
-			return "", false
-		}
-		s := string(b[:n])
-		b = b[n:]
-		return s, true
-	}
-	for len(b) > 0 {
+	r := fields{b: b[1:]}
+	for len(r.b) > 0 {
 		var f QueueFigure
 		var ok bool
 		var bs, blocks uint64
-		if f.Model, ok = str(); !ok {
+		if f.Model, ok = r.str(); !ok {
 			return fmt.Errorf("%w: queue model", errBatch)
 		}
-		if bs, ok = num(prefix.MaxBlockSize); !ok {
+		if bs, ok = r.num(prefix.MaxBlockSize); !ok {
 			return fmt.Errorf("%w: queue block size", errBatch)
 		}
-		if f.Replica, ok = str(); !ok {
+		if f.Replica, ok = r.str(); !ok {
 			return fmt.Errorf("%w: queue replica", errBatch)
 		}
 		// A queue longer than any prompt's blocks times a million requests
 		// is garbage.
-		if blocks, ok = num(1 << 40); !ok {
+		if blocks, ok = r.num(1 << 40); !ok {
 			return fmt.Errorf("%w: queue blocks", errBatch)
 		}
 		f.BlockSize, f.Blocks = int(bs), int64(blocks)
