@@ -8,6 +8,14 @@ import (
 // AnthropicMessage is what ReadAnthropicMessage read of a non-streamed
 // answer in Anthropic's Messages format, or of count_tokens' answer.
 type AnthropicMessage struct {
+	// Model is the "model" member as written, with its span: a door
+	// passing the answer through puts its own model name in its place.
+	Model Value
+	// Object and Error are what tell an error report (IsError): the
+	// "object" member, and whether an "error" member other than null was
+	// sent.
+	Object string
+	Error  bool
 	// Type is the "type" member: "message" (or "error").
 	Type string
 	// Text is the text of the content's text blocks, joined.
@@ -29,31 +37,64 @@ type AnthropicUsage struct {
 	InputTokens, OutputTokens, CacheCreationInputTokens, CacheReadInputTokens Count
 }
 
-// ReadAnthropicMessage reads data, an answer ReadAnswer has read (valid
-// JSON), into m, leniently, as the answer readers read (see the package
-// documentation). A member it reads of the wrong type (a number for
-// "type", a string for a count) is an error, as encoding/json's would be.
+// ReadAnthropicMessage reads data, a non-streamed answer, into m, in one
+// pass, leniently, as the answer readers read (see the package
+// documentation). Malformed JSON, or a body that is neither an object nor
+// null, is an *Error. A member it reads of the wrong type (a number for
+// "type", a string for a count) is another error, returned once the whole
+// answer is read, so that m.IsError still tells an error report.
 func ReadAnthropicMessage(data []byte, m *AnthropicMessage) error {
 	*m = AnthropicMessage{}
-	if (Value{Raw: data}).Kind() != Object {
-		return errors.New("an Anthropic answer is not an object")
-	}
-	return laxObject(data, "the answer", func(n string, mv []byte) (err error) {
-		switch n {
-		case "type":
-			err = laxString(mv, &m.Type, n)
-		case "stop_reason":
-			err = laxString(mv, &m.StopReason, n)
-		case "input_tokens":
-			err = laxCount(mv, &m.InputTokens, n)
-		case "usage":
-			err = ReadAnthropicUsage(mv, &m.Usage)
-		case "content":
-			m.Text, err = textBlocks(mv)
+	dec := newDecoder(data, true)
+	defer dec.free()
+	if dec.peek() == Null { // read as an empty answer, as ReadAnswer reads it
+		if _, err := dec.d.ReadToken(); err != nil {
+			return dec.fail(err)
 		}
-		return err
+		return dec.end()
+	}
+	var bad error // the first member of the wrong type
+	keep := func(err error) {
+		if bad == nil {
+			bad = err
+		}
+	}
+	err := dec.eachMember(func(n []byte, v Value) error {
+		mv := v.Raw
+		switch string(n) {
+		case "type":
+			keep(laxString(mv, &m.Type, "type"))
+		case "object":
+			keep(laxString(mv, &m.Object, "object"))
+		case "error":
+			m.Error = string(mv) != "null"
+		case "model":
+			m.Model = v
+		case "stop_reason":
+			keep(laxString(mv, &m.StopReason, "stop_reason"))
+		case "input_tokens":
+			keep(laxCount(mv, &m.InputTokens, "input_tokens"))
+		case "usage":
+			keep(ReadAnthropicUsage(mv, &m.Usage))
+		case "content":
+			var err error
+			m.Text, err = textBlocks(mv)
+			keep(err)
+		}
+		return nil
 	})
+	if err == nil {
+		err = dec.end()
+	}
+	if err != nil {
+		return err
+	}
+	return bad
 }
+
+// IsError reports an error report rather than an answer, as Answer.IsError
+// does.
+func (m *AnthropicMessage) IsError() bool { return m.Error || m.Object == "error" }
 
 // ReadAnthropicUsage reads v, a usage object or null, into u.
 func ReadAnthropicUsage(v []byte, u *AnthropicUsage) error {
@@ -155,7 +196,8 @@ func ReadAnthropicEvent(data []byte, e *AnthropicEvent) error {
 	*e = AnthropicEvent{}
 	dec := newDecoder(data, true)
 	defer dec.free()
-	err := dec.eachMember(func(n, mv []byte) error {
+	err := dec.eachMember(func(n []byte, v Value) error {
+		mv := v.Raw
 		switch string(n) {
 		case "type":
 			return laxString(mv, &e.Type, "type")

@@ -1,6 +1,10 @@
 package wire
 
-import "testing"
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
 
 func TestReadAnthropicMessage(t *testing.T) {
 	for _, tc := range []struct {
@@ -28,16 +32,22 @@ func TestReadAnthropicMessage(t *testing.T) {
 		{name: "a count a fraction", data: `{"input_tokens":4.5}`, bad: true},
 		{name: "usage a list", data: `{"type":"message","usage":[]}`, bad: true},
 		{name: "not an object", data: `[1]`, bad: true},
+		{name: "null", data: ` null `, want: AnthropicMessage{}},
+		{name: "an error report", data: `{"type":"error","error":{"type":"overloaded_error","message":"busy"}}`,
+			want: AnthropicMessage{Type: "error", Error: true}},
+		{name: "an old engine's flat error", data: `{"object":"error","message":"bad","type":"BadRequestError","code":400}`,
+			want: AnthropicMessage{Type: "BadRequestError", Object: "error"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m AnthropicMessage
 			err := ReadAnthropicMessage([]byte(tc.data), &m)
+			m.Model = Value{} // TestReadAnthropicMessageModel
 			switch {
 			case tc.bad && err == nil:
 				t.Fatalf("read %+v, want an error", m)
 			case !tc.bad && err != nil:
 				t.Fatal(err)
-			case !tc.bad && m != tc.want:
+			case !tc.bad && !reflect.DeepEqual(m, tc.want):
 				t.Fatalf("read %+v, want %+v", m, tc.want)
 			}
 		})
@@ -80,5 +90,29 @@ func TestReadAnthropicEvent(t *testing.T) {
 				t.Fatalf("read %+v, want %+v", e, tc.want)
 			}
 		})
+	}
+}
+
+// The answer is read in one pass: its model with its span (a door puts
+// its own name there), an error report told even beside a member of the
+// wrong type, and malformed JSON told from a member of the wrong type.
+func TestReadAnthropicMessageModel(t *testing.T) {
+	data := []byte(`{"type":"message", "model" : "qwen-7b","content":[]}`)
+	var m AnthropicMessage
+	if err := ReadAnthropicMessage(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(data[m.Model.Start:m.Model.End]); got != `"qwen-7b"` || string(m.Model.Raw) != got {
+		t.Fatalf("model span %d-%d: %q (raw %q)", m.Model.Start, m.Model.End, got, m.Model.Raw)
+	}
+	err := ReadAnthropicMessage([]byte(`{"usage":"x","error":{"type":"api_error"}}`), &m)
+	var we *Error
+	if err == nil || errors.As(err, &we) || !m.IsError() {
+		t.Fatalf("an error report with a bad usage: %v (a JSON fault: %v), IsError %v", err, we != nil, m.IsError())
+	}
+	for _, bad := range []string{`{"type":"message"`, `{"type":"message"} x`, `[]`, `"message"`} {
+		if err := ReadAnthropicMessage([]byte(bad), &m); !errors.As(err, &we) {
+			t.Errorf("%s: %v, want a JSON fault (*Error)", bad, err)
+		}
 	}
 }

@@ -305,8 +305,8 @@ func (v Value) membersLax(fn func(name string, raw []byte) bool) error {
 	}
 	dec := newDecoder(v.Raw, true)
 	defer dec.free()
-	err := dec.eachMember(func(n, raw []byte) error {
-		if !fn(string(n), raw) {
+	err := dec.eachMember(func(n []byte, v Value) error {
+		if !fn(string(n), v.Raw) {
 			return errStop
 		}
 		return nil
@@ -321,10 +321,15 @@ func (v Value) membersLax(fn func(name string, raw []byte) bool) error {
 var errStop = errors.New("stop")
 
 // eachMember reads the object dec is at, calling fn with the decoded name
-// and raw value of each member until fn returns an error.
-func (dec *decoder) eachMember(fn func(name, raw []byte) error) error {
-	if _, err := dec.open(); err != nil {
-		return err
+// and the value (with its span) of each member until fn returns an error.
+// Anything but an object is an *Error.
+func (dec *decoder) eachMember(fn func(name []byte, v Value) error) error {
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
+	}
+	if t.Kind() != '{' {
+		return dec.kindErr(t.Kind(), "an object")
 	}
 	for {
 		n, ok, err := dec.member()
@@ -338,7 +343,8 @@ func (dec *decoder) eachMember(fn func(name, raw []byte) error) error {
 		if err != nil {
 			return err
 		}
-		if err := fn(n, raw); err != nil {
+		end := dec.offset()
+		if err := fn(n, Value{Raw: raw, Start: end - len(raw), End: end}); err != nil {
 			return err
 		}
 	}

@@ -163,18 +163,18 @@ func addAnthropicUsage(u wire.AnthropicUsage, out *api.Usage, known *bool) {
 // a message, or count_tokens' {"input_tokens": n}. Raw is the answer, the
 // model's name at Model; Content the text of its text blocks.
 func readAnthropic(data []byte, f api.Format, res *protocols.Result) error {
-	var w wire.Answer
-	if err := wire.ReadAnswer(data, &w); err != nil {
-		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed JSON in the response", Err: err}
-	}
-	if w.IsError() {
-		return &protocols.Error{Kind: protocols.KindServer, Message: protocols.PayloadMessage(data, "replica reported an error")}
-	}
 	var m wire.AnthropicMessage
-	if err := wire.ReadAnthropicMessage(data, &m); err != nil {
+	err := wire.ReadAnthropicMessage(data, &m)
+	var malformed *wire.Error
+	switch {
+	case errors.As(err, &malformed):
+		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed JSON in the response", Err: err}
+	case m.IsError():
+		return &protocols.Error{Kind: protocols.KindServer, Message: protocols.PayloadMessage(data, "replica reported an error")}
+	case err != nil:
 		return &protocols.Error{Kind: protocols.KindProtocol, Message: "malformed answer", Err: err}
 	}
-	res.Raw, res.Format, res.Model = data, f, w.Model
+	res.Raw, res.Format, res.Model = data, f, m.Model
 	if f == api.FormatAnthropicCountTokens {
 		if !m.InputTokens.Given {
 			return &protocols.Error{Kind: protocols.KindProtocol, Message: "count_tokens answer without input_tokens"}
