@@ -529,9 +529,14 @@ func TestRealEngineClientDisconnect(t *testing.T) {
 			// replica request.
 			waitFor(t, 5*time.Second, func() bool { return metricValue(t, g.scrape(t), departed) > before })
 
-			// The tiny model answers 8 tokens in well under a second.
+			// The tiny model answers 8 tokens in well under a second. A
+			// disconnect the engine missed (Ollama's OpenAI endpoint
+			// misses some) makes this request wait for the abandoned
+			// answer's 6,000 tokens, which took over 30 s on a quiet CI
+			// machine: that one disconnect is not prompt, which the test
+			// allows for three of the four, rather than a failure.
 			start := time.Now()
-			nctx, ncancel := context.WithTimeout(context.Background(), 30*time.Second)
+			nctx, ncancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer ncancel()
 			r := g.infer(nctx, nil, tok, userChat("native-short", "Hello!", false))
 			var ans publicAnswer
