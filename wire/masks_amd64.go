@@ -2,18 +2,19 @@
 
 package wire
 
-// escapes64 returns the mask of the bytes of s[:64] that end a run of
-// plain string bytes, bit k for s[k]: a quote, a backslash or a control
-// character, exactly. s must hold 64 bytes. SSE2, which every amd64 has:
-// sixteen bytes compared at once, where the portable version takes eight
-// (escapes_generic.go).
-//
-//go:noescape
-func escapes64(s []byte) uint64
-
-// specials64 is escapes64 that also marks every byte from 0x80 (its own
-// high bit), for the check that takes each character as it meets it
-// (stringEndInline).
+// specials64 returns the mask of the bytes of s[:64] that end a run of
+// plain bytes for the check that takes each character as it meets it
+// (stringEndInline), bit k for s[k]: a quote, a backslash, a control
+// character or a byte from 0x80, exactly. s must hold 64 bytes. SSE2,
+// which every amd64 has: sixteen bytes compared at once, where the
+// portable version takes eight (masks_generic.go).
 //
 //go:noescape
 func specials64(s []byte) uint64
+
+// stringMasks64 returns the masks of the quotes, the backslashes and the
+// control characters of s, bit k for s[k], exactly. AVX2: only
+// stringEndSplit calls it, which runs where AVX2 is.
+//
+//go:noescape
+func stringMasks64(s *[64]byte) (quotes, backslashes, controls uint64)

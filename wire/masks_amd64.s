@@ -28,11 +28,8 @@ GLOBL controls<>(SB), RODATA|NOPTR, $16
 	PCMPEQB X0, X3 \
 	POR     X3, X1
 
-// ESCAPES16 sets in R the 16-bit mask of MARKS16; SPECIALS16 also marks
-// a byte from 0x80 (its own high bit).
-#define ESCAPES16(off, R) \
-	MARKS16(off) \
-	PMOVMSKB X1, R
+// SPECIALS16 sets in R the 16-bit mask of MARKS16 that also marks a byte
+// from 0x80 (its own high bit).
 #define SPECIALS16(off, R) \
 	MARKS16(off) \
 	POR     X0, X1 \
@@ -58,10 +55,56 @@ GLOBL controls<>(SB), RODATA|NOPTR, $16
 	MOVQ    AX, ret+24(FP) \
 	RET
 
-// func escapes64(s []byte) uint64
-TEXT ·escapes64(SB), NOSPLIT, $0-32
-	MASK64(ESCAPES16)
-
 // func specials64(s []byte) uint64
 TEXT ·specials64(SB), NOSPLIT, $0-32
 	MASK64(SPECIALS16)
+
+// The same bytes 32 times over, for AVX2.
+DATA quotes32<>+0(SB)/8, $0x2222222222222222
+DATA quotes32<>+8(SB)/8, $0x2222222222222222
+DATA quotes32<>+16(SB)/8, $0x2222222222222222
+DATA quotes32<>+24(SB)/8, $0x2222222222222222
+GLOBL quotes32<>(SB), RODATA|NOPTR, $32
+DATA backslashes32<>+0(SB)/8, $0x5c5c5c5c5c5c5c5c
+DATA backslashes32<>+8(SB)/8, $0x5c5c5c5c5c5c5c5c
+DATA backslashes32<>+16(SB)/8, $0x5c5c5c5c5c5c5c5c
+DATA backslashes32<>+24(SB)/8, $0x5c5c5c5c5c5c5c5c
+GLOBL backslashes32<>(SB), RODATA|NOPTR, $32
+DATA controls32<>+0(SB)/8, $0x1f1f1f1f1f1f1f1f
+DATA controls32<>+8(SB)/8, $0x1f1f1f1f1f1f1f1f
+DATA controls32<>+16(SB)/8, $0x1f1f1f1f1f1f1f1f
+DATA controls32<>+24(SB)/8, $0x1f1f1f1f1f1f1f1f
+GLOBL controls32<>(SB), RODATA|NOPTR, $32
+
+// JOIN64 sets in R the 64-bit mask of the bytes that are 0xff in Y2 (the
+// low 32) and Y3 (the high 32).
+#define JOIN64(R) \
+	VPMOVMSKB Y2, R \
+	VPMOVMSKB Y3, DX \
+	SHLQ      $32, DX \
+	ORQ       DX, R
+
+// func stringMasks64(s *[64]byte) (quotes, backslashes, controls uint64)
+TEXT ·stringMasks64(SB), NOSPLIT, $0-32
+	MOVQ      s+0(FP), SI
+	VMOVDQU   (SI), Y0
+	VMOVDQU   32(SI), Y1
+	VMOVDQU   quotes32<>(SB), Y4
+	VPCMPEQB  Y4, Y0, Y2
+	VPCMPEQB  Y4, Y1, Y3
+	JOIN64(AX)
+	MOVQ      AX, quotes+8(FP)
+	VMOVDQU   backslashes32<>(SB), Y4
+	VPCMPEQB  Y4, Y0, Y2
+	VPCMPEQB  Y4, Y1, Y3
+	JOIN64(AX)
+	MOVQ      AX, backslashes+16(FP)
+	VMOVDQU   controls32<>(SB), Y4
+	VPMINUB   Y4, Y0, Y2
+	VPCMPEQB  Y2, Y0, Y2
+	VPMINUB   Y4, Y1, Y3
+	VPCMPEQB  Y3, Y1, Y3
+	JOIN64(AX)
+	MOVQ      AX, controls+24(FP)
+	VZEROUPPER
+	RET

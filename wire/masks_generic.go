@@ -4,22 +4,6 @@ package wire
 
 import "encoding/binary"
 
-// escapes64 returns the mask of the bytes of s[:64] that end a run of
-// plain string bytes, bit k for s[k]: a quote, a backslash or a control
-// character. It may also mark a byte above one of them (marks' borrow),
-// which stringEnd takes for the plain byte it is. s must hold 64 bytes.
-func escapes64(s []byte) uint64 {
-	s = s[:64]
-	var m uint64
-	for k := 0; k < 64; k += 8 {
-		// The high bit of each of the word's bytes, gathered into its low
-		// eight bits: byte j's bit lands at 56+j, clear of the others.
-		w := marks(binary.LittleEndian.Uint64(s[k:])) >> 7
-		m |= w * 0x0102040810204080 >> 56 << k
-	}
-	return m
-}
-
 // marks sets the high bit of each byte of the word x that is a quote, a
 // backslash or a control character. No such byte goes unmarked; a byte
 // above one may be marked falsely (a borrow), so the caller looks at each
@@ -40,8 +24,13 @@ func specials64(s []byte) uint64 {
 	var m uint64
 	for k := 0; k < 64; k += 8 {
 		x := binary.LittleEndian.Uint64(s[k:])
-		w := (marks(x) | x&highs) >> 7
-		m |= w * 0x0102040810204080 >> 56 << k
+		m |= gather((marks(x)|x&highs)>>7) << k
 	}
 	return m
+}
+
+// stringMasks64 returns the masks of the quotes, the backslashes and the
+// control characters of s, bit k for s[k], exactly: stringMasksWords.
+func stringMasks64(s *[64]byte) (quotes, backslashes, controls uint64) {
+	return stringMasksWords(s)
 }

@@ -1,50 +1,134 @@
 package wire
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"testing"
 )
 
-// TestMasks holds escapes64 and specials64 (SSE2 on amd64, words of
-// eight bytes elsewhere or with -tags purego) to a byte-by-byte reading of
-// 64 bytes drawn from the bytes that matter: every byte of their kind
-// marked (quotes, backslashes and control characters; and for specials64
-// every byte from 0x80), and a byte marked falsely only if it is above
-// one of them, which the string checks allow for.
-func TestMasks(t *testing.T) {
-	for _, tc := range []struct {
+// masksInput fills s with bytes drawn from those that matter to the
+// masks (every other round), or with any bytes at all.
+func masksInput(rng *rand.Rand, round int, s *[64]byte) {
+	alphabet := []byte{'a', ' ', '"', '\\', 0x00, 0x1f, 0x20, 0x21, 0x23, 0x5b, 0x5c, 0x5d, 0x7f, 0x80, 0xa0, 0xbf, 0xc3, 0xe0, 0xe6, 0xff}
+	for k := range s {
+		if round%2 == 0 {
+			s[k] = alphabet[rng.IntN(len(alphabet))]
+		} else {
+			s[k] = byte(rng.Uint32())
+		}
+	}
+}
+
+// TestSpecials64 holds specials64 (SSE2 on amd64, words of eight bytes
+// elsewhere or with -tags purego) to a byte-by-byte reading: every quote,
+// backslash, control character and byte from 0x80 marked, and a byte
+// marked falsely only if it is above one of them, which stringEndInline
+// allows for.
+func TestSpecials64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var s [64]byte
+	for round := range 20000 {
+		masksInput(rng, round, &s)
+		got := specials64(s[:])
+		lowest := -1
+		for k, c := range s {
+			special := c == '"' || c == '\\' || c < 0x20 || c >= 0x80
+			marked := got>>k&1 == 1
+			switch {
+			case special && !marked:
+				t.Fatalf("%q: byte %d (%#x) not marked (mask %064b)", s, k, c, got)
+			case !special && marked && lowest < 0:
+				t.Fatalf("%q: byte %d (%#x) marked below any special byte (mask %064b)", s, k, c, got)
+			}
+			if special && lowest < 0 {
+				lowest = k
+			}
+		}
+	}
+}
+
+// TestStringMasks64 holds stringMasks64 (AVX2 on amd64) and the portable
+// stringMasksWords to a byte-by-byte reading, exactly.
+func TestStringMasks64(t *testing.T) {
+	ways := []struct {
 		name string
-		mask func([]byte) uint64
-		high bool
-	}{{"escapes64", escapes64, false}, {"specials64", specials64, true}} {
-		t.Run(tc.name, func(t *testing.T) {
-			alphabet := []byte{'a', ' ', '"', '\\', 0x00, 0x1f, 0x20, 0x21, 0x23, 0x5b, 0x5d, 0x7f, 0x80, 0xa0, 0xbf, 0xc3, 0xe6, 0xff}
-			rng := rand.New(rand.NewPCG(1, 2))
-			var s [64]byte
-			for round := range 20000 {
-				for k := range s {
-					if round%2 == 0 {
-						s[k] = alphabet[rng.IntN(len(alphabet))]
-					} else {
-						s[k] = byte(rng.Uint32()) // any byte at all
-					}
-				}
-				got := tc.mask(s[:])
-				lowest := -1
-				for k, c := range s {
-					special := c == '"' || c == '\\' || c < 0x20 || (tc.high && c >= 0x80)
-					marked := got>>k&1 == 1
-					switch {
-					case special && !marked:
-						t.Fatalf("%q: byte %d (%#x) not marked (mask %064b)", s, k, c, got)
-					case !special && marked && lowest < 0:
-						t.Fatalf("%q: byte %d (%#x) marked below any special byte (mask %064b)", s, k, c, got)
-					}
-					if special && lowest < 0 {
-						lowest = k
-					}
+		f    func(*[64]byte) (uint64, uint64, uint64)
+	}{{"words", stringMasksWords}}
+	if splitUTF8 {
+		ways = append(ways, struct {
+			name string
+			f    func(*[64]byte) (uint64, uint64, uint64)
+		}{"stringMasks64", stringMasks64})
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var s [64]byte
+	for round := range 20000 {
+		masksInput(rng, round, &s)
+		var quotes, backslashes, controls uint64
+		for k, c := range s {
+			quotes |= b2u(c == '"') << k
+			backslashes |= b2u(c == '\\') << k
+			controls |= b2u(c < 0x20) << k
+		}
+		for _, way := range ways {
+			q, b, c := way.f(&s)
+			if q != quotes || b != backslashes || c != controls {
+				t.Fatalf("%s(%q):\nquotes %064b want %064b\nbackslashes %064b want %064b\ncontrols %064b want %064b",
+					way.name, s, q, quotes, b, backslashes, c, controls)
+			}
+		}
+	}
+}
+
+// TestEscaped holds escaped to a byte-by-byte reading of runs of
+// backslashes over consecutive blocks: a byte is escaped when an odd
+// number of backslashes runs right before it, across block ends.
+func TestEscaped(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for round := range 5000 {
+		// Three blocks; dense and sparse backslashes, long runs across ends.
+		density := []uint64{2, 4, 16}[round%3]
+		var masks [3]uint64
+		for b := range masks {
+			for k := range 64 {
+				if rng.Uint64N(density) != 0 || (round%5 == 0 && k > 50) {
+					masks[b] |= 1 << k
 				}
 			}
-		})
+			if round%7 == 0 {
+				masks[b] = ^uint64(0)
+			}
+		}
+		run := 0 // backslashes right before the byte
+		var carry uint64
+		for b, m := range masks {
+			var esc uint64
+			esc, carry = escaped(m, carry)
+			var want uint64
+			for k := range 64 {
+				if run%2 == 1 {
+					want |= 1 << k
+				}
+				switch {
+				case m>>k&1 == 1 && run%2 == 0:
+					run++ // a backslash that escapes the next byte
+				case m>>k&1 == 1:
+					run = 0 // an escaped backslash
+				default:
+					run = 0
+				}
+			}
+			if esc != want {
+				t.Fatalf("round %d block %d: backslashes %064b\nescaped %064b\nwant    %064b (%d differ)",
+					round, b, bits.Reverse64(m), bits.Reverse64(esc), bits.Reverse64(want), bits.OnesCount64(esc^want))
+			}
+		}
 	}
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -31,7 +31,7 @@ func stringEnd(body []byte, i int) int {
 var splitUTF8 = cpu.X86.Has(x86.AVX2)
 
 // Words of eight bytes, for the checks that look at eight at a time
-// (value.go's, and escapes64 where it has no SSE2).
+// (value.go's, and the portable masks).
 const (
 	ones  = 0x0101010101010101
 	highs = 0x8080808080808080
@@ -44,13 +44,15 @@ const (
 // is checked once the end is found, in one pass of its own (validUTF8),
 // 32 bytes at a time, rather than a character at a time.
 //
-// A pasted document has an escape every few dozen bytes (a line break, a
-// quote), so what one costs matters as much as what a plain byte costs:
-// the string is taken 64 bytes at a time, its quotes, backslashes and
-// control characters marked at once (escapes64), each of them taken in
-// turn from the mask, and the next 64 bytes loaded where the last
-// sequence ended. A two-byte escape is checked in the loop, a \u escape
-// in a call.
+// A pasted document has an escape every twenty bytes or so (a line break,
+// a quote), so what one costs matters as much as what a plain byte costs.
+// The string is taken 64 bytes at a time: its quotes, backslashes and
+// control characters are marked at once (stringMasks64), and the bytes
+// that follow an odd run of backslashes (the escaped ones) found from
+// the marks with a few operations on the whole word (escaped), however
+// many there are. The first quote not escaped ends the string; a control
+// character before it refuses it; only the escaped bytes are looked at
+// one by one, and only a \u escape takes a call.
 func stringEndSplit(body []byte, i int) int {
 	n := len(body)
 	if i < 0 {
@@ -58,57 +60,79 @@ func stringEndSplit(body []byte, i int) int {
 	}
 	start := i
 	var tail [64]byte
-	for i < n {
-		m := escapes64(block(body, i, &tail))
-		if m == 0 {
-			i += 64
-			continue
+	var carry uint64 // 1 when the block's first byte is escaped by the last one's backslashes
+	checked := 0     // a \u escape's bytes up to here were checked with it (a surrogate pair)
+	for ; i < n; i += 64 {
+		quotes, backslashes, controls := stringMasks64(block(body, i, &tail))
+		var esc uint64
+		esc, carry = escaped(backslashes, carry)
+		before := ^uint64(0) // the bytes before the end, if it is in this block
+		if quotes &^= esc; quotes != 0 {
+			before = quotes&-quotes - 1
 		}
-		next := i + 64 // where the following block starts, unless an escape runs past it
-		for m != 0 {
+		if controls&before != 0 {
+			return -1 // a control character, or the padding: the string does not end
+		}
+		for m := esc & before; m != 0; m &= m - 1 {
 			j := i + bits.TrailingZeros64(m)
-			if j >= n {
-				return -1 // the padding: the string does not end
+			c := body[j]
+			if unescapes[c] != 0 || j < checked {
+				continue
 			}
-			k := j + 1 // after the sequence at j; j+1 for a byte marked by a borrow
-			switch c := body[j]; {
-			case c == '"':
-				if !validUTF8(body[start:j]) {
-					return -1
-				}
-				return j
-			case c == '\\':
-				if j+1 < n && unescapes[body[j+1]] != 0 {
-					k++
-				} else if e := escapeLen(body[j:]); e > 0 {
-					k = j + e
-				} else {
-					return -1
-				}
-			case c < 0x20:
+			if c != 'u' {
 				return -1
 			}
-			if d := k - i; d < 64 {
-				m &= ^uint64(0) << (uint(d) & 63) // the marks of the bytes consumed go
-			} else {
-				m, next = 0, k
+			e := escapeLen(body[j-1:])
+			if e == 0 {
+				return -1
 			}
+			checked = j - 1 + e
 		}
-		i = next
+		if quotes != 0 {
+			end := i + bits.TrailingZeros64(quotes)
+			if !validUTF8(body[start:end]) {
+				return -1
+			}
+			return end
+		}
 	}
 	return -1
+}
+
+// escaped returns the mask of the bytes that follow an odd run of
+// backslashes, given the mask of the backslashes and carry, 1 when the
+// block's first byte follows such a run that ended the block before, and
+// the carry for the next block. The escaped bytes are the backslashes'
+// targets: the n of \n, the second backslash of \\, the quote of \".
+//
+// Every backslash starts an escape unless it is escaped itself, so the
+// runs are what matters: a run that starts on an even bit and is of odd
+// length escapes the byte after it, and so does one that starts on an odd
+// bit. Subtracting the backslashes that may start an escape from the odd
+// bits turns each run that starts on an even bit into its complement
+// (the borrow runs through it), after which one xor with the odd bits
+// leaves exactly the escaped bytes (and the escaping backslashes, which
+// the backslashes' own mask clears). The same arithmetic as simdjson's
+// escape scanner, written from its description.
+func escaped(backslashes, carry uint64) (esc, next uint64) {
+	const odd = 0xAAAAAAAAAAAAAAAA
+	potential := backslashes &^ carry // an escaped backslash starts nothing
+	codes := ((potential<<1 | odd) - potential) ^ odd
+	esc = codes ^ (backslashes | carry)
+	next = codes & backslashes >> 63
+	return esc, next
 }
 
 // block is the 64 bytes of body from i for a mask; the last ones padded
 // with NULs in tail: control characters, so that a string that does not
 // end before them is refused there.
-func block(body []byte, i int, tail *[64]byte) []byte {
+func block(body []byte, i int, tail *[64]byte) *[64]byte {
 	if i+64 <= len(body) {
-		return body[i : i+64]
+		return (*[64]byte)(body[i : i+64])
 	}
 	*tail = [64]byte{}
 	copy(tail[:], body[i:])
-	return tail[:]
+	return tail
 }
 
 // validUTF8 reports whether s is valid UTF-8, as jsontext requires of a

@@ -26,7 +26,7 @@ func stringEndInline(body []byte, i int) int {
 	}
 	var tail [64]byte
 	for i < n {
-		m := specials64(block(body, i, &tail))
+		m := specials64(block(body, i, &tail)[:])
 		if m == 0 {
 			i += 64
 			continue
