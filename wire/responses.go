@@ -3,7 +3,6 @@ package wire
 import (
 	"errors"
 	"strconv"
-	"strings"
 )
 
 // ResponsesEvent is what ReadResponsesEvent read of one event of an
@@ -163,6 +162,14 @@ func (dec *decoder) response(r *Response) error {
 			n = d
 		}
 		at := dec.start()
+		if string(n) == "output" { // read in place, not copied and read again
+			var joined []byte
+			if joined, err = dec.outputText(joined); err != nil {
+				return err
+			}
+			r.Text = string(joined)
+			continue
+		}
 		v, err := dec.raw()
 		if err != nil {
 			return err
@@ -195,8 +202,6 @@ func (dec *decoder) response(r *Response) error {
 			if err := readResponsesUsage(v, &r.Usage); err != nil {
 				return &Error{Offset: at, Path: []any{"response", "usage"}, Err: err}
 			}
-		case "output":
-			r.Text = outputText(v)
 		}
 	}
 	end := dec.offset()
@@ -257,44 +262,103 @@ func readResponsesUsage(v []byte, u *Usage) error {
 	return bad
 }
 
-// outputText joins the output_text parts of the message items of an
-// output array.
-func outputText(v []byte) string {
-	var b strings.Builder
-	_ = Value{Raw: v}.elementsLax(func(item []byte) bool {
+// outputText reads the output array dec is at and appends to joined the
+// text of the output_text parts of its message items, in one pass (an
+// answer's output was read whole, then each level of it again). Read
+// leniently: what is not of the kind looked for (an item that is not an
+// object, a type that is not a string, ...) is passed over as absent;
+// the last of a repeated member counts.
+func (dec *decoder) outputText(joined []byte) ([]byte, error) {
+	return dec.eachLax(joined, func(joined []byte) ([]byte, error) {
+		from := len(joined) // this item's text, kept if it is a message
 		var typ string
-		var content []byte
-		_ = Value{Raw: item}.membersLax(func(n string, mv []byte) bool {
-			switch n {
+		joined, err := dec.membersIn(joined, func(name []byte, joined []byte) ([]byte, error) {
+			switch string(name) {
 			case "type":
-				typ, _ = text(mv)
+				v, err := dec.raw()
+				if err == nil {
+					typ, _ = text(v)
+				}
+				return joined, err
 			case "content":
-				content = mv
+				joined = joined[:from]
+				return dec.eachLax(joined, dec.outputPart)
 			}
-			return true
+			_, err := dec.raw()
+			return joined, err
 		})
 		if typ != "message" {
-			return true
+			joined = joined[:from]
 		}
-		_ = Value{Raw: content}.elementsLax(func(part []byte) bool {
-			var ptype, ptext string
-			_ = Value{Raw: part}.membersLax(func(n string, mv []byte) bool {
-				switch n {
-				case "type":
-					ptype, _ = text(mv)
-				case "text":
-					ptext, _ = text(mv)
-				}
-				return true
-			})
-			if ptype == "output_text" {
-				b.WriteString(ptext)
-			}
-			return true
-		})
-		return true
+		return joined, err
 	})
-	return b.String()
+}
+
+// outputPart reads one element of a message item's content and appends
+// its text when it is an output_text part.
+func (dec *decoder) outputPart(joined []byte) ([]byte, error) {
+	var typ, txt string
+	joined, err := dec.membersIn(joined, func(name []byte, joined []byte) ([]byte, error) {
+		v, err := dec.raw()
+		switch {
+		case err != nil:
+		case string(name) == "type":
+			typ, _ = text(v)
+		case string(name) == "text":
+			txt, _ = text(v)
+		}
+		return joined, err
+	})
+	if typ == "output_text" {
+		joined = append(joined, txt...)
+	}
+	return joined, err
+}
+
+// eachLax reads the value dec is at: when it is an array, each element
+// with fn (which must read it whole); anything else is passed over.
+func (dec *decoder) eachLax(joined []byte, fn func([]byte) ([]byte, error)) ([]byte, error) {
+	if dec.peek() != Array {
+		_, err := dec.raw()
+		return joined, err
+	}
+	if _, err := dec.open(); err != nil {
+		return joined, err
+	}
+	for {
+		end, err := dec.close()
+		if end || err != nil {
+			return joined, err
+		}
+		if joined, err = fn(joined); err != nil {
+			return joined, err
+		}
+	}
+}
+
+// membersIn reads the value dec is at: when it is an object, each
+// member's value with fn, given its decoded name (fn must read the value
+// whole); anything else is passed over.
+func (dec *decoder) membersIn(joined []byte, fn func(name, joined []byte) ([]byte, error)) ([]byte, error) {
+	if dec.peek() != Object {
+		_, err := dec.raw()
+		return joined, err
+	}
+	if _, err := dec.open(); err != nil {
+		return joined, err
+	}
+	for {
+		n, ok, err := dec.member()
+		if err != nil || !ok {
+			return joined, err
+		}
+		if d, esc := unescaped(n); esc {
+			n = d
+		}
+		if joined, err = fn(n, joined); err != nil {
+			return joined, err
+		}
+	}
 }
 
 // membersLax calls fn with the decoded name and raw value of each member

@@ -110,3 +110,42 @@ func FuzzResponsesEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestResponseOutputText: the text of an answer is its message items'
+// output_text parts, in order, whatever the order of their members; what
+// is not of the kind looked for counts as absent rather than refusing the
+// answer.
+func TestResponseOutputText(t *testing.T) {
+	for _, tc := range []struct{ name, output, want string }{
+		{"parts", `[{"type":"message","content":[{"type":"output_text","text":"a"},{"type":"output_text","text":"b"}]}]`, "ab"},
+		{"type after content", `[{"content":[{"text":"a","type":"output_text"}],"type":"message"}]`, "a"},
+		{"items of other types", `[{"type":"reasoning","content":[{"type":"output_text","text":"no"}]},{"type":"message","content":[{"type":"output_text","text":"yes"}]},{"type":"function_call","arguments":"{}"}]`, "yes"},
+		{"parts of other types", `[{"type":"message","content":[{"type":"refusal","refusal":"no"},{"type":"output_text","text":"x\u00e9"}]}]`, "xé"},
+		{"a repeated content, the last counts", `[{"type":"message","content":[{"type":"output_text","text":"old"}],"content":[{"type":"output_text","text":"new"}]}]`, "new"},
+		{"a repeated type, the last counts", `[{"type":"message","content":[{"type":"output_text","text":"a"}],"type":"reasoning"}]`, ""},
+		{"escaped names", `[{"typ\u0065":"message","content":[{"type":"output_text","t\u0065xt":"a"}]}]`, "a"},
+		{"not an array", `{"type":"message"}`, ""},
+		{"null", `null`, ""},
+		{"elements not objects", `[1,"x",null,[{"type":"message"}],{"type":"message","content":[2,{"type":"output_text","text":"ok"}]}]`, "ok"},
+		{"content not an array", `[{"type":"message","content":"text"}]`, ""},
+		{"type not a string", `[{"type":1,"content":[{"type":"output_text","text":"no"}]}]`, ""},
+		{"text not a string", `[{"type":"message","content":[{"type":"output_text","text":7}]}]`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := `{"object":"response","output":` + tc.output + `,"status":"completed"}`
+			var r Response
+			if err := ReadResponse([]byte(data), &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Text != tc.want || r.Status != "completed" {
+				t.Fatalf("text %q status %q, want %q", r.Text, r.Status, tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{`[{"type":"message","content":[{"type":"output_text","text":"a"]}]`, `[{"type":"message"`, `[1,]`} {
+		var r Response
+		if err := ReadResponse([]byte(`{"output":`+bad+`}`), &r); err == nil {
+			t.Fatalf("%s read", bad)
+		}
+	}
+}

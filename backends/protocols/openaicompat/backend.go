@@ -113,7 +113,7 @@ func (b *Protocol) send(ctx context.Context, client *http.Client, req *protocols
 	}
 
 	res := &protocols.Result{Sent: time.Now()}
-	resp, err := client.Do(httpReq)
+	resp, err := protocols.RoundTrip(client, httpReq)
 	if err != nil {
 		cancel()
 		return nil, protocols.TransportError(ctx, err)
