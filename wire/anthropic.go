@@ -53,40 +53,62 @@ func ReadAnthropicMessage(data []byte, m *AnthropicMessage) error {
 		}
 		return dec.end()
 	}
-	var bad error // the first member of the wrong type
-	keep := func(err error) {
-		if bad == nil {
-			bad = err
-		}
-	}
-	err := dec.eachMember(func(n []byte, v Value) error {
-		mv := v.Raw
-		switch string(n) {
-		case "type":
-			keep(laxString(mv, &m.Type, "type"))
-		case "object":
-			keep(laxString(mv, &m.Object, "object"))
-		case "error":
-			m.Error = string(mv) != "null"
-		case "model":
-			m.Model = v
-		case "stop_reason":
-			keep(laxString(mv, &m.StopReason, "stop_reason"))
-		case "input_tokens":
-			keep(laxCount(mv, &m.InputTokens, "input_tokens"))
-		case "usage":
-			keep(ReadAnthropicUsage(mv, &m.Usage))
-		case "content":
-			var err error
-			m.Text, err = textBlocks(mv)
-			keep(err)
-		}
-		return nil
-	})
-	if err == nil {
-		err = dec.end()
-	}
+	t, err := dec.d.ReadToken()
 	if err != nil {
+		return dec.fail(err)
+	}
+	if t.Kind() != '{' {
+		return dec.kindErr(t.Kind(), "an object")
+	}
+	var bad error // the first member of the wrong type
+	for {
+		n, ok, err := dec.member()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if d, esc := unescaped(n); esc {
+			n = d
+		}
+		var wrong error
+		switch string(n) {
+		case "content": // read in place, neither copied nor read again
+			var joined []byte
+			joined, wrong, err = dec.textBlocks(nil)
+			m.Text = string(joined)
+		case "usage":
+			wrong, err = dec.anthropicUsage(&m.Usage)
+		default:
+			var v Value
+			if v, err = dec.value(); err != nil {
+				break
+			}
+			mv := v.Raw
+			switch string(n) {
+			case "type":
+				wrong = laxString(mv, &m.Type, "type")
+			case "object":
+				wrong = laxString(mv, &m.Object, "object")
+			case "error":
+				m.Error = string(mv) != "null"
+			case "model":
+				m.Model = v
+			case "stop_reason":
+				wrong = laxString(mv, &m.StopReason, "stop_reason")
+			case "input_tokens":
+				wrong = laxCount(mv, &m.InputTokens, "input_tokens")
+			}
+		}
+		if err != nil {
+			return err
+		}
+		if bad == nil {
+			bad = wrong
+		}
+	}
+	if err := dec.end(); err != nil {
 		return err
 	}
 	return bad
@@ -96,53 +118,69 @@ func ReadAnthropicMessage(data []byte, m *AnthropicMessage) error {
 // does.
 func (m *AnthropicMessage) IsError() bool { return m.Error || m.Object == "error" }
 
-// ReadAnthropicUsage reads v, a usage object or null, into u.
-func ReadAnthropicUsage(v []byte, u *AnthropicUsage) error {
-	*u = AnthropicUsage{Given: (Value{Raw: v}).Kind() == Object}
-	return laxObject(v, "usage", func(n string, mv []byte) error {
-		switch n {
-		case "input_tokens":
-			return laxCount(mv, &u.InputTokens, n)
-		case "output_tokens":
-			return laxCount(mv, &u.OutputTokens, n)
-		case "cache_creation_input_tokens":
-			return laxCount(mv, &u.CacheCreationInputTokens, n)
-		case "cache_read_input_tokens":
-			return laxCount(mv, &u.CacheReadInputTokens, n)
+// anthropicUsage reads the usage object (or null) dec is at into u. bad
+// is a member of the wrong type (the first; the counts after it are not
+// read), err a body that is not JSON.
+func (dec *decoder) anthropicUsage(u *AnthropicUsage) (bad, err error) {
+	*u = AnthropicUsage{Given: dec.peek() == Object}
+	return dec.objectIn("usage", func(n []byte) (error, error) {
+		v, err := dec.raw()
+		if err != nil {
+			return nil, err
 		}
-		return nil
+		switch string(n) {
+		case "input_tokens":
+			return laxCount(v, &u.InputTokens, "input_tokens"), nil
+		case "output_tokens":
+			return laxCount(v, &u.OutputTokens, "output_tokens"), nil
+		case "cache_creation_input_tokens":
+			return laxCount(v, &u.CacheCreationInputTokens, "cache_creation_input_tokens"), nil
+		case "cache_read_input_tokens":
+			return laxCount(v, &u.CacheReadInputTokens, "cache_read_input_tokens"), nil
+		}
+		return nil, nil
 	})
 }
 
-// textBlocks joins the text of the text blocks of content, an array of
-// blocks or null.
-func textBlocks(content []byte) (string, error) {
-	switch (Value{Raw: content}).Kind() {
+// textBlocks reads the content dec is at, an array of blocks or null,
+// appending the text of its text blocks to joined. bad is what is of
+// the wrong type (the first; no text is joined after it), err a body
+// that is not JSON.
+func (dec *decoder) textBlocks(joined []byte) (_ []byte, bad, err error) {
+	switch dec.peek() {
 	case Array:
 	case Null:
-		return "", nil
+		_, err = dec.raw()
+		return joined, nil, err
 	default:
-		return "", errors.New("content is not an array")
+		_, err = dec.raw()
+		return joined, errors.New("content is not an array"), err
 	}
-	var joined []byte
-	var bad error
-	_ = Value{Raw: content}.elementsLax(func(block []byte) bool {
+	joined, err = dec.eachLax(joined, func(joined []byte) ([]byte, error) {
+		if bad != nil {
+			_, err := dec.raw()
+			return joined, err
+		}
 		var typ, txt string
-		bad = laxObject(block, "a content block", func(n string, mv []byte) error {
-			switch n {
-			case "type":
-				return laxString(mv, &typ, n)
-			case "text":
-				return laxString(mv, &txt, n)
+		var err error
+		bad, err = dec.objectIn("a content block", func(n []byte) (error, error) {
+			v, err := dec.raw()
+			switch {
+			case err != nil:
+				return nil, err
+			case string(n) == "type":
+				return laxString(v, &typ, "type"), nil
+			case string(n) == "text":
+				return laxString(v, &txt, "text"), nil
 			}
-			return nil
+			return nil, nil
 		})
-		if typ == "text" {
+		if typ == "text" && bad == nil {
 			joined = append(joined, txt...)
 		}
-		return bad == nil
+		return joined, err
 	})
-	return string(joined), bad
+	return joined, bad, err
 }
 
 // laxString reads a string member (null leaves s as it was).
@@ -196,63 +234,113 @@ func ReadAnthropicEvent(data []byte, e *AnthropicEvent) error {
 	*e = AnthropicEvent{}
 	dec := newDecoder(data, true)
 	defer dec.free()
-	err := dec.eachMember(func(n []byte, v Value) error {
-		mv := v.Raw
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
+	}
+	if t.Kind() != '{' {
+		return dec.kindErr(t.Kind(), "an object")
+	}
+	for {
+		n, ok, err := dec.member()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		if d, esc := unescaped(n); esc {
+			n = d
+		}
+		var bad error
 		switch string(n) {
 		case "type":
-			return laxString(mv, &e.Type, "type")
+			var v []byte
+			if v, err = dec.raw(); err == nil {
+				bad = laxString(v, &e.Type, "type")
+			}
 		case "usage":
-			return ReadAnthropicUsage(mv, &e.Usage)
+			bad, err = dec.anthropicUsage(&e.Usage)
 		case "message":
-			return laxObject(mv, "message", func(n string, v []byte) error {
-				if n == "usage" {
-					return ReadAnthropicUsage(v, &e.MessageUsage)
+			bad, err = dec.objectIn("message", func(n []byte) (error, error) {
+				if string(n) == "usage" {
+					return dec.anthropicUsage(&e.MessageUsage)
 				}
-				return nil
+				_, err := dec.raw()
+				return nil, err
 			})
 		case "delta":
-			return laxObject(mv, "delta", func(n string, v []byte) error {
-				switch n {
-				case "type":
-					return laxString(v, &e.DeltaType, n)
-				case "text":
-					return laxString(v, &e.DeltaText, n)
-				case "stop_reason":
+			bad, err = dec.objectIn("delta", func(n []byte) (error, error) {
+				v, err := dec.raw()
+				switch {
+				case err != nil:
+					return nil, err
+				case string(n) == "type":
+					return laxString(v, &e.DeltaType, "type"), nil
+				case string(n) == "text":
+					return laxString(v, &e.DeltaText, "text"), nil
+				case string(n) == "stop_reason":
 					e.StopGiven = string(v) != "null"
-					return laxString(v, &e.StopReason, n)
+					return laxString(v, &e.StopReason, "stop_reason"), nil
 				}
-				return nil
+				return nil, nil
 			})
 		case "error":
-			return laxObject(mv, "error", func(n string, v []byte) error {
-				if n == "type" {
-					return laxString(v, &e.ErrorType, n)
+			bad, err = dec.objectIn("error", func(n []byte) (error, error) {
+				v, err := dec.raw()
+				if err == nil && string(n) == "type" {
+					return laxString(v, &e.ErrorType, "type"), nil
 				}
-				return nil
+				return nil, err
 			})
+		default:
+			_, err = dec.raw()
 		}
-		return nil
-	})
-	if err != nil {
-		return err
+		if err != nil {
+			return err
+		}
+		if bad != nil {
+			return bad
+		}
 	}
 	return dec.end()
 }
 
-// laxObject calls fn with each member of v, an object or null, until fn
-// returns an error.
-func laxObject(v []byte, name string, fn func(n string, v []byte) error) error {
-	switch (Value{Raw: v}).Kind() {
+// objectIn reads the value dec is at, an object or null, calling fn with
+// each member's decoded name; fn reads the member's value and returns
+// what is wrong with it (bad), if anything, and a body that is not JSON
+// (err). After the first fault the rest is read without fn. A value that
+// is neither an object nor null is bad, named by name.
+func (dec *decoder) objectIn(name string, fn func(n []byte) (bad, err error)) (bad, err error) {
+	switch dec.peek() {
 	case Object:
 	case Null:
-		return nil
+		_, err = dec.raw()
+		return nil, err
 	default:
-		return errors.New(name + " is not an object")
+		_, err = dec.raw()
+		return errors.New(name + " is not an object"), err
 	}
-	var bad error
-	_ = Value{Raw: v}.membersLax(func(n string, mv []byte) bool {
-		bad = fn(n, mv)
-		return bad == nil
-	})
-	return bad
+	if _, err = dec.open(); err != nil {
+		return nil, err
+	}
+	for {
+		n, ok, err := dec.member()
+		if err != nil || !ok {
+			return bad, err
+		}
+		if d, esc := unescaped(n); esc {
+			n = d
+		}
+		if bad != nil {
+			if _, err = dec.raw(); err != nil {
+				return bad, err
+			}
+			continue
+		}
+		if bad, err = fn(n); err != nil {
+			return bad, err
+		}
+	}
 }
+

@@ -24,6 +24,10 @@ func TestReadAnthropicMessage(t *testing.T) {
 			want: AnthropicMessage{Type: "message", Text: "a"}},
 		{name: "unknown members of any kind", data: `{"type":"message","x":[1,{"y":"\ud800"}],"content":[{"type":"text","text":"a","citations":[{}]}]}`,
 			want: AnthropicMessage{Type: "message", Text: "a"}},
+		{name: "a repeated content, the last counts", data: `{"content":[{"type":"text","text":"old"}],"type":"message","content":[{"text":"new","type":"text"}]}`,
+			want: AnthropicMessage{Type: "message", Text: "new"}},
+		{name: "escaped names", data: `{"typ\u0065":"message","cont\u0065nt":[{"type":"text","t\u0065xt":"a"}],"usag\u0065":{"input_tok\u0065ns":2}}`,
+			want: AnthropicMessage{Type: "message", Text: "a", Usage: AnthropicUsage{Given: true, InputTokens: Count{2, true}}}},
 		{name: "type a number", data: `{"type":1}`, bad: true},
 		{name: "content an object", data: `{"type":"message","content":{"type":"text"}}`, bad: true},
 		{name: "a block a string", data: `{"type":"message","content":["text"]}`, bad: true},
@@ -110,7 +114,10 @@ func TestReadAnthropicMessageModel(t *testing.T) {
 	if err == nil || errors.As(err, &we) || !m.IsError() {
 		t.Fatalf("an error report with a bad usage: %v (a JSON fault: %v), IsError %v", err, we != nil, m.IsError())
 	}
-	for _, bad := range []string{`{"type":"message"`, `{"type":"message"} x`, `[]`, `"message"`} {
+	// Content and usage are read in place: a fault inside them, even
+	// after a member of the wrong type, is still a JSON fault.
+	for _, bad := range []string{`{"type":"message"`, `{"type":"message"} x`, `[]`, `"message"`,
+		`{"content":[{"type":"text","text":"a"]}`, `{"content":["x",{]}`, `{"usage":{"input_tokens":"1","x":}}`, `{"usage":{"input_tokens":1,}}`} {
 		if err := ReadAnthropicMessage([]byte(bad), &m); !errors.As(err, &we) {
 			t.Errorf("%s: %v, want a JSON fault (*Error)", bad, err)
 		}
