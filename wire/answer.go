@@ -459,6 +459,28 @@ func (dec *decoder) member() ([]byte, bool, error) {
 	return dec.body[start+1 : dec.offset()-1], true, nil
 }
 
+// memberName is member with the name decoded (see unescaped), for the
+// readers that match every name they meet.
+func (dec *decoder) memberName() ([]byte, bool, error) {
+	n, ok, err := dec.member()
+	if d, esc := unescaped(n); ok && esc {
+		n = d
+	}
+	return n, ok, err
+}
+
+// object reads the '{' of the object the value dec is at must be.
+func (dec *decoder) object() error {
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return dec.fail(err)
+	}
+	if t.Kind() != '{' {
+		return dec.kindErr(t.Kind(), "an object")
+	}
+	return nil
+}
+
 // raw reads the next value whole: a view of the input, valid until the
 // next read.
 func (dec *decoder) raw() ([]byte, error) {

@@ -53,24 +53,17 @@ func ReadAnthropicMessage(data []byte, m *AnthropicMessage) error {
 		}
 		return dec.end()
 	}
-	t, err := dec.d.ReadToken()
-	if err != nil {
-		return dec.fail(err)
-	}
-	if t.Kind() != '{' {
-		return dec.kindErr(t.Kind(), "an object")
+	if err := dec.object(); err != nil {
+		return err
 	}
 	var bad error // the first member of the wrong type
 	for {
-		n, ok, err := dec.member()
-		if err != nil {
-			return err
-		}
+		n, ok, err := dec.memberName()
 		if !ok {
+			if err != nil {
+				return err
+			}
 			break
-		}
-		if d, esc := unescaped(n); esc {
-			n = d
 		}
 		var wrong error
 		switch string(n) {
@@ -234,23 +227,16 @@ func ReadAnthropicEvent(data []byte, e *AnthropicEvent) error {
 	*e = AnthropicEvent{}
 	dec := newDecoder(data, true)
 	defer dec.free()
-	t, err := dec.d.ReadToken()
-	if err != nil {
-		return dec.fail(err)
-	}
-	if t.Kind() != '{' {
-		return dec.kindErr(t.Kind(), "an object")
+	if err := dec.object(); err != nil {
+		return err
 	}
 	for {
-		n, ok, err := dec.member()
-		if err != nil {
-			return err
-		}
+		n, ok, err := dec.memberName()
 		if !ok {
+			if err != nil {
+				return err
+			}
 			break
-		}
-		if d, esc := unescaped(n); esc {
-			n = d
 		}
 		var bad error
 		switch string(n) {
@@ -325,12 +311,9 @@ func (dec *decoder) objectIn(name string, fn func(n []byte) (bad, err error)) (b
 		return nil, err
 	}
 	for {
-		n, ok, err := dec.member()
+		n, ok, err := dec.memberName()
 		if err != nil || !ok {
 			return bad, err
-		}
-		if d, esc := unescaped(n); esc {
-			n = d
 		}
 		if bad != nil {
 			if _, err = dec.raw(); err != nil {
@@ -343,4 +326,3 @@ func (dec *decoder) objectIn(name string, fn func(n []byte) (bad, err error)) (b
 		}
 	}
 }
-

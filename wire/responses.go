@@ -348,12 +348,9 @@ func (dec *decoder) membersIn(joined []byte, fn func(name, joined []byte) ([]byt
 		return joined, err
 	}
 	for {
-		n, ok, err := dec.member()
+		n, ok, err := dec.memberName()
 		if err != nil || !ok {
 			return joined, err
-		}
-		if d, esc := unescaped(n); esc {
-			n = d
 		}
 		if joined, err = fn(n, joined); err != nil {
 			return joined, err
@@ -388,20 +385,13 @@ var errStop = errors.New("stop")
 // and the value (with its span) of each member until fn returns an error.
 // Anything but an object is an *Error.
 func (dec *decoder) eachMember(fn func(name []byte, v Value) error) error {
-	t, err := dec.d.ReadToken()
-	if err != nil {
-		return dec.fail(err)
-	}
-	if t.Kind() != '{' {
-		return dec.kindErr(t.Kind(), "an object")
+	if err := dec.object(); err != nil {
+		return err
 	}
 	for {
-		n, ok, err := dec.member()
+		n, ok, err := dec.memberName()
 		if err != nil || !ok {
 			return err
-		}
-		if d, esc := unescaped(n); esc {
-			n = d
 		}
 		raw, err := dec.raw()
 		if err != nil {
