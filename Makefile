@@ -124,7 +124,7 @@ $(BIN)/ollama: tools/ollama/go.mod tools/ollama/go.sum tools/ollama/include/mini
 		$(GO) build -trimpath -ldflags "-s -w -X github.com/ollama/ollama/version.Version=$(OLLAMA_VERSION)" \
 		-o ../../$(BIN)/ollama github.com/ollama/ollama
 
-bench: build ## replica alone vs stock Caddy vs llmedge, every door at 1 KB to 1 MB, routing through one and four instances (Redis), overload, the ledger, tenants, batches; about 15 min; e.g. BENCHFLAGS="-write BENCHMARKS.md"; one scenario: BENCHFLAGS="-scenarios doors"; scale-out over 1, 2, 4 instances, every variant: BENCHFLAGS="-scenarios scaleout -scaleout-instances 1,2,4 -scaleout-variants round_robin,prefix_cache,prefix_cache+share"
+bench: build ## replica alone vs stock Caddy vs llmedge, every door at 1 KB to 1 MB, routing through one and four instances (Redis), overload, the ledger, tenants, batches; about 20 min; e.g. BENCHFLAGS="-write BENCHMARKS.md"; one scenario: BENCHFLAGS="-scenarios doors"; scale-out over 1, 2, 4 instances, every variant: BENCHFLAGS="-scenarios scaleout -scaleout-instances 1,2,4 -scaleout-variants round_robin,prefix_cache,prefix_cache+share"
 	$(GO) build -o $(BIN)/llmbench ./cmd/llmbench
 	$(GO) test -c -o $(BIN)/bench.test ./bench/
 	$(BIN)/llmbench -bin $(BIN) -json $(BIN)/bench.json $(BENCHFLAGS)

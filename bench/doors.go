@@ -27,6 +27,11 @@ type DoorsConfig struct {
 	MaxRate   float64
 	Warmup    time.Duration
 	Duration  time.Duration
+	// Rounds is how many times the closed loop's pair runs at each cell;
+	// the ratios reported are the medians of the rounds' (0 means 1). A
+	// run of 2 s on a shared 2-core machine moves by ±10% from one run to
+	// the next; the median of three rarely does.
+	Rounds int
 	// Callgrind is the test binary of this package (go test -c
 	// ./bench/), whose BenchmarkDoors callgrind counts; empty takes
 	// bench.test in the binary folder, "off" skips the counts, as does a
@@ -35,8 +40,8 @@ type DoorsConfig struct {
 }
 
 // DefaultDoorsConfig is the scenario of `make bench`: 6 doors × 4 sizes
-// × 4 runs of 2.8 s, about 4 minutes, then about a minute of
-// callgrind.
+// × 8 runs of 2.8 s (the closed loop's pair three times, the open
+// loop's once), about 9 minutes, then about a minute of callgrind.
 func DefaultDoorsConfig() DoorsConfig {
 	return DoorsConfig{
 		Doors:     DoorNames(),
@@ -46,6 +51,7 @@ func DefaultDoorsConfig() DoorsConfig {
 		MaxRate:   500,
 		Warmup:    500 * time.Millisecond,
 		Duration:  2 * time.Second,
+		Rounds:    3,
 	}
 }
 
@@ -57,6 +63,9 @@ func tinyDoorsConfig() DoorsConfig {
 
 // Enabled reports whether the scenario runs.
 func (c DoorsConfig) Enabled() bool { return len(c.Doors) > 0 && len(c.Sizes) > 0 }
+
+// rounds is how many times the closed loop's pair runs at a cell.
+func (c DoorsConfig) rounds() int { return max(1, c.Rounds) }
 
 // rate is the open loop's rate at size, in whole requests per second.
 func (c DoorsConfig) rate(size int) float64 {
@@ -75,6 +84,8 @@ func (c DoorsConfig) validate() error {
 		return fmt.Errorf("doors: bandwidth and maximum rate must be positive")
 	case c.Duration <= 0 || c.Warmup < 0:
 		return fmt.Errorf("doors: duration must be positive and warm-up not negative")
+	case c.Rounds < 0:
+		return fmt.Errorf("doors: rounds must not be negative")
 	}
 	for _, name := range c.Doors {
 		if _, ok := findDoor(name); !ok {
@@ -99,6 +110,7 @@ type doorsReportConfig struct {
 	Sizes       []int     `json:"sizes"`
 	Workers     int       `json:"workers"`
 	Rates       []float64 `json:"rates"` // the open loop's, by size
+	Rounds      int       `json:"rounds"` // the closed loop's
 	WarmupS     float64   `json:"warmup_s"`
 	DurationS   float64   `json:"duration_s"`
 	ReplyTokens int       `json:"reply_tokens"`
@@ -106,7 +118,7 @@ type doorsReportConfig struct {
 }
 
 func (c DoorsConfig) report(replyTokens int) *doorsReportConfig {
-	rc := &doorsReportConfig{Doors: c.Doors, Sizes: c.Sizes, Workers: c.Workers, WarmupS: c.Warmup.Seconds(),
+	rc := &doorsReportConfig{Doors: c.Doors, Sizes: c.Sizes, Workers: c.Workers, Rounds: c.rounds(), WarmupS: c.Warmup.Seconds(),
 		DurationS: c.Duration.Seconds(), ReplyTokens: replyTokens}
 	for _, s := range c.Sizes {
 		rc.Rates = append(rc.Rates, c.rate(s))
@@ -118,8 +130,9 @@ func (c DoorsConfig) report(replyTokens int) *doorsReportConfig {
 // DoorRun is one load run of the doors scenario: a door at a size, on
 // one path.
 type DoorRun struct {
-	Door string `json:"door"`
-	Size int    `json:"size"`
+	Door  string `json:"door"`
+	Size  int    `json:"size"`
+	Round int    `json:"round"` // of the closed loop's rounds, from 0
 	Result
 }
 

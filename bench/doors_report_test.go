@@ -19,7 +19,7 @@ func doorsReport() *Report {
 	}
 	r := &Report{Started: time.Date(2026, 11, 28, 0, 5, 0, 0, time.UTC), Seconds: 330, Command: "llmbench -scenarios doors",
 		DoorsConfig: DefaultDoorsConfig().report(16)}
-	r.DoorsConfig.Sizes, r.DoorsConfig.Rates, r.DoorsConfig.Turns = []int{1 << 10, 1 << 20}, []float64{500, 19}, []int{5, 39}
+	r.DoorsConfig.Sizes, r.DoorsConfig.Rates, r.DoorsConfig.Turns, r.DoorsConfig.Rounds = []int{1 << 10, 1 << 20}, []float64{500, 19}, []int{5, 39}, 1
 	r.Doors = []DoorRun{
 		run("chat", 1<<10, "max", PathCaddy, 1000, 0.100, 1, 2, 0), run("chat", 1<<10, "max", PathLLMEdge, 950, 0.105, 1.1, 2.2, 0),
 		run("chat", 1<<10, "rate", PathCaddy, 500, 0.200, 0.5, 1, 0), run("chat", 1<<10, "rate", PathLLMEdge, 500, 0.210, 0.52, 1.5, 0),
@@ -49,6 +49,27 @@ func TestDoorsMatrix(t *testing.T) {
 	}
 	if big := m[3]; !near(big.CPURatio, 1.6) || big.Errors != 2 || big.Met() {
 		t.Errorf("anthropic 1MB: %+v", big)
+	}
+}
+
+// TestDoorsMatrixRounds: the closed loop's ratios are the medians of the
+// rounds', each round's llmedge run against the same round's Caddy run.
+func TestDoorsMatrixRounds(t *testing.T) {
+	run := func(round int, path string, rate, cpu float64) DoorRun {
+		return DoorRun{Door: "chat", Size: 1 << 10, Round: round, Result: Result{Path: path, Kind: "max", AchievedRate: rate, CPUPer1k: cpu}}
+	}
+	r := &Report{Doors: []DoorRun{
+		run(0, PathCaddy, 1000, 0.1), run(0, PathLLMEdge, 900, 0.11),
+		run(1, PathLLMEdge, 1000, 0.22), run(1, PathCaddy, 500, 0.2),
+		run(2, PathCaddy, 1000, 0.1), run(2, PathLLMEdge, 100, 0.5),
+	}}
+	m := r.doorMatrix()
+	if len(m) != 1 {
+		t.Fatalf("%d cells: %+v", len(m), m)
+	}
+	// CPU ratios 1.1, 1.1, 5; throughput 0.9, 2, 0.1.
+	if f := m[0]; !near(f.CPURatio, 1.1) || !near(f.RateRatio, 0.9) || len(f.CPURatios) != 3 || !near(f.CPURatios[2], 5) || !f.Met() {
+		t.Fatalf("%+v", f)
 	}
 }
 

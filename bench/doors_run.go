@@ -8,9 +8,10 @@ import (
 )
 
 // runDoors runs the doors scenario on the proxies setUp started: for
-// each size and door, stock Caddy and llmedge closed loop, then open
-// loop, the pair's order alternating from cell to cell so that neither
-// proxy always runs right after the machine's busiest moment.
+// each size and door, stock Caddy and llmedge closed loop (Rounds times),
+// then open loop, the pair's order alternating from cell to cell and
+// round to round so that neither proxy always runs right after the
+// machine's busiest moment.
 func (r *runner) runDoors(ctx context.Context) error {
 	dc := r.cfg.Doors
 	if !dc.Enabled() {
@@ -24,34 +25,44 @@ func (r *runner) runDoors(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pair := []*Target{caddy, llmedge}
-		if i%2 == 1 {
-			pair = []*Target{llmedge, caddy}
-		}
 		name := cell.door.Name + "-" + sizeName(cell.size)
-		loads := []scenario{
-			{Name: name + "-max", Kind: "max", Workers: dc.Workers, Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true},
-			{Name: name + "-rate", Kind: "rate", Rate: dc.rate(cell.size), Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true},
-		}
-		for _, s := range loads {
-			for _, t := range pair {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-				res, err := r.runOne(ctx, s, t)
-				if err != nil {
-					return fmt.Errorf("%s on %s: %w", s.Name, t.Name, err)
-				}
-				r.log("%-22s %-8s %s", s.Name, t.Name, res.brief())
-				r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Result: res})
-				time.Sleep(300 * time.Millisecond) // let closed connections settle
+		closed := scenario{Name: name + "-max", Kind: "max", Workers: dc.Workers, Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true}
+		open := scenario{Name: name + "-rate", Kind: "rate", Rate: dc.rate(cell.size), Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true}
+		for round := range dc.rounds() {
+			if err := r.runDoorPair(ctx, cell, closed, round, (i+round)%2 == 1, caddy, llmedge); err != nil {
+				return err
 			}
+		}
+		if err := r.runDoorPair(ctx, cell, open, 0, i%2 == 1, caddy, llmedge); err != nil {
+			return err
 		}
 	}
 	for _, px := range []*proxy{r.caddy, r.llmedge} {
 		if px.exited() {
 			return fmt.Errorf("%s exited during the doors scenario:\n%s", px.name, px.log.tail(30))
 		}
+	}
+	return nil
+}
+
+// runDoorPair runs s on both targets, llmedge first when swap is set,
+// and records the runs as round's.
+func (r *runner) runDoorPair(ctx context.Context, cell doorCell, s scenario, round int, swap bool, caddy, llmedge *Target) error {
+	pair := []*Target{caddy, llmedge}
+	if swap {
+		pair = []*Target{llmedge, caddy}
+	}
+	for _, t := range pair {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := r.runOne(ctx, s, t)
+		if err != nil {
+			return fmt.Errorf("%s on %s: %w", s.Name, t.Name, err)
+		}
+		r.log("%-22s %-8s %s", s.Name, t.Name, res.brief())
+		r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Round: round, Result: res})
+		time.Sleep(300 * time.Millisecond) // let closed connections settle
 	}
 	return nil
 }
