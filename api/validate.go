@@ -137,17 +137,24 @@ func (v *Validator) ReadRequestLeased(r *http.Request) (*InferenceRequest, []byt
 	return req, body, l, nil
 }
 
+// JSONType reports whether a request's Content-Type, ct, declares JSON:
+// application/json (the usual one, told at once), a +json type, or none.
+func JSONType(ct string) bool {
+	if ct == "" || ct == "application/json" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
 // contentType refuses a body declared as anything but JSON.
 func contentType(r *http.Request) *Error {
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return ValidationError(FieldError{
-				Type: "model_attributes_type", Loc: []any{"body"},
-				Msg:   "Input should be a JSON object: Content-Type must be application/json",
-				Input: ct,
-			})
-		}
+	if ct := r.Header.Get("Content-Type"); !JSONType(ct) {
+		return ValidationError(FieldError{
+			Type: "model_attributes_type", Loc: []any{"body"},
+			Msg:   "Input should be a JSON object: Content-Type must be application/json",
+			Input: ct,
+		})
 	}
 	return nil
 }

@@ -134,9 +134,9 @@ func FromContext(ctx context.Context) *Exchange {
 // newExchange starts the state of a request arriving through door, and
 // sets its X-Request-ID response header: the gateway's own id.
 func newExchange(w http.ResponseWriter, r *http.Request, door Door) *Exchange {
-	ex := &Exchange{Start: time.Now(), RequestID: newRequestID(), ClientRequestID: clientRequestID(r.Header.Get("X-Request-ID")),
+	ex := &Exchange{Start: time.Now(), RequestID: newRequestID(), ClientRequestID: clientRequestID(r.Header.Get(api.RequestIDHeader)),
 		Door: door, tracer: tracerOf(r.Context())}
-	w.Header().Set("X-Request-ID", ex.RequestID)
+	w.Header().Set(api.RequestIDHeader, ex.RequestID)
 	if p, ok := door.(Preparer); ok {
 		p.Prepare(w, r)
 	}

@@ -113,7 +113,7 @@ func (*Door) Prepare(w http.ResponseWriter, r *http.Request) {
 	if keys := h.Values("X-Api-Key"); len(keys) == 1 && keys[0] != "" && len(h.Values("Authorization")) == 0 {
 		h.Set("Authorization", "Bearer "+keys[0])
 	}
-	if id := w.Header().Get("X-Request-ID"); id != "" {
+	if id := w.Header().Get(api.RequestIDHeader); id != "" {
 		w.Header().Set("Request-Id", id)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -69,11 +68,8 @@ type block struct {
 // and limits, stream, max_tokens) and checks the shapes of what it reads;
 // every other member reaches the replica as the client wrote it.
 func (d *Door) decode(r *http.Request, e endpoint) (api.Chat, []byte, *api.Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return api.Chat{}, nil, invalid("Unsupported Content-Type '" + ct + "': send the request body as application/json.")
-		}
+	if ct := r.Header.Get("Content-Type"); !api.JSONType(ct) {
+		return api.Chat{}, nil, invalid("Unsupported Content-Type '" + ct + "': send the request body as application/json.")
 	}
 	if v := r.Header.Values("Anthropic-Version"); len(v) > 1 || (len(v) == 1 && !isVersion(v[0])) {
 		return api.Chat{}, nil, invalid("anthropic-version: '" + strings.Join(v, ", ") +

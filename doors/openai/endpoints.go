@@ -3,10 +3,8 @@ package openai
 import (
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/llmedge/llmedge/api"
 	"github.com/llmedge/llmedge/backends/protocols"
@@ -38,12 +36,9 @@ func (e Embeddings) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
 // prompt or input (the text routing and the limits count), the stream and
 // the reply cap; the rest is carried through as the client wrote it.
 func (f *Door) decodeOther(r *http.Request, format api.Format, input string) (api.Chat, []byte, *api.Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return api.Chat{}, nil, invalid(codeInvalidValue, "",
-				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
-		}
+	if ct := r.Header.Get("Content-Type"); !api.JSONType(ct) {
+		return api.Chat{}, nil, invalid(codeInvalidValue, "",
+			"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
 	}
 	return api.DecodeLeased(r, f.limits.MaxBodyBytes, func(body []byte) (api.Chat, *api.Error) {
 		return f.parseOther(body, format, input)

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"mime"
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -43,12 +41,9 @@ const (
 // reaches the replica as the client wrote it. A replica whose protocol
 // cannot carry a member refuses it, naming it (see package protocols).
 func (f *Door) decodeChat(r *http.Request) (api.Chat, []byte, *api.Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return api.Chat{}, nil, invalid(codeInvalidValue, "",
-				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
-		}
+	if ct := r.Header.Get("Content-Type"); !api.JSONType(ct) {
+		return api.Chat{}, nil, invalid(codeInvalidValue, "",
+			"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
 	}
 	return api.DecodeLeased(r, f.limits.MaxBodyBytes, f.parse)
 }

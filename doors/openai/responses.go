@@ -3,10 +3,8 @@ package openai
 import (
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/llmedge/llmedge/api"
@@ -56,12 +54,9 @@ var stateful = []struct {
 // read, the shapes of tools and text.format checked, and what needs a
 // response store refused; the rest is carried through as written.
 func (rs Responses) Decode(r *http.Request) (api.Chat, []byte, *api.Error) {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-			return api.Chat{}, nil, invalid(codeInvalidValue, "",
-				"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
-		}
+	if ct := r.Header.Get("Content-Type"); !api.JSONType(ct) {
+		return api.Chat{}, nil, invalid(codeInvalidValue, "",
+			"Unsupported Content-Type '"+ct+"': send the request body as application/json.")
 	}
 	return api.DecodeLeased(r, rs.limits.MaxBodyBytes, rs.parseResponses)
 }
