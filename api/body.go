@@ -176,7 +176,7 @@ var heads = sync.Pool{New: func() any { b := make([]byte, trustedLength); return
 // bodyEncoding reports whether the body is gzip-compressed, or refuses an
 // encoding llmedge does not decode.
 func bodyEncoding(r *http.Request) (gz bool, e *Error) {
-	vs := r.Header.Values("Content-Encoding")
+	vs := r.Header["Content-Encoding"] // the key as net/http keeps it: Values would build it again
 	if len(vs) == 0 {
 		return false, nil
 	}

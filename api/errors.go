@@ -117,10 +117,22 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 		status = http.StatusInternalServerError
 		b = []byte(`{"detail":"Internal Server Error"}`)
 	}
-	b = append(b, '\n')
+	WriteBody(w, status, b)
+}
+
+// WriteBody writes b, a JSON document, as the answer with status, ended
+// by a newline as WriteJSON's. Its headers go into the map as net/http
+// keeps them, the type's value shared: Header.Set would build each key
+// again and allocate each value, on every request.
+func WriteBody(w http.ResponseWriter, status int, b []byte) {
+	b = EndLine(b)
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
+	h["Content-Type"] = jsonType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+// jsonType is the Content-Type of every JSON answer; net/http only reads
+// it.
+var jsonType = []string{"application/json"}

@@ -51,7 +51,7 @@ func Bearer(r *http.Request, v *Verifier, realm string) (*Principal, *api.Error)
 // BearerToken returns the request's RFC 6750 Bearer credential, checked
 // for form only, or the 401 that Bearer answers without one.
 func BearerToken(r *http.Request, realm string) (string, *api.Error) {
-	values := r.Header.Values("Authorization")
+	values := r.Header["Authorization"] // the key as net/http keeps it: Values would build it again
 	if len(values) == 0 || (len(values) == 1 && strings.TrimSpace(values[0]) == "") {
 		return "", NotAuthenticated(realm)
 	}

@@ -136,7 +136,7 @@ func FromContext(ctx context.Context) *Exchange {
 func newExchange(w http.ResponseWriter, r *http.Request, door Door) *Exchange {
 	ex := &Exchange{Start: time.Now(), RequestID: newRequestID(), ClientRequestID: clientRequestID(r.Header.Get(api.RequestIDHeader)),
 		Door: door, tracer: tracerOf(r.Context())}
-	w.Header().Set(api.RequestIDHeader, ex.RequestID)
+	w.Header()[api.RequestIDHeader] = []string{ex.RequestID} // as Set would, without building the key again
 	if p, ok := door.(Preparer); ok {
 		p.Prepare(w, r)
 	}

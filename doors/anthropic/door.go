@@ -140,12 +140,7 @@ func (*Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 	default:
 		b = appendFromText(make([]byte, 0, 256+len(a.Content)+len(a.Content)/8), a)
 	}
-	b = api.EndLine(b)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	api.WriteBody(w, http.StatusOK, b)
 }
 
 // AppendDelta implements gateway.Door: the replica's own event, when it is

@@ -6,7 +6,6 @@ package native
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
@@ -46,7 +45,7 @@ func (Door) WriteError(w http.ResponseWriter, err *api.Error) { err.Write(w) }
 
 // WriteAnswer implements gateway.Door.
 func (Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
-	writeJSON(w, http.StatusOK, appendResponse(make([]byte, 0, 192+len(a.Content)), a))
+	api.WriteBody(w, http.StatusOK, appendResponse(make([]byte, 0, 192+len(a.Content)), a))
 }
 
 // AppendDelta implements gateway.Door: `data: {"content":"<text>"}`; an
@@ -111,19 +110,6 @@ func appendResponse(b []byte, a *gateway.Answer) []byte {
 // seconds rounds d to microseconds, as the public timing fields carry it.
 func seconds(d time.Duration) float64 {
 	return float64(d.Microseconds()) / 1e6
-}
-
-// jsonContentType is shared by every answer: net/http only reads it.
-var jsonContentType = []string{"application/json"}
-
-// writeJSON writes body, a JSON document, as the answer.
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	body = api.EndLine(body)
-	h := w.Header()
-	h["Content-Type"] = jsonContentType
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 var _ gateway.Door = Door{}

@@ -13,7 +13,6 @@ package openai
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
@@ -107,11 +106,7 @@ func (*Door) WriteAnswer(w http.ResponseWriter, a *gateway.Answer) {
 		b = appendUsage(b, a)
 	}
 	b = append(b, '}', '\n')
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	api.WriteBody(w, http.StatusOK, b)
 }
 
 // AppendDelta implements gateway.Door: the replica's own event, when it

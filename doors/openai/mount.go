@@ -2,7 +2,6 @@ package openai
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/llmedge/llmedge/api"
@@ -181,15 +180,13 @@ func (a *Mount) appendModel(b []byte, name string) []byte {
 }
 
 func writeJSON(w http.ResponseWriter, b []byte) {
-	b = api.EndLine(b)
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
 	// The list depends on the credential: no shared cache may keep it.
-	h.Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(b)
+	w.Header()["Cache-Control"] = noStore
+	api.WriteBody(w, http.StatusOK, b)
 }
+
+// noStore is the Cache-Control of answers; net/http only reads it.
+var noStore = []string{"no-store"}
 
 // allow answers 405, in OpenAI's shape, unless r's method is method.
 func allow(w http.ResponseWriter, r *http.Request, method string) bool {
