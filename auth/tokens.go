@@ -185,18 +185,20 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 		return nil, errors.New("auth: verifier needs Issuer and Audience")
 	case len(token) > MaxTokenBytes:
 		return nil, fmt.Errorf("%w: token longer than %d bytes", jwt.ErrTokenMalformed, MaxTokenBytes)
-	case !isCompactJWS(token):
-		// Go's base64 decoders skip \r and \n; refuse them (and anything
-		// else outside base64url) so one token has one spelling.
-		return nil, fmt.Errorf("%w: character outside base64url", jwt.ErrTokenMalformed)
 	}
 	now := nowFunc(v.Now)()
 	if p, ok := v.Cache.get(token, now, v.Keys); ok {
-		// It passed every check below when it was cached.
+		// It passed every check below when it was cached (the same bytes:
+		// the cache's key is the token), its characters' too.
 		if v.Revoked != nil && v.Revoked(p) {
 			return nil, ErrRevoked
 		}
 		return p, nil
+	}
+	if !isCompactJWS(token) {
+		// Go's base64 decoders skip \r and \n; refuse them (and anything
+		// else outside base64url) so one token has one spelling.
+		return nil, fmt.Errorf("%w: character outside base64url", jwt.ErrTokenMalformed)
 	}
 	if err := checkMembers(token); err != nil {
 		return nil, err
