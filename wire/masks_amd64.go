@@ -18,3 +18,12 @@ func specials64(s []byte) uint64
 //
 //go:noescape
 func stringMasks64(s *[64]byte) (quotes, backslashes, controls uint64)
+
+// skipPlain returns how many bytes of s, in whole blocks of 64 from the
+// start, are plain inside a string (no quote that is not escaped, no
+// control character, and only escapes it vouches for: see plainEscapes),
+// and the escape carry after them (see escaped), given the carry before.
+// AVX2: only stringEndSplit calls it, which runs where AVX2 is.
+//
+//go:noescape
+func skipPlain(s []byte, carry uint64) (n int, next uint64)

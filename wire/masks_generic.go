@@ -34,3 +34,6 @@ func specials64(s []byte) uint64 {
 func stringMasks64(s *[64]byte) (quotes, backslashes, controls uint64) {
 	return stringMasksWords(s)
 }
+
+// skipPlain is skipPlainWords where there is no assembly.
+func skipPlain(s []byte, carry uint64) (int, uint64) { return skipPlainWords(s, carry) }

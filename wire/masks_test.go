@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"testing"
+	"unicode/utf8"
 )
 
 // masksInput fills s with bytes drawn from those that matter to the
@@ -131,4 +132,56 @@ func b2u(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// TestSkipPlain holds skipPlain (AVX2 on amd64) to skipPlainWords, and
+// skipPlainWords to the rules it is named for: blocks of the kinds of
+// bytes that decide (quotes, backslashes, escapes' letters, hexadecimal
+// digits, d's, control characters), with and without a carry.
+func TestSkipPlain(t *testing.T) {
+	alphabet := []byte(`aaaa  \\\\"/bfnrtuuu0123456789abcdefABCDEFdDgxz` + "\x00\x1f\xc3\xa9\x80")
+	rng := rand.New(rand.NewPCG(7, 8))
+	s := make([]byte, 64*4+13)
+	for round := range 200000 {
+		for k := range s {
+			s[k] = 'a'
+			if rng.IntN(4) == 0 || round%3 == 0 {
+				s[k] = alphabet[rng.IntN(len(alphabet))]
+			}
+		}
+		if round%2 == 0 { // escapes that are plain, and long runs of them
+			for k := 0; k+6 < len(s); k += 1 + rng.IntN(12) {
+				switch rng.IntN(3) {
+				case 0:
+					copy(s[k:], `\n`)
+				case 1:
+					copy(s[k:], `\u00e9`)
+				default:
+					copy(s[k:], `\\`)
+				}
+			}
+		}
+		carry := uint64(rng.IntN(2))
+		wn, wc := skipPlainWords(s, carry)
+		if splitUTF8 {
+			if n, c := skipPlain(s, carry); n != wn || (n > 0 && c != wc) || (n == 0 && c != carry) {
+				t.Fatalf("%q carry %d: skipPlain %d, %d; words %d, %d", s, carry, n, c, wn, wc)
+			}
+		}
+		// Every block vouched for is plain: the split check, given the
+		// string from there on, finds no fault and no end in it.
+		if wn > 0 {
+			body := append([]byte(nil), s[:wn]...)
+			if carry == 1 {
+				body = append([]byte{'\\'}, body...)
+			}
+			if wc == 1 {
+				body = append(body, 'n') // what the last backslash escapes
+			}
+			body = append(body, '"')
+			if end := stringEndSplit(body, 0); end != len(body)-1 && utf8.Valid(body) { // UTF-8 is checked apart
+				t.Fatalf("%q carry %d: %d plain bytes, but the check ends at %d of %d", s, carry, wn, end, len(body))
+			}
+		}
+	}
 }

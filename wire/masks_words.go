@@ -28,3 +28,50 @@ func zeros(x uint64) uint64 {
 	y := (x&^highs + ones*0x7f) | x
 	return ^y & highs >> 7
 }
+
+// skipPlainWords is skipPlain eight bytes at a time: where there is no
+// assembly, and the reading the assembly is held to.
+func skipPlainWords(s []byte, carry uint64) (int, uint64) {
+	n := 0
+	for len(s)-n >= 64 {
+		b := (*[64]byte)(s[n : n+64])
+		quotes, backslashes, controls := stringMasksWords(b)
+		esc, next := escaped(backslashes, carry)
+		if quotes&^esc != 0 || controls != 0 {
+			break
+		}
+		if esc != 0 {
+			var simple, us, hex, ds uint64
+			for k, c := range b {
+				simple |= b2m(unescapes[c] != 0) << k
+				us |= b2m(c == 'u') << k
+				hex |= b2m(hexDigits[c] <= 0xF) << k
+				ds |= b2m(c|0x20 == 'd') << k
+			}
+			if !plainEscapes(esc, simple, us, hex, ds) {
+				break
+			}
+		}
+		n, carry = n+64, next
+	}
+	return n, carry
+}
+
+// plainEscapes reports whether the escapes of a block are ones skipPlain
+// vouches for: each escaped byte a one-byte escape's or a u, each u
+// followed by four hexadecimal digits inside the block, none of them a
+// surrogate's (a \ud... is left to the check that pairs them).
+func plainEscapes(esc, simple, us, hex, ds uint64) bool {
+	if esc&^(simple|us) != 0 {
+		return false
+	}
+	u := esc & us
+	return u>>60 == 0 && (u<<1|u<<2|u<<3|u<<4)&^hex == 0 && u<<1&ds == 0
+}
+
+func b2m(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -52,7 +52,10 @@ const (
 // the marks with a few operations on the whole word (escaped), however
 // many there are. The first quote not escaped ends the string; a control
 // character before it refuses it; only the escaped bytes are looked at
-// one by one, and only a \u escape takes a call.
+// one by one, and only a \u escape takes a call. Most blocks need none
+// of that: skipPlain runs over the blocks whose escapes are all valid
+// (escaped bytes classified 32 at a time, a \u's four digits too) in one
+// call, and only the block it stops at is taken here.
 func stringEndSplit(body []byte, i int) int {
 	n := len(body)
 	if i < 0 {
@@ -63,6 +66,13 @@ func stringEndSplit(body []byte, i int) int {
 	var carry uint64 // 1 when the block's first byte is escaped by the last one's backslashes
 	checked := 0     // a \u escape's bytes up to here were checked with it (a surrogate pair)
 	for ; i < n; i += 64 {
+		// The plain blocks from here, in one call; the first that is not
+		// (the end, a fault, an escape skipPlain leaves to this loop, the
+		// last bytes) is taken below.
+		k, next := skipPlain(body[i:], carry)
+		if i, carry = i+k, next; i >= n {
+			break
+		}
 		quotes, backslashes, controls := stringMasks64(block(body, i, &tail))
 		var esc uint64
 		esc, carry = escaped(backslashes, carry)
