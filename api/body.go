@@ -80,12 +80,21 @@ func readRaw(r *http.Request, limit int64, pooled bool) ([]byte, *Lease, *Error)
 		return nil, nil, tooLarge(limit)
 	}
 	if n := r.ContentLength; n >= 0 && n <= trustedLength {
-		// The usual case: a known, small length, read into one exact buffer.
-		body := make([]byte, n)
+		// The usual case: a known, small length, read into one exact
+		// buffer (pooled, see Lease, from a few pages up).
+		var body []byte
+		var l *Lease
+		if pooled {
+			body, l = leaseBody(n)
+		}
+		if body == nil {
+			body = make([]byte, n)
+		}
 		if _, err := io.ReadFull(r.Body, body); err != nil {
+			l.Release()
 			return nil, nil, readError(err)
 		}
-		return body, nil, nil
+		return body, l, nil
 	} else if n > 0 {
 		// A known, large length (within the limit): trusted once the
 		// client has sent its first trustedLength bytes, so that a header

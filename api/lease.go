@@ -99,20 +99,27 @@ func (r *leasedReader) Close() error {
 }
 
 // Pooled buffers come in quarter steps between powers of two (5/4, 6/4,
-// 7/4 and 8/4 of the power below), from just above trustedLength up to
+// 7/4 and 8/4 of the power below), from just above minPooled up to
 // maxPooled: a body holds at most a quarter more than its own size, not
 // the up to twice that powers of two alone would hold (an agent's 20 MiB
 // body in a 32 MiB buffer). A larger body (an operator's limit above
-// maxPooled) is allocated as before.
+// maxPooled) is allocated as before, and so is a small one (up to
+// minPooled), which costs the garbage collector little.
 const (
-	minPooledShift = 17 // classes of (64 KiB, 128 KiB]: the first above trustedLength
+	minPooledShift = 13 // classes of (4 KiB, 8 KiB]: the first above minPooled
 	maxPooledShift = 25 // 32 MiB: the default max_body_size
 	stepsPerPower  = 4
+	// minPooled is the largest body read into a buffer of its own. A
+	// prompt of a few pages (16 KiB) allocated on every request was, with
+	// the copy sent to the replica, most of what a request left to the
+	// garbage collector, whose work was a sixth of the gateway's CPU under
+	// load.
+	minPooled = 1 << (minPooledShift - 1)
 )
 
 var bodyPools [(maxPooledShift - minPooledShift + 1) * stepsPerPower]sync.Pool
 
-// sizeClass is the pool of a body of n bytes (trustedLength < n <=
+// sizeClass is the pool of a body of n bytes (minPooled < n <=
 // 1<<maxPooledShift) and the size of its buffers: the least multiple of
 // an eighth of the power of two at or above n.
 func sizeClass(n int64) (class, size int) {
@@ -125,7 +132,7 @@ func sizeClass(n int64) (class, size int) {
 // leaseBody returns a buffer of n bytes from the pool, with its lease held
 // once (by the request), or nil when n is outside the pooled sizes.
 func leaseBody(n int64) (body []byte, l *Lease) {
-	if n <= trustedLength || n > 1<<maxPooledShift {
+	if n <= minPooled || n > 1<<maxPooledShift {
 		return nil, nil
 	}
 	class, size := sizeClass(n)

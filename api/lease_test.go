@@ -30,7 +30,10 @@ func TestReadBodyLeased(t *testing.T) {
 		{"gzip", gz.Bytes(), int64(gz.Len()), "gzip", true},
 		{"small, unknown length", []byte(`{"a":1}`), -1, "", false},
 		{"just above the head", []byte(large[:trustedLength+1]), trustedLength + 1, "", true},
-		{"at the head", []byte(large[:trustedLength]), trustedLength, "", false},
+		{"at the head", []byte(large[:trustedLength]), trustedLength, "", true},
+		{"a few pages", []byte(large[:16<<10]), 16 << 10, "", true},
+		{"just above the pooled sizes' start", []byte(large[:minPooled+1]), minPooled + 1, "", true},
+		{"at the pooled sizes' start", []byte(large[:minPooled]), minPooled, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/", bytes.NewReader(tc.body))

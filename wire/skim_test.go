@@ -36,7 +36,7 @@ func jsontextEnd(s []byte) int {
 var stringEnds = []struct {
 	name string
 	end  func([]byte, int) int
-}{{"split", stringEndSplit}, {"inline", stringEndInline}}
+}{{"split", stringEndSplit}, {"inline", stringEndInline}, {"stringEnd", stringEnd}}
 
 func TestStringEnd(t *testing.T) {
 	long := strings.Repeat("plain text ", 10)

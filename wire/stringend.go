@@ -20,11 +20,29 @@ import (
 // such a pass would cost more than it saves, each character is checked
 // as it is met (stringEndInline).
 func stringEnd(body []byte, i int) int {
+	// A short plain string (a name, a role, a model's) ends before a
+	// block of 64 would pay for itself: its bytes taken one by one, as
+	// long as they are printable ASCII other than a backslash.
+	if i >= 0 {
+	short:
+		for j := i; j < len(body) && j < i+shortString; j++ {
+			switch c := body[j]; {
+			case c == '"':
+				return j
+			case c < 0x20 || c == '\\' || c >= 0x80:
+				break short // to the blocks
+			}
+		}
+	}
 	if splitUTF8 {
 		return stringEndSplit(body, i)
 	}
 	return stringEndInline(body, i)
 }
+
+// shortString is how many bytes of a string stringEnd takes one by one
+// before it takes the rest in blocks.
+const shortString = 16
 
 // splitUTF8 is set where segmentio/asm checks UTF-8 with AVX2. A variable
 // so that the tests can take either way.

@@ -52,7 +52,7 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 // piecesFrom is the body size from which passBody sends the client's
 // bytes in place, in pieces between the edits, rather than copied into
 // one buffer: a large prompt is then neither copied nor allocated again.
-const piecesFrom = 16 << 10
+const piecesFrom = 4 << 10
 
 // passBody is the body appendPassBody makes, as pieces: spans of the
 // client's body between the gateway's edits, and the edits' texts. Its
