@@ -9,7 +9,6 @@
 package llmapp
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -593,10 +592,6 @@ func clientIP(r *http.Request) string {
 }
 
 // dialer is the replica dialer with its connect timeout.
-func dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return (&net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}).DialContext
-}
-
 // Interface guards.
 var (
 	_ caddy.App          = (*App)(nil)

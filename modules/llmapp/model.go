@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/llmedge/llmedge/backends/pool"
+	"github.com/llmedge/llmedge/backends/protocols"
 	"github.com/llmedge/llmedge/ledger"
 	"github.com/llmedge/llmedge/limits"
 )
@@ -408,7 +409,7 @@ func (q *QueueConfig) options() (length int, timeout time.Duration) {
 func newReplicaClient(dial time.Duration) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy:               nil, // replicas are reached directly, never through an env proxy
-		DialContext:         dialer(dial),
+		DialContext:         protocols.Dialer(dial),
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 1024,
 		IdleConnTimeout:     90 * time.Second,

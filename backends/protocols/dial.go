@@ -1,0 +1,42 @@
+package protocols
+
+import (
+	"context"
+	"io"
+	"net"
+	"sync"
+	"time"
+)
+
+// Dialer returns the DialContext of a transport to replicas: TCP with
+// timeout and keep-alives, its connections writing a request body with a
+// pooled buffer. net/http copies a body of known length to the
+// connection through the connection's ReadFrom, which for TCP has no
+// buffer of its own to give io.Copy: 32 KiB allocated per request whose
+// body is not a file (every prompt), most of what a request of a few
+// pages left to the garbage collector once its body was pooled.
+func Dialer(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return copyConn{c}, nil
+	}
+}
+
+// copyConn is a connection whose ReadFrom copies with a pooled buffer.
+type copyConn struct{ net.Conn }
+
+func (c copyConn) ReadFrom(r io.Reader) (int64, error) {
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	return io.CopyBuffer(writeOnly{c.Conn}, r, *buf)
+}
+
+// writeOnly hides the connection's own ReadFrom from io.CopyBuffer.
+type writeOnly struct{ io.Writer }
+
+// copyBufs are copyConn's buffers, of io.Copy's size.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
