@@ -109,7 +109,7 @@ type doorsReportConfig struct {
 	Doors       []string  `json:"doors"`
 	Sizes       []int     `json:"sizes"`
 	Workers     int       `json:"workers"`
-	Rates       []float64 `json:"rates"` // the open loop's, by size
+	Rates       []float64 `json:"rates"`  // the open loop's, by size
 	Rounds      int       `json:"rounds"` // the closed loop's
 	WarmupS     float64   `json:"warmup_s"`
 	DurationS   float64   `json:"duration_s"`
