@@ -469,6 +469,21 @@ func (dec *decoder) memberName() ([]byte, bool, error) {
 	return n, ok, err
 }
 
+// eachName reads the members of the object dec has opened, to its end,
+// calling fn with each member's decoded name; fn reads the member's
+// value. The first error, fn's or the body's, ends it.
+func (dec *decoder) eachName(fn func(name []byte) error) error {
+	for {
+		n, ok, err := dec.memberName()
+		if err != nil || !ok {
+			return err
+		}
+		if err := fn(n); err != nil {
+			return err
+		}
+	}
+}
+
 // object reads the '{' of the object the value dec is at must be.
 func (dec *decoder) object() error {
 	t, err := dec.d.ReadToken()

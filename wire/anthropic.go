@@ -57,15 +57,8 @@ func ReadAnthropicMessage(data []byte, m *AnthropicMessage) error {
 		return err
 	}
 	var bad error // the first member of the wrong type
-	for {
-		n, ok, err := dec.memberName()
-		if !ok {
-			if err != nil {
-				return err
-			}
-			break
-		}
-		var wrong error
+	err := dec.eachName(func(n []byte) error {
+		var wrong, err error
 		switch string(n) {
 		case "content": // read in place, neither copied nor read again
 			var joined []byte
@@ -94,14 +87,15 @@ func ReadAnthropicMessage(data []byte, m *AnthropicMessage) error {
 				wrong = laxCount(mv, &m.InputTokens, "input_tokens")
 			}
 		}
-		if err != nil {
-			return err
-		}
 		if bad == nil {
 			bad = wrong
 		}
+		return err
+	})
+	if err == nil {
+		err = dec.end()
 	}
-	if err := dec.end(); err != nil {
+	if err != nil {
 		return err
 	}
 	return bad
@@ -230,15 +224,8 @@ func ReadAnthropicEvent(data []byte, e *AnthropicEvent) error {
 	if err := dec.object(); err != nil {
 		return err
 	}
-	for {
-		n, ok, err := dec.memberName()
-		if !ok {
-			if err != nil {
-				return err
-			}
-			break
-		}
-		var bad error
+	err := dec.eachName(func(n []byte) error {
+		var bad, err error
 		switch string(n) {
 		case "type":
 			var v []byte
@@ -285,9 +272,10 @@ func ReadAnthropicEvent(data []byte, e *AnthropicEvent) error {
 		if err != nil {
 			return err
 		}
-		if bad != nil {
-			return bad
-		}
+		return bad // a member of the wrong type ends the reading
+	})
+	if err != nil {
+		return err
 	}
 	return dec.end()
 }
@@ -310,19 +298,14 @@ func (dec *decoder) objectIn(name string, fn func(n []byte) (bad, err error)) (b
 	if _, err = dec.open(); err != nil {
 		return nil, err
 	}
-	for {
-		n, ok, err := dec.memberName()
-		if err != nil || !ok {
-			return bad, err
-		}
+	err = dec.eachName(func(n []byte) error {
 		if bad != nil {
-			if _, err = dec.raw(); err != nil {
-				return bad, err
-			}
-			continue
+			_, err := dec.raw()
+			return err
 		}
-		if bad, err = fn(n); err != nil {
-			return bad, err
-		}
-	}
+		var err error
+		bad, err = fn(n)
+		return err
+	})
+	return bad, err
 }

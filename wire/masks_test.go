@@ -67,9 +67,9 @@ func TestStringMasks64(t *testing.T) {
 		masksInput(rng, round, &s)
 		var quotes, backslashes, controls uint64
 		for k, c := range s {
-			quotes |= b2u(c == '"') << k
-			backslashes |= b2u(c == '\\') << k
-			controls |= b2u(c < 0x20) << k
+			quotes |= b2m(c == '"') << k
+			backslashes |= b2m(c == '\\') << k
+			controls |= b2m(c < 0x20) << k
 		}
 		for _, way := range ways {
 			q, b, c := way.f(&s)
@@ -125,13 +125,6 @@ func TestEscaped(t *testing.T) {
 			}
 		}
 	}
-}
-
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // TestSkipPlain holds skipPlain (AVX2 on amd64) to skipPlainWords, and

@@ -69,6 +69,7 @@ func plainEscapes(esc, simple, us, hex, ds uint64) bool {
 	return u>>60 == 0 && (u<<1|u<<2|u<<3|u<<4)&^hex == 0 && u<<1&ds == 0
 }
 
+// b2m is a mask's bit for b: 1 when b holds.
 func b2m(b bool) uint64 {
 	if b {
 		return 1

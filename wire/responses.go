@@ -272,20 +272,22 @@ func (dec *decoder) outputText(joined []byte) ([]byte, error) {
 	return dec.eachLax(joined, func(joined []byte) ([]byte, error) {
 		from := len(joined) // this item's text, kept if it is a message
 		var typ string
-		joined, err := dec.membersIn(joined, func(name []byte, joined []byte) ([]byte, error) {
+		// What is not an object is passed over: objectIn's complaint of it
+		// is not kept.
+		_, err := dec.objectIn("an output item", func(name []byte) (error, error) {
+			var err error
 			switch string(name) {
 			case "type":
-				v, err := dec.raw()
-				if err == nil {
+				var v []byte
+				if v, err = dec.raw(); err == nil {
 					typ, _ = text(v)
 				}
-				return joined, err
 			case "content":
-				joined = joined[:from]
-				return dec.eachLax(joined, dec.outputPart)
+				joined, err = dec.eachLax(joined[:from], dec.outputPart)
+			default:
+				_, err = dec.raw()
 			}
-			_, err := dec.raw()
-			return joined, err
+			return nil, err
 		})
 		if typ != "message" {
 			joined = joined[:from]
@@ -298,7 +300,7 @@ func (dec *decoder) outputText(joined []byte) ([]byte, error) {
 // its text when it is an output_text part.
 func (dec *decoder) outputPart(joined []byte) ([]byte, error) {
 	var typ, txt string
-	joined, err := dec.membersIn(joined, func(name []byte, joined []byte) ([]byte, error) {
+	_, err := dec.objectIn("a content part", func(name []byte) (error, error) {
 		v, err := dec.raw()
 		switch {
 		case err != nil:
@@ -307,7 +309,7 @@ func (dec *decoder) outputPart(joined []byte) ([]byte, error) {
 		case string(name) == "text":
 			txt, _ = text(v)
 		}
-		return joined, err
+		return nil, err
 	})
 	if typ == "output_text" {
 		joined = append(joined, txt...)
@@ -331,28 +333,6 @@ func (dec *decoder) eachLax(joined []byte, fn func([]byte) ([]byte, error)) ([]b
 			return joined, err
 		}
 		if joined, err = fn(joined); err != nil {
-			return joined, err
-		}
-	}
-}
-
-// membersIn reads the value dec is at: when it is an object, each
-// member's value with fn, given its decoded name (fn must read the value
-// whole); anything else is passed over.
-func (dec *decoder) membersIn(joined []byte, fn func(name, joined []byte) ([]byte, error)) ([]byte, error) {
-	if dec.peek() != Object {
-		_, err := dec.raw()
-		return joined, err
-	}
-	if _, err := dec.open(); err != nil {
-		return joined, err
-	}
-	for {
-		n, ok, err := dec.memberName()
-		if err != nil || !ok {
-			return joined, err
-		}
-		if joined, err = fn(n, joined); err != nil {
 			return joined, err
 		}
 	}
@@ -388,20 +368,14 @@ func (dec *decoder) eachMember(fn func(name []byte, v Value) error) error {
 	if err := dec.object(); err != nil {
 		return err
 	}
-	for {
-		n, ok, err := dec.memberName()
-		if err != nil || !ok {
-			return err
-		}
+	return dec.eachName(func(n []byte) error {
 		raw, err := dec.raw()
 		if err != nil {
 			return err
 		}
 		end := dec.offset()
-		if err := fn(n, Value{Raw: raw, Start: end - len(raw), End: end}); err != nil {
-			return err
-		}
-	}
+		return fn(n, Value{Raw: raw, Start: end - len(raw), End: end})
+	})
 }
 
 // elementsLax calls fn with each element of the array v, read leniently,
