@@ -82,14 +82,7 @@ func readRaw(r *http.Request, limit int64, pooled bool) ([]byte, *Lease, *Error)
 	if n := r.ContentLength; n >= 0 && n <= trustedLength {
 		// The usual case: a known, small length, read into one exact
 		// buffer (pooled, see Lease, from a few pages up).
-		var body []byte
-		var l *Lease
-		if pooled {
-			body, l = leaseBody(n)
-		}
-		if body == nil {
-			body = make([]byte, n)
-		}
+		body, l := bodyBuffer(n, pooled)
 		if _, err := io.ReadFull(r.Body, body); err != nil {
 			l.Release()
 			return nil, nil, readError(err)
@@ -106,14 +99,7 @@ func readRaw(r *http.Request, limit int64, pooled bool) ([]byte, *Lease, *Error)
 		if _, err := io.ReadFull(r.Body, *head); err != nil {
 			return nil, nil, readError(err)
 		}
-		var body []byte
-		var l *Lease
-		if pooled {
-			body, l = leaseBody(n)
-		}
-		if body == nil {
-			body = make([]byte, n)
-		}
+		body, l := bodyBuffer(n, pooled)
 		copy(body, *head)
 		if _, err := io.ReadFull(r.Body, body[len(*head):]); err != nil {
 			l.Release()
@@ -163,17 +149,23 @@ func readPieces(src io.Reader, limit int64, pooled bool) (body []byte, l *Lease,
 	if n > limit {
 		return nil, nil, true, nil
 	}
-	if pooled {
-		body, l = leaseBody(n)
-	}
-	if body == nil {
-		body = make([]byte, n)
-	}
+	body, l = bodyBuffer(n, pooled)
 	at := 0
 	for _, p := range pieces {
 		at += copy(body[at:], *p)
 	}
 	return body, l, false, nil
+}
+
+// bodyBuffer is a buffer of n bytes for a body: leased from the pool when
+// pooled is set and n is of a pooled size, else one of its own.
+func bodyBuffer(n int64, pooled bool) ([]byte, *Lease) {
+	if pooled {
+		if body, l := leaseBody(n); body != nil {
+			return body, l
+		}
+	}
+	return make([]byte, n), nil
 }
 
 // trustedLength is the Content-Length read into an exact buffer at once.
