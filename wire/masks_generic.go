@@ -16,9 +16,10 @@ func marks(x uint64) uint64 {
 	return ((quote - ones) | (backslash - ones) | (x - ones*0x20)) &^ x & highs
 }
 
-// specials64 is escapes64 that also marks every byte from 0x80, for the
-// check that takes each character as it meets it (stringEndInline). It
-// may also mark a byte above a special one (marks' borrow).
+// specials64 marks the quotes, backslashes, control characters and every
+// byte from 0x80 of s[:64], for the check that takes each character as it
+// meets it (stringEndInline). It may also mark a byte above a special one
+// (marks' borrow).
 func specials64(s []byte) uint64 {
 	s = s[:64]
 	var m uint64
