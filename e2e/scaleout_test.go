@@ -235,17 +235,23 @@ func TestRoutingSharedAcrossInstances(t *testing.T) {
 
 // TestRoutingNotSharedWhenOff: the same alternating conversations with
 // share_routing off scatter over the replicas — what the sharing is for,
-// and proof that the test above can fail.
+// and proof that the test above can fail. Each conversation has a tenant
+// prompt of its own, so that the instance that did not see its first turn
+// places the second one cold, at an even draw among four idle replicas:
+// all eight staying put by luck is one chance in 4^8. (Tenants shared
+// between conversations made it one chance in 4^3: an instance follows a
+// tenant's prompt to where it sent it before, so the conversations of a
+// tenant stay or move together.)
 func TestRoutingNotSharedWhenOff(t *testing.T) {
 	f := newScaleoutFleet(t, "off")
 	a, b := f.add(), f.add()
-	const convs = 6
+	const convs = 8
 	split := 0
 	for c := range convs {
 		var home any
 		for n := 1; n <= 3; n++ {
 			id := fmt.Sprintf("c%d-t%d", c, n)
-			[]*Gateway{a, b}[n%2].ask(t, f.tok, id, turnBody(c%3, c, n))
+			[]*Gateway{a, b}[n%2].ask(t, f.tok, id, turnBody(10+c, c, n))
 			e := f.entry(id)
 			if n == 1 {
 				home = e["replica"]
