@@ -10,6 +10,7 @@ package gateway
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -111,6 +112,12 @@ type Exchange struct {
 	observed bool
 	body     []byte // the request body, once decoded
 	splice   splice // what a continuation needs of the stream (continue.go)
+	// tryModel's state, held here rather than allocated apart for each
+	// request: the pool's request, the answer's text so far, the first
+	// replicas tried.
+	preq     pool.Request
+	content  strings.Builder
+	triedBuf [2]*pool.Replica
 	// tracer makes the request's spans; nil when it is not traced.
 	tracer trace.Tracer
 }

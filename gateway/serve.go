@@ -194,7 +194,8 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			f.Charge(class, tenant, promptEstimate(call.Messages))
 		}
 	}
-	preq := &pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority,
+	preq := &ex.preq
+	*preq = pool.Request{Model: m.Name, Messages: call.Messages, Header: r.Header, Priority: ex.Priority,
 		Partition: g.indexKey(m, ex), NoWait: ex.batch != nil, EngineByClass: byClass(m)}
 	if chat.Wire != nil && chat.Wire.Format == api.FormatOpenAIEmbeddings {
 		preq.Messages = nil // an embedding reuses no cached prefix: no affinity to it
@@ -210,8 +211,9 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			preq.Share = g.Shares[t]
 		}
 	}
-	var content strings.Builder
-	var tried []*pool.Replica
+	content := &ex.content
+	content.Reset()
+	tried := ex.triedBuf[:0]
 	var lastErr error
 	sp := &ex.splice // in the exchange: no allocation of its own on the hot path
 	cur := call      // the call of the attempt: a continuation's holds the text so far
@@ -287,7 +289,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		ans.State = nil
 		sp.tokens = 0
 		actx, aspan := ex.traceAttempt(ctx, attempt, lease.Choice)
-		res, err := g.attempt(actx, m, rep, cur, sse, ans, &content, to, ex, sp, lease.FirstToken)
+		res, err := g.attempt(actx, m, rep, cur, sse, ans, content, to, ex, sp, lease.FirstToken)
 		endAttempt(aspan, err)
 		clientGone := r.Context().Err() != nil || errors.Is(err, errClientGone)
 		if err == nil {
@@ -313,7 +315,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 			if sp.continuing && res.UsageKnown {
 				res.Usage = ContinuedUsage(res.Usage, sp.before)
 			}
-			g.succeed(w, sse, ex, ans, res, &content)
+			g.succeed(w, sse, ex, ans, res, content)
 			return nil
 		}
 		lastErr = err
@@ -341,7 +343,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 		}
 		if sse != nil && sse.isStarted() {
 			sp.failedOn(rep)
-			next, ok := g.continueStream(m, ex, ans, sp, call, &content, err)
+			next, ok := g.continueStream(m, ex, ans, sp, call, content, err)
 			if !ok {
 				if sp.continuing && sp.cause != nil {
 					lastErr = sp.cause // the failure that broke the stream

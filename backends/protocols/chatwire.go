@@ -29,16 +29,24 @@ func ChatWire(body []byte) (*api.Wire, error) {
 // a replica needs it. Attempts run one after another, so no lock is
 // needed.
 func Lazy(translate func() (*api.Wire, error)) func() (*api.Wire, error) {
-	var w *api.Wire
-	var err error
-	done := false
-	return func() (*api.Wire, error) {
-		if !done {
-			done = true
-			w, err = translate()
-		}
-		return w, err
+	l := &lazy{translate: translate} // one allocation, not one per captured variable
+	return l.get
+}
+
+// lazy is Lazy's state.
+type lazy struct {
+	translate func() (*api.Wire, error)
+	w         *api.Wire
+	err       error
+	done      bool
+}
+
+func (l *lazy) get() (*api.Wire, error) {
+	if !l.done {
+		l.done = true
+		l.w, l.err = l.translate()
 	}
+	return l.w, l.err
 }
 
 // ChatMessage is what a door that translated its request reads of the

@@ -201,8 +201,8 @@ type toolUse struct {
 func (c *clearToolUses) apply(req *request, ce *contextEdits) {
 	var uses []toolUse
 	at := map[string]int{} // a tool use's index in uses, by id
-	for i, blocks := range req.blocks {
-		for _, bl := range blocks {
+	for i := range req.msgs {
+		for _, bl := range req.msgs[i].blocks {
 			var f blockFields
 			_ = bl.value.Members(func(m wire.Member) bool {
 				if dst := f.field(m.Name); dst != nil {
@@ -211,7 +211,7 @@ func (c *clearToolUses) apply(req *request, ce *contextEdits) {
 				return true
 			})
 			switch {
-			case bl.typ == "tool_use" && req.roles[i] == "assistant":
+			case bl.typ == "tool_use" && req.msgs[i].role == "assistant":
 				at[f.id.Text()] = len(uses)
 				uses = append(uses, toolUse{id: f.id.Text(), name: f.name.Text(), inputBytes: len(f.input.Raw)})
 			case bl.typ == "tool_result":

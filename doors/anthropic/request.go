@@ -44,12 +44,16 @@ type request struct {
 	model, maxTokens, messages, system, stream, temperature, topP, topK,
 	stopSequences, tools, toolChoice, metadata wire.Value
 
-	// items are messages' elements, roles and contents their members,
-	// blocks their content blocks (by message; nil for a string content).
-	items    []wire.Value
-	roles    []string
-	contents []wire.Value
-	blocks   [][]block
+	// msgs are messages' elements, as read.
+	msgs []inMessage
+}
+
+// inMessage is an element of messages, as read: its role and content
+// members, and its content blocks (nil for a string content).
+type inMessage struct {
+	role    string
+	content wire.Value
+	blocks  []block
 }
 
 // block is one content block of a message, with the members the door reads.
@@ -239,8 +243,8 @@ func (d *Door) validate(req *request, wr *wire.Chat, e endpoint) (api.Chat, *api
 		return chat, aerr
 	}
 	chat.Messages = msgs
-	if len(msgs) != len(req.items) || e == endpointCountTokens {
-		chat.Items = len(req.items) // the system prompt is not one of max_messages
+	if len(msgs) != len(req.msgs) || e == endpointCountTokens {
+		chat.Items = len(req.msgs) // the system prompt is not one of max_messages
 	}
 
 	if req.stream.Given() {
@@ -334,13 +338,10 @@ func (d *Door) readMessages(req *request, wr *wire.Chat) *api.Error {
 	if max := d.limits.MaxMessages; n > max {
 		return invalid(fmt.Sprintf("messages: at most %d messages are accepted, got %d", max, n))
 	}
-	req.items = make([]wire.Value, n)
-	req.roles = make([]string, n)
-	req.contents = make([]wire.Value, n)
-	req.blocks = make([][]block, n)
+	req.msgs = make([]inMessage, n)
 	for i := range wr.Items {
 		m := &wr.Items[i]
-		req.items[i] = m.Value
+		rm := &req.msgs[i]
 		path := func() string { return "messages." + strconv.Itoa(i) } // built only for an error
 		if m.Kind() != wire.Object {
 			return typeError(path(), "a valid dictionary", m.Value)
@@ -355,8 +356,7 @@ func (d *Door) readMessages(req *request, wr *wire.Chat) *api.Error {
 		if !ok || (r != api.RoleUser && r != api.RoleAssistant && r != api.RoleSystem) {
 			return invalid(path() + ".role: Input should be 'user', 'assistant' or 'system'" + butGot(m.Role))
 		}
-		req.roles[i] = r
-		req.contents[i] = m.Content
+		rm.role, rm.content = r, m.Content
 		switch m.Content.Kind() {
 		case wire.String:
 		case wire.Array:
@@ -364,7 +364,7 @@ func (d *Door) readMessages(req *request, wr *wire.Chat) *api.Error {
 			if aerr != nil {
 				return aerr
 			}
-			req.blocks[i] = blocks
+			rm.blocks = blocks
 		default:
 			if !m.Content.Given() {
 				return invalid(path() + ".content: Field required")
@@ -543,17 +543,18 @@ func systemMessage(v wire.Value) (api.Message, *api.Error) {
 // the OpenAI door counts it (api.Message.CharsOver).
 func (d *Door) routingMessages(req *request, sys api.Message) ([]api.Message, *api.Error) {
 	max := d.limits.MaxContentChars
-	msgs := make([]api.Message, 0, len(req.items)+1)
+	msgs := make([]api.Message, 0, len(req.msgs)+1)
 	if req.system.Given() {
 		if n, over := sys.CharsOver(max); over {
 			return nil, invalid(fmt.Sprintf("system: the text is too long: at most %d characters are accepted, got %d", max, n))
 		}
 		msgs = append(msgs, sys)
 	}
-	for i := range req.items {
-		m := api.Message{Role: req.roles[i]}
-		if blocks := req.blocks[i]; blocks == nil {
-			m.Quoted = req.contents[i].Raw
+	for i := range req.msgs {
+		rm := &req.msgs[i]
+		m := api.Message{Role: rm.role}
+		if blocks := rm.blocks; blocks == nil {
+			m.Quoted = rm.content.Raw
 		} else {
 			m.Parts = make([][]byte, len(blocks))
 			for j, bl := range blocks {

@@ -124,9 +124,9 @@ func appendChat(b []byte, req *request) ([]byte, *untranslatable) {
 		}
 		b = append(b, '}')
 	}
-	for i, m := range req.items {
+	for i := range req.msgs {
 		var u *untranslatable
-		if b, u = appendMessage(b, req, i, m, &n, edits); u != nil {
+		if b, u = appendMessage(b, req, i, &n, edits); u != nil {
 			return nil, u
 		}
 	}
@@ -197,9 +197,9 @@ func appendMember(b []byte, name string, value []byte) []byte {
 // appendMessage appends message i as chat messages: a user's tool results
 // first, each a tool message, then the rest; edits clear tool results and
 // inputs.
-func appendMessage(b []byte, req *request, i int, m wire.Value, n *int, edits *contextEdits) ([]byte, *untranslatable) {
-	role := req.roles[i]
-	blocks := req.blocks[i]
+func appendMessage(b []byte, req *request, i int, n *int, edits *contextEdits) ([]byte, *untranslatable) {
+	rm := &req.msgs[i]
+	role, blocks := rm.role, rm.blocks
 	path := "messages." + strconv.Itoa(i)
 	if role == "system" && blocks != nil {
 		return appendSystemMessage(b, blocks, path, n)
@@ -209,7 +209,7 @@ func appendMessage(b []byte, req *request, i int, m wire.Value, n *int, edits *c
 		b = append(b, `{"role":`...)
 		b = jsonx.String(b, role)
 		b = append(b, `,"content":`...)
-		b = append(b, req.contents[i].Raw...)
+		b = append(b, rm.content.Raw...)
 		return append(b, '}'), nil
 	}
 	var parts, calls [][]byte

@@ -184,19 +184,29 @@ func (f *Door) charsWithin(m *api.Message, param string) *api.Error {
 // promptWithin is charsWithin for a prompt holding ids bytes of token ids
 // besides its text: they count as characters, as written.
 func (f *Door) promptWithin(m *api.Message, param string, ids int) *api.Error {
+	if n, over := f.charsOver(m, ids); over {
+		return f.tooLong(param, n)
+	}
+	return nil
+}
+
+// charsOver reports whether m, with ids characters besides, is over the
+// limit, and how many characters it has then.
+func (f *Door) charsOver(m *api.Message, ids int) (n int, over bool) {
 	max := f.limits.MaxContentChars
-	n, over := 0, false
 	if ids <= max {
 		n, over = m.CharsOver(max - ids)
 	} else {
 		n, over = m.CharsOver(-1) // every character counted: the error says how many
 	}
-	if over {
-		return invalid(codeStringTooLong, param, fmt.Sprintf(
-			"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
-			param, max, n+ids))
-	}
-	return nil
+	return n + ids, over
+}
+
+// tooLong is the error of param's n characters, over the limit.
+func (f *Door) tooLong(param string, n int) *api.Error {
+	return invalid(codeStringTooLong, param, fmt.Sprintf(
+		"Invalid '%s': string too long. Expected a string with maximum length %d, but got a string with length %d instead.",
+		param, f.limits.MaxContentChars, n))
 }
 
 // WriteAnswer implements gateway.Door: the replica's answer with the

@@ -98,24 +98,24 @@ func (rs Responses) parseResponses(body []byte) (api.Chat, *api.Error) {
 			return chat, statefulError(s.name, s.why)
 		}
 	}
+	var head [1]api.Message // the instructions, when given, come before the input
+	heads := 0
 	if v := o.Member("instructions"); v.Given() {
 		if v.Kind() != wire.String {
 			return chat, typeError("instructions", "a string", v)
 		}
-		m := api.Message{Role: api.RoleSystem, Quoted: v.Raw} // as written: see api.Message
-		if aerr = rs.charsWithin(&m, "instructions"); aerr != nil {
+		head[0] = api.Message{Role: api.RoleSystem, Quoted: v.Raw} // as written: see api.Message
+		if aerr = rs.charsWithin(&head[0], "instructions"); aerr != nil {
 			return chat, aerr
 		}
-		chat.Messages = append(chat.Messages, m)
+		heads = 1
 	}
-	msgs, aerr := rs.inputMessages(o)
-	if aerr != nil {
+	if chat.Messages, aerr = rs.inputMessages(o, head[:heads]); aerr != nil {
 		return chat, aerr
 	}
-	if len(chat.Messages) > 0 {
-		chat.Items = len(msgs) // the input items: instructions are not one
+	if heads > 0 {
+		chat.Items = len(chat.Messages) - heads // the input items: instructions are not one
 	}
-	chat.Messages = append(chat.Messages, msgs...)
 	if v := o.Member("stream"); v.Given() {
 		b, ok := v.Bool()
 		if !ok {
@@ -201,15 +201,16 @@ func statefulError(name, why string) *api.Error {
 // decoded nor joined: a message item's content string quoted, or its
 // parts (a text part's text, any other part whole), and any other item (a
 // function call, its output, reasoning) whole, under the role whose turn
-// it is part of.
-func (rs Responses) inputMessages(o *wire.Chat) ([]api.Message, *api.Error) {
+// it is part of. They follow head, the messages before them, in one
+// slice.
+func (rs Responses) inputMessages(o *wire.Chat, head []api.Message) ([]api.Message, *api.Error) {
 	switch v := o.Messages; v.Kind() {
 	case wire.String:
 		m := api.Message{Role: api.RoleUser, Quoted: v.Raw}
 		if aerr := rs.charsWithin(&m, "input"); aerr != nil {
 			return nil, aerr
 		}
-		return []api.Message{m}, nil
+		return append(append(make([]api.Message, 0, len(head)+1), head...), m), nil
 	case wire.Array:
 	case wire.Absent, wire.Null:
 		return nil, invalid(codeMissing, "input", "Missing required parameter: 'input'.")
@@ -219,7 +220,7 @@ func (rs Responses) inputMessages(o *wire.Chat) ([]api.Message, *api.Error) {
 	if len(o.Items) == 0 {
 		return nil, invalid(codeEmptyArray, "input", "Invalid 'input': empty array. Expected an array with minimum length 1, but got an empty array instead.")
 	}
-	msgs := make([]api.Message, 0, min(len(o.Items), rs.limits.MaxMessages))
+	msgs := append(make([]api.Message, 0, len(head)+min(len(o.Items), rs.limits.MaxMessages)), head...)
 	for i := range o.Items {
 		if i == rs.limits.MaxMessages {
 			return nil, invalid(codeArrayTooLong, "input", fmt.Sprintf(
@@ -305,8 +306,10 @@ func (rs Responses) inputItem(o *wire.Chat, it *wire.ChatMessage, i int) (api.Me
 	default:
 		return api.Message{}, typeError(param("content"), "a string or an array of content parts", content)
 	}
-	if aerr := rs.charsWithin(&m, param("content")); aerr != nil {
-		return api.Message{}, aerr
+	// The parameter's name is built only for an error: a request has many
+	// items.
+	if n, over := rs.charsOver(&m, 0); over {
+		return api.Message{}, rs.tooLong(param("content"), n)
 	}
 	return m, nil
 }

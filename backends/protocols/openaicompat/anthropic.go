@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/llmedge/llmedge/api"
@@ -50,64 +49,25 @@ func (*Protocol) Speaks(f api.Format) bool {
 	return ok
 }
 
-// unservedFor is how long a replica found not to serve /v1/messages gets
-// its Anthropic requests translated before the path is tried again (an
-// engine upgraded in place then serves it).
-const unservedFor = 10 * time.Minute
-
-// unserved maps the base URL of a replica found not to serve
-// /v1/messages to when that was found. It is shared by every Protocol of
-// the process: it is a fact about the replica, not about a configuration.
-var unserved sync.Map
-
-func isUnserved(baseURL string, now time.Time) bool {
-	v, ok := unserved.Load(baseURL)
-	if !ok {
-		return false
-	}
-	if now.Sub(v.(time.Time)) < unservedFor {
-		return true
-	}
-	unserved.CompareAndDelete(baseURL, v)
-	return false
-}
-
-// uncounted maps the base URL of a replica found not to serve
-// /v1/messages/count_tokens to when that was found: its counts go to its
-// tokenizer for unservedFor (an engine may serve /v1/messages without it).
-var uncounted sync.Map
-
-func isUncounted(baseURL string, now time.Time) bool {
-	v, ok := uncounted.Load(baseURL)
-	if !ok {
-		return false
-	}
-	if now.Sub(v.(time.Time)) < unservedFor {
-		return true
-	}
-	uncounted.CompareAndDelete(baseURL, v)
-	return false
-}
-
 // chatAnthropic runs a request in one of Anthropic's formats: to the path
 // of the format, or translated when the replica is known not to serve it.
 func (b *Protocol) chatAnthropic(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	w := req.Wire
 	counting := w.Format == api.FormatAnthropicCountTokens && w.Tokenize != nil
-	if counting && (w.TokenizeOnly || isUncounted(req.BaseURL, time.Now())) {
+	if counting && (w.TokenizeOnly || uncounted.has(req.BaseURL, time.Now())) {
 		return b.countTokens(ctx, client, req) // anthropic_count.go
 	}
-	if w.Translate != nil && isUnserved(req.BaseURL, time.Now()) {
+	if w.Translate != nil && unservedMessages.has(req.BaseURL, time.Now()) {
 		return b.translated(ctx, client, req, onDelta)
 	}
 	res, err := b.send(ctx, client, req, onDelta)
-	var be *protocols.Error
-	if err == nil || !errors.As(err, &be) || be.Status != http.StatusNotFound || namesModel(be.Message) {
+	be := notFound(err)
+	if be == nil {
 		return res, err
 	}
 	// The path is not served: nothing was passed on yet.
 	if counting {
-		uncounted.Store(req.BaseURL, time.Now())
+		uncounted.add(req.BaseURL, time.Now())
 		return b.countTokens(ctx, client, req)
 	}
 	if w.Format == api.FormatAnthropicCountTokens {
@@ -118,7 +78,7 @@ func (b *Protocol) chatAnthropic(ctx context.Context, client *http.Client, req *
 		be.Message = "the replica does not serve /v1/messages (" + be.Message + "); set the model's anthropic option to auto or translate"
 		return nil, be
 	}
-	unserved.Store(req.BaseURL, time.Now())
+	unservedMessages.add(req.BaseURL, time.Now())
 	return b.translated(ctx, client, req, onDelta)
 }
 
@@ -131,6 +91,19 @@ func (b *Protocol) translated(ctx context.Context, client *http.Client, req *pro
 	r := *req
 	r.Wire = tw
 	return b.send(ctx, client, &r, onDelta)
+}
+
+// notFound is err when it is a replica's 404 for the path rather than
+// for the model: the path is not served, and nothing was passed on yet.
+func notFound(err error) *protocols.Error {
+	if err == nil {
+		return nil // before be, which errors.As moves to the heap
+	}
+	var be *protocols.Error
+	if !errors.As(err, &be) || be.Status != http.StatusNotFound || namesModel(be.Message) {
+		return nil
+	}
+	return be
 }
 
 // namesModel reports a 404 about the model rather than the path: vLLM's

@@ -149,7 +149,7 @@ func TestAnthropicFallsBackToTranslation(t *testing.T) {
 	rep := &replica{serve: map[string]http.HandlerFunc{"/v1/chat/completions": bodyHandler(200, "application/json", chat)}}
 	srv := httptest.NewServer(rep)
 	defer srv.Close()
-	t.Cleanup(func() { unserved.Delete(srv.URL) })
+	t.Cleanup(func() { unservedMessages.forget(srv.URL) })
 	translations := 0
 	body := `{"model":"qwen","max_tokens":4,"messages":[{"role":"user","content":"Say hello"}]}`
 	newReq := func() *protocols.Request {
@@ -195,7 +195,7 @@ func TestAnthropicFallsBackToTranslation(t *testing.T) {
 	req.BaseURL, req.Wire.Translate = none.URL, nil
 	_, err = (&Protocol{}).Chat(context.Background(), nil, req, nil)
 	checkError(t, err, protocols.KindServer, 404, false, "does not serve /v1/messages")
-	if isUnserved(none.URL, time.Now()) {
+	if unservedMessages.has(none.URL, time.Now()) {
 		t.Fatal("a replica was remembered without a translation")
 	}
 }

@@ -48,13 +48,12 @@ import (
 // /v1/responses, or translated when the replica is known not to serve it.
 func (b *Protocol) chatResponses(ctx context.Context, client *http.Client, req *protocols.Request, onDelta protocols.DeltaFunc) (*protocols.Result, error) {
 	w := req.Wire
-	key := req.BaseURL + paths[api.FormatOpenAIResponses]
-	if w.Translate != nil && isUnserved(key, time.Now()) {
+	if w.Translate != nil && unservedResponses.has(req.BaseURL, time.Now()) {
 		return b.translated(ctx, client, req, onDelta)
 	}
 	res, err := b.send(ctx, client, req, onDelta)
-	var be *protocols.Error
-	if err == nil || !errors.As(err, &be) || be.Status != http.StatusNotFound || namesModel(be.Message) {
+	be := notFound(err)
+	if be == nil {
 		return res, err
 	}
 	// The path is not served: nothing was passed on yet.
@@ -62,7 +61,7 @@ func (b *Protocol) chatResponses(ctx context.Context, client *http.Client, req *
 		be.Message = "the replica does not serve /v1/responses (" + be.Message + "); set the model's responses option to auto or translate"
 		return nil, be
 	}
-	unserved.Store(key, time.Now())
+	unservedResponses.add(req.BaseURL, time.Now())
 	return b.translated(ctx, client, req, onDelta)
 }
 

@@ -207,7 +207,7 @@ func TestResponsesFallsBackToTranslation(t *testing.T) {
 	rep := &replica{serve: map[string]http.HandlerFunc{"/v1/chat/completions": bodyHandler(200, "application/json", chat)}}
 	srv := httptest.NewServer(rep)
 	defer srv.Close()
-	t.Cleanup(func() { unserved.Delete(srv.URL + "/v1/responses") })
+	t.Cleanup(func() { unservedResponses.forget(srv.URL) })
 	translations := 0
 	newReq := func() *protocols.Request {
 		w := anthropicWire(t, api.FormatOpenAIResponses, `{"model":"qwen","input":"Say hello","max_output_tokens":4}`)
@@ -235,7 +235,7 @@ func TestResponsesFallsBackToTranslation(t *testing.T) {
 	if rep.bodies[1] != `{"model":"Q","messages":[{"role":"user","content":"Say hello"}],"max_tokens":4}` {
 		t.Fatalf("translation sent as %s", rep.bodies[1])
 	}
-	if isUnserved(srv.URL, time.Now()) {
+	if unservedMessages.has(srv.URL, time.Now()) {
 		t.Fatal("a replica without /v1/responses was taken for one without /v1/messages")
 	}
 
@@ -255,7 +255,7 @@ func TestResponsesFallsBackToTranslation(t *testing.T) {
 	req.BaseURL, req.Wire.Translate = none.URL, nil
 	_, err = (&Protocol{}).Chat(context.Background(), nil, req, nil)
 	checkError(t, err, protocols.KindServer, 404, false, "does not serve /v1/responses")
-	if isUnserved(none.URL+"/v1/responses", time.Now()) {
+	if unservedResponses.has(none.URL, time.Now()) {
 		t.Fatal("a replica was remembered without a translation")
 	}
 }
