@@ -68,3 +68,19 @@ func (v *Verifier) Cached(token string) bool {
 	_, ok := v.Cache.get(token, nowFunc(v.Now)(), v.Keys)
 	return ok
 }
+
+// verifyCached is Verify's answer for a token the cache holds; cached is
+// false, and nothing else told, for any other token.
+func (v *Verifier) verifyCached(token string, now time.Time) (p *Principal, err error, cached bool) {
+	p, cached = v.Cache.get(token, now, v.Keys)
+	if !cached {
+		return nil, nil, false
+	}
+	// It passed every check of Verify when it was cached (the same bytes:
+	// the cache's key is the token), its characters' too; only a
+	// revocation since is news.
+	if v.Revoked != nil && v.Revoked(p) {
+		return nil, ErrRevoked, true
+	}
+	return p, nil, true
+}

@@ -2,6 +2,9 @@ package auth
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -75,5 +78,47 @@ func BenchmarkVerify(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestBearerAuthCached: BearerAuth answers a cached token from the cache
+// (before scanning its characters) with Verify's answer: the same
+// principal, a revocation since then refused, and a malformed token,
+// never cached, still refused as malformed.
+func TestBearerAuthCached(t *testing.T) {
+	clock := func() time.Time { return testNow }
+	ring, err := LoadOrCreateKeyRing(context.Background(), newMemStorage(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	iss := &Issuer{Keys: ring, Issuer: "i", Audience: "a", TTL: time.Minute, Now: clock}
+	revoked := false
+	v := &Verifier{Keys: ring, Issuer: "i", Audience: "a", Now: clock, Cache: NewTokenCache(4),
+		Revoked: func(*Principal) bool { return revoked }}
+	b := &BearerAuth{Verifier: v, Realm: "r"}
+	tok, _, _ := iss.Issue("alice", []string{"model:qwen"})
+	req := func(token string) *http.Request {
+		r := httptest.NewRequest("POST", "/", nil)
+		r.Header.Set("Authorization", "Bearer "+token)
+		return r
+	}
+	first, aerr := b.Authenticate(req(tok))
+	if aerr != nil || first.Subject != "alice" {
+		t.Fatalf("first request: %+v %v", first, aerr)
+	}
+	if _, ok := v.Cache.get(tok, testNow, ring); !ok {
+		t.Fatal("the verified token was not cached")
+	}
+	if again, aerr := b.Authenticate(req(tok)); aerr != nil || again != first {
+		t.Fatalf("second request: %+v %v, want the cached principal", again, aerr)
+	}
+	revoked = true
+	if _, aerr := b.Authenticate(req(tok)); aerr == nil || aerr.Status != http.StatusUnauthorized {
+		t.Fatalf("a revoked cached token: %v, want a 401", aerr)
+	}
+	revoked = false
+	_, aerr = b.Authenticate(req(tok[:20] + "\x01" + tok[21:]))
+	if aerr == nil || !strings.Contains(aerr.Headers["WWW-Authenticate"], "malformed") {
+		t.Fatalf("a malformed token: %v", aerr)
 	}
 }

@@ -187,13 +187,8 @@ func (v *Verifier) Verify(token string) (*Principal, error) {
 		return nil, fmt.Errorf("%w: token longer than %d bytes", jwt.ErrTokenMalformed, MaxTokenBytes)
 	}
 	now := nowFunc(v.Now)()
-	if p, ok := v.Cache.get(token, now, v.Keys); ok {
-		// It passed every check below when it was cached (the same bytes:
-		// the cache's key is the token), its characters' too.
-		if v.Revoked != nil && v.Revoked(p) {
-			return nil, ErrRevoked
-		}
-		return p, nil
+	if p, err, ok := v.verifyCached(token, now); ok {
+		return p, err
 	}
 	if !isCompactJWS(token) {
 		// Go's base64 decoders skip \r and \n; refuse them (and anything
