@@ -51,8 +51,11 @@ func appendPassBody(b []byte, req *protocols.Request, stream bool) []byte {
 
 // piecesFrom is the body size from which passBody sends the client's
 // bytes in place, in pieces between the edits, rather than copied into
-// one buffer: a large prompt is then neither copied nor allocated again.
-const piecesFrom = 4 << 10
+// one buffer: a prompt is then neither copied nor allocated again. It is
+// about where the doors' body reader starts pooling bodies (api's
+// minPooled): a pooled body sent in place is held by its lease until the
+// transport is done with it; an unpooled one is the collector's, as any.
+const piecesFrom = 512
 
 // passBody is the body appendPassBody makes, as pieces: spans of the
 // client's body between the gateway's edits, and the edits' texts. Its
