@@ -213,7 +213,7 @@ func (g *Gateway) tryModel(ctx context.Context, w http.ResponseWriter, r *http.R
 	}
 	content := &ex.content
 	content.Reset()
-	tried := ex.triedBuf[:0]
+	var tried []*pool.Replica
 	var lastErr error
 	sp := &ex.splice // in the exchange: no allocation of its own on the hot path
 	cur := call      // the call of the attempt: a continuation's holds the text so far
