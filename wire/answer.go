@@ -141,15 +141,17 @@ func (r *AnswerReader) Read(data []byte, a *Answer) error {
 
 // read reads data in full.
 func (r *AnswerReader) read(data []byte, a *Answer) error {
-	*a = Answer{Choices: a.Choices[:0]}
+	choices := a.Choices[:0]
 	dec := &r.dec
-	dec.reset(data, true)
-	dec.choicesSeen, dec.deltas, dec.contentFrom, dec.contentTo = 0, 0, 0, 0
-	err := dec.answer(a)
-	if err == nil {
-		err = dec.end()
-	}
-	return err
+	return dec.lax(data, func() error {
+		*a = Answer{Choices: choices}
+		dec.choicesSeen, dec.deltas, dec.contentFrom, dec.contentTo = 0, 0, 0, 0
+		err := dec.answer(a)
+		if err == nil {
+			err = dec.end()
+		}
+		return err
+	})
 }
 
 // sameBut reads data as the last chunk with another delta text, if it is
@@ -167,8 +169,8 @@ func (r *AnswerReader) sameBut(data []byte, a *Answer) bool {
 	}
 	dec := &r.text
 	dec.reset(s, true)
-	t, err := dec.d.ReadToken()
-	if err != nil || t.Kind() != '"' || dec.end() != nil {
+	k, err := dec.readToken()
+	if err != nil || k != '"' || dec.end() != nil {
 		return false
 	}
 	choices := append(a.Choices[:0], r.choice)
@@ -191,17 +193,16 @@ func (r *AnswerReader) sameBut(data []byte, a *Answer) bool {
 // stream reads one chunk per token of the reply.
 
 func (dec *decoder) answer(a *Answer) error {
-	d := &dec.d
-	t, err := d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return dec.fail(err)
 	}
-	switch t.Kind() {
+	switch k {
 	case '{':
 	case 'n':
 		return nil
 	default:
-		return dec.kindErr(t.Kind(), "an object")
+		return dec.kindErr(k, "an object")
 	}
 	for {
 		n, ok, err := dec.member()
@@ -253,24 +254,23 @@ func (dec *decoder) answer(a *Answer) error {
 
 func (dec *decoder) choices(a *Answer) error {
 	a.Choices = a.Choices[:0] // a repeated member replaces
-	d := &dec.d
-	t, err := d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return dec.fail(err)
 	}
-	switch t.Kind() {
+	switch k {
 	case '[':
 	case 'n':
 		return nil
 	default:
-		return dec.kindErr(t.Kind(), "an array", "choices")
+		return dec.kindErr(k, "an array", "choices")
 	}
 	for i := 0; ; i++ {
-		t, err := d.ReadToken()
+		k, err := dec.readToken()
 		if err != nil {
 			return dec.fail(err)
 		}
-		switch t.Kind() {
+		switch k {
 		case ']':
 			return nil
 		case 'n':
@@ -278,7 +278,7 @@ func (dec *decoder) choices(a *Answer) error {
 			continue
 		case '{':
 		default:
-			return dec.kindErr(t.Kind(), "an object", "choices", i)
+			return dec.kindErr(k, "an object", "choices", i)
 		}
 		var c Choice
 		for {
@@ -333,17 +333,16 @@ func (dec *decoder) choices(a *Answer) error {
 // content reads a delta or a message: its content, if any.
 func (dec *decoder) content(c *Choice, s *string, i int, member string) error {
 	*s = ""
-	d := &dec.d
-	t, err := d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return dec.fail(err)
 	}
-	switch t.Kind() {
+	switch k {
 	case '{':
 	case 'n':
 		return nil
 	default:
-		return dec.kindErr(t.Kind(), "an object", "choices", i, member)
+		return dec.kindErr(k, "an object", "choices", i, member)
 	}
 	for {
 		n, ok, err := dec.member()
@@ -382,17 +381,16 @@ func (dec *decoder) content(c *Choice, s *string, i int, member string) error {
 
 func (dec *decoder) usage(u *Usage) error {
 	*u = Usage{}
-	d := &dec.d
-	t, err := d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return dec.fail(err)
 	}
-	switch t.Kind() {
+	switch k {
 	case '{':
 	case 'n':
 		return nil
 	default:
-		return dec.kindErr(t.Kind(), "an object", "usage")
+		return dec.kindErr(k, "an object", "usage")
 	}
 	u.Given = true
 	for {
@@ -449,11 +447,11 @@ func (dec *decoder) usage(u *Usage) error {
 // reads.
 func (dec *decoder) member() ([]byte, bool, error) {
 	start := dec.start()
-	t, err := dec.d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return nil, false, dec.fail(err)
 	}
-	if t.Kind() != '"' { // the '}': jsontext reads nothing else where a name is due
+	if k != '"' { // the '}': jsontext reads nothing else where a name is due
 		return nil, false, nil
 	}
 	return dec.body[start+1 : dec.offset()-1], true, nil
@@ -486,12 +484,12 @@ func (dec *decoder) eachName(fn func(name []byte) error) error {
 
 // object reads the '{' of the object the value dec is at must be.
 func (dec *decoder) object() error {
-	t, err := dec.d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return dec.fail(err)
 	}
-	if t.Kind() != '{' {
-		return dec.kindErr(t.Kind(), "an object")
+	if k != '{' {
+		return dec.kindErr(k, "an object")
 	}
 	return nil
 }
@@ -499,7 +497,7 @@ func (dec *decoder) object() error {
 // raw reads the next value whole: a view of the input, valid until the
 // next read.
 func (dec *decoder) raw() ([]byte, error) {
-	v, err := dec.d.ReadValue()
+	v, err := dec.readValue()
 	if err != nil {
 		return nil, dec.fail(err)
 	}

@@ -44,61 +44,61 @@ type AnthropicUsage struct {
 // "type", a string for a count) is another error, returned once the whole
 // answer is read, so that m.IsError still tells an error report.
 func ReadAnthropicMessage(data []byte, m *AnthropicMessage) error {
-	*m = AnthropicMessage{}
-	dec := newDecoder(data, true)
-	defer dec.free()
-	if dec.peek() == Null { // read as an empty answer, as ReadAnswer reads it
-		if _, err := dec.d.ReadToken(); err != nil {
-			return dec.fail(err)
-		}
-		return dec.end()
-	}
-	if err := dec.object(); err != nil {
-		return err
-	}
-	var bad error // the first member of the wrong type
-	err := dec.eachName(func(n []byte) error {
-		var wrong, err error
-		switch string(n) {
-		case "content": // read in place, neither copied nor read again
-			var joined []byte
-			joined, wrong, err = dec.textBlocks(nil)
-			m.Text = string(joined)
-		case "usage":
-			wrong, err = dec.anthropicUsage(&m.Usage)
-		default:
-			var v Value
-			if v, err = dec.value(); err != nil {
-				break
+	return readLax(data, func(dec *decoder) error {
+		*m = AnthropicMessage{}
+		if dec.peek() == Null { // read as an empty answer, as ReadAnswer reads it
+			if _, err := dec.readToken(); err != nil {
+				return dec.fail(err)
 			}
-			mv := v.Raw
+			return dec.end()
+		}
+		if err := dec.object(); err != nil {
+			return err
+		}
+		var bad error // the first member of the wrong type
+		err := dec.eachName(func(n []byte) error {
+			var wrong, err error
 			switch string(n) {
-			case "type":
-				wrong = laxString(mv, &m.Type, "type")
-			case "object":
-				wrong = laxString(mv, &m.Object, "object")
-			case "error":
-				m.Error = string(mv) != "null"
-			case "model":
-				m.Model = v
-			case "stop_reason":
-				wrong = laxString(mv, &m.StopReason, "stop_reason")
-			case "input_tokens":
-				wrong = laxCount(mv, &m.InputTokens, "input_tokens")
+			case "content": // read in place, neither copied nor read again
+				var joined []byte
+				joined, wrong, err = dec.textBlocks(nil)
+				m.Text = string(joined)
+			case "usage":
+				wrong, err = dec.anthropicUsage(&m.Usage)
+			default:
+				var v Value
+				if v, err = dec.value(); err != nil {
+					break
+				}
+				mv := v.Raw
+				switch string(n) {
+				case "type":
+					wrong = laxString(mv, &m.Type, "type")
+				case "object":
+					wrong = laxString(mv, &m.Object, "object")
+				case "error":
+					m.Error = string(mv) != "null"
+				case "model":
+					m.Model = v
+				case "stop_reason":
+					wrong = laxString(mv, &m.StopReason, "stop_reason")
+				case "input_tokens":
+					wrong = laxCount(mv, &m.InputTokens, "input_tokens")
+				}
 			}
+			if bad == nil {
+				bad = wrong
+			}
+			return err
+		})
+		if err == nil {
+			err = dec.end()
 		}
-		if bad == nil {
-			bad = wrong
+		if err != nil {
+			return err
 		}
-		return err
+		return bad
 	})
-	if err == nil {
-		err = dec.end()
-	}
-	if err != nil {
-		return err
-	}
-	return bad
 }
 
 // IsError reports an error report rather than an answer, as Answer.IsError
@@ -218,66 +218,66 @@ type AnthropicEvent struct {
 // leniently, as the answer readers read (see the package documentation):
 // malformed JSON, or a member it reads of the wrong type, is an error.
 func ReadAnthropicEvent(data []byte, e *AnthropicEvent) error {
-	*e = AnthropicEvent{}
-	dec := newDecoder(data, true)
-	defer dec.free()
-	if err := dec.object(); err != nil {
-		return err
-	}
-	err := dec.eachName(func(n []byte) error {
-		var bad, err error
-		switch string(n) {
-		case "type":
-			var v []byte
-			if v, err = dec.raw(); err == nil {
-				bad = laxString(v, &e.Type, "type")
-			}
-		case "usage":
-			bad, err = dec.anthropicUsage(&e.Usage)
-		case "message":
-			bad, err = dec.objectIn("message", func(n []byte) (error, error) {
-				if string(n) == "usage" {
-					return dec.anthropicUsage(&e.MessageUsage)
-				}
-				_, err := dec.raw()
-				return nil, err
-			})
-		case "delta":
-			bad, err = dec.objectIn("delta", func(n []byte) (error, error) {
-				v, err := dec.raw()
-				switch {
-				case err != nil:
-					return nil, err
-				case string(n) == "type":
-					return laxString(v, &e.DeltaType, "type"), nil
-				case string(n) == "text":
-					return laxString(v, &e.DeltaText, "text"), nil
-				case string(n) == "stop_reason":
-					e.StopGiven = string(v) != "null"
-					return laxString(v, &e.StopReason, "stop_reason"), nil
-				}
-				return nil, nil
-			})
-		case "error":
-			bad, err = dec.objectIn("error", func(n []byte) (error, error) {
-				v, err := dec.raw()
-				if err == nil && string(n) == "type" {
-					return laxString(v, &e.ErrorType, "type"), nil
-				}
-				return nil, err
-			})
-		default:
-			_, err = dec.raw()
+	return readLax(data, func(dec *decoder) error {
+		*e = AnthropicEvent{}
+		if err := dec.object(); err != nil {
+			return err
 		}
+		err := dec.eachName(func(n []byte) error {
+			var bad, err error
+			switch string(n) {
+			case "type":
+				var v []byte
+				if v, err = dec.raw(); err == nil {
+					bad = laxString(v, &e.Type, "type")
+				}
+			case "usage":
+				bad, err = dec.anthropicUsage(&e.Usage)
+			case "message":
+				bad, err = dec.objectIn("message", func(n []byte) (error, error) {
+					if string(n) == "usage" {
+						return dec.anthropicUsage(&e.MessageUsage)
+					}
+					_, err := dec.raw()
+					return nil, err
+				})
+			case "delta":
+				bad, err = dec.objectIn("delta", func(n []byte) (error, error) {
+					v, err := dec.raw()
+					switch {
+					case err != nil:
+						return nil, err
+					case string(n) == "type":
+						return laxString(v, &e.DeltaType, "type"), nil
+					case string(n) == "text":
+						return laxString(v, &e.DeltaText, "text"), nil
+					case string(n) == "stop_reason":
+						e.StopGiven = string(v) != "null"
+						return laxString(v, &e.StopReason, "stop_reason"), nil
+					}
+					return nil, nil
+				})
+			case "error":
+				bad, err = dec.objectIn("error", func(n []byte) (error, error) {
+					v, err := dec.raw()
+					if err == nil && string(n) == "type" {
+						return laxString(v, &e.ErrorType, "type"), nil
+					}
+					return nil, err
+				})
+			default:
+				_, err = dec.raw()
+			}
+			if err != nil {
+				return err
+			}
+			return bad // a member of the wrong type ends the reading
+		})
 		if err != nil {
 			return err
 		}
-		return bad // a member of the wrong type ends the reading
+		return dec.end()
 	})
-	if err != nil {
-		return err
-	}
-	return dec.end()
 }
 
 // objectIn reads the value dec is at, an object or null, calling fn with

@@ -76,6 +76,8 @@ var lenient = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.Al
 // it with its long strings skimmed (skim.go).
 type decoder struct {
 	d    jsontext.Decoder
+	lx   lexer // an answer's reader, in the fast mode (lexer.go)
+	fast bool  // the lexer reads, not d
 	in   bytes.Buffer
 	body []byte // what jsontext reads: orig, or its skimmed copy
 	orig []byte // the body
@@ -110,12 +112,67 @@ func (dec *decoder) reset(body []byte, lax bool) {
 			dec.copy = dec.body
 		}
 	}
+	dec.restart(lax, lax && lexAnswers)
+}
+
+// restart starts reading the body again, with the lexer when fast.
+func (dec *decoder) restart(lax, fast bool) {
+	dec.fast = fast
+	if fast {
+		dec.in = bytes.Buffer{}
+		dec.lx.reset(dec.body)
+		return
+	}
 	dec.in = *bytes.NewBuffer(dec.body)
 	if lax {
 		dec.d.Reset(&dec.in, lenient...)
 	} else {
 		dec.d.Reset(&dec.in)
 	}
+}
+
+// lexAnswers has answers read by the lexer first. A variable so that the
+// tests can read them through jsontext alone, and compare.
+var lexAnswers = true
+
+// lax reads data leniently with read, which reads from dec and sets its
+// results from scratch: through the lexer, and when that fails, once more
+// through jsontext, whose reading (or error) is the one kept.
+func (dec *decoder) lax(data []byte, read func() error) error {
+	dec.reset(data, true)
+	err := read()
+	if err != nil && dec.fast {
+		dec.restart(true, false)
+		err = read()
+	}
+	return err
+}
+
+// readLax reads data leniently with read, on a pooled decoder (see lax).
+func readLax(data []byte, read func(dec *decoder) error) error {
+	dec := decoders.Get().(*decoder)
+	defer dec.free()
+	return dec.lax(data, func() error { return read(dec) })
+}
+
+// readToken reads the next token and returns its kind.
+func (dec *decoder) readToken() (jsontext.Kind, error) {
+	if dec.fast {
+		return dec.lx.readToken()
+	}
+	t, err := dec.d.ReadToken()
+	if err != nil {
+		return 0, err
+	}
+	return t.Kind(), nil
+}
+
+// readValue reads the next value whole.
+func (dec *decoder) readValue() ([]byte, error) {
+	if dec.fast {
+		return dec.lx.readValue()
+	}
+	return dec.d.ReadValue()
 }
 
 // free returns dec to the pool, keeping no reference to the body.
@@ -163,11 +220,16 @@ func (dec *decoder) span(start, end int) Value {
 }
 
 // offset is the offset just after the last token or value read.
-func (dec *decoder) offset() int { return int(dec.d.InputOffset()) }
+func (dec *decoder) offset() int {
+	if dec.fast {
+		return dec.lx.pos
+	}
+	return int(dec.d.InputOffset())
+}
 
 // value reads the next value whole.
 func (dec *decoder) value() (Value, error) {
-	raw, err := dec.d.ReadValue()
+	raw, err := dec.readValue()
 	if err != nil {
 		return Value{}, dec.fail(err)
 	}
@@ -181,11 +243,11 @@ func (dec *decoder) value() (Value, error) {
 // after it.
 func (dec *decoder) name() (name Value, more bool, err error) {
 	start := dec.start()
-	t, err := dec.d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return Value{}, false, dec.fail(err)
 	}
-	switch t.Kind() {
+	switch k {
 	case '}':
 		return Value{}, false, nil
 	case '"':
@@ -196,11 +258,11 @@ func (dec *decoder) name() (name Value, more bool, err error) {
 
 // open reads the '{' or '[' that peek announced and returns its offset.
 func (dec *decoder) open() (int, error) {
-	t, err := dec.d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return 0, dec.fail(err)
 	}
-	if k := t.Kind(); k != '{' && k != '[' {
+	if k != '{' && k != '[' {
 		return 0, &Error{Offset: dec.at(dec.offset()), Err: errors.New("expected an object or an array, got " + Kind(k).String())}
 	}
 	return dec.offset() - 1, nil
@@ -211,7 +273,7 @@ func (dec *decoder) close() (bool, error) {
 	if dec.peek() != ']' {
 		return false, nil
 	}
-	_, err := dec.d.ReadToken()
+	_, err := dec.readToken()
 	return err == nil, dec.fail(err)
 }
 
@@ -238,6 +300,13 @@ func (dec *decoder) peek() Kind {
 // (a bytes.Buffer is not copied), so its unread buffer is the rest of the
 // body.
 func (dec *decoder) start() int {
+	if dec.fast {
+		i := dec.lx.pos
+		for i < len(dec.body) && between[dec.body[i]] {
+			i++
+		}
+		return i
+	}
 	b := dec.d.UnreadBuffer()
 	if len(b) == 0 {
 		dec.d.PeekKind() // nothing taken from the input yet; the next read reuses the peek
@@ -256,6 +325,9 @@ var between = [256]bool{' ': true, '\t': true, '\r': true, '\n': true, ':': true
 
 // end checks that nothing but space follows the top-level value.
 func (dec *decoder) end() error {
+	if dec.fast {
+		return dec.lx.end()
+	}
 	if k := dec.d.PeekKind(); k != 0 {
 		return &Error{Offset: dec.at(dec.offset()), Err: errors.New("invalid character " + strconv.QuoteRune(rune(k)) + " after top-level value")}
 	}

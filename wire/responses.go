@@ -58,34 +58,34 @@ type Response struct {
 // U+FFFD, members the gateway does not read may hold anything. A member it
 // reads of the wrong type (a number for "type") is an *Error.
 func ReadResponsesEvent(data []byte, e *ResponsesEvent) error {
-	*e = ResponsesEvent{}
-	dec := newDecoder(data, true)
-	defer dec.free()
-	if err := dec.responsesEvent(e); err != nil {
-		return err
-	}
-	return dec.end()
+	return readLax(data, func(dec *decoder) error {
+		*e = ResponsesEvent{}
+		if err := dec.responsesEvent(e); err != nil {
+			return err
+		}
+		return dec.end()
+	})
 }
 
 // ReadResponse reads a whole Responses API response object (a
 // non-streamed answer) into r, as ReadResponsesEvent reads.
 func ReadResponse(data []byte, r *Response) error {
-	*r = Response{}
-	dec := newDecoder(data, true)
-	defer dec.free()
-	if err := dec.response(r); err != nil {
-		return err
-	}
-	return dec.end()
+	return readLax(data, func(dec *decoder) error {
+		*r = Response{}
+		if err := dec.response(r); err != nil {
+			return err
+		}
+		return dec.end()
+	})
 }
 
 func (dec *decoder) responsesEvent(e *ResponsesEvent) error {
-	t, err := dec.d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return dec.fail(err)
 	}
-	if t.Kind() != '{' {
-		return dec.kindErr(t.Kind(), "an object")
+	if k != '{' {
+		return dec.kindErr(k, "an object")
 	}
 	for {
 		n, ok, err := dec.member()
@@ -138,16 +138,16 @@ func (dec *decoder) responsesEvent(e *ResponsesEvent) error {
 func (dec *decoder) response(r *Response) error {
 	*r = Response{}
 	start := dec.start()
-	t, err := dec.d.ReadToken()
+	k, err := dec.readToken()
 	if err != nil {
 		return dec.fail(err)
 	}
-	switch t.Kind() {
+	switch k {
 	case '{':
 	case 'n':
 		return nil
 	default:
-		return dec.kindErr(t.Kind(), "an object", "response")
+		return dec.kindErr(k, "an object", "response")
 	}
 	r.Given = true
 	for {
@@ -341,21 +341,21 @@ func (dec *decoder) eachLax(joined []byte, fn func([]byte) ([]byte, error)) ([]b
 // membersLax calls fn with the decoded name and raw value of each member
 // of the object v, read leniently, until fn returns false.
 func (v Value) membersLax(fn func(name string, raw []byte) bool) error {
-	if v.Kind() != Object {
-		return nil
-	}
-	dec := newDecoder(v.Raw, true)
-	defer dec.free()
-	err := dec.eachMember(func(n []byte, v Value) error {
-		if !fn(string(n), v.Raw) {
-			return errStop
+	return readLax(v.Raw, func(dec *decoder) error {
+		if v.Kind() != Object {
+			return nil
 		}
-		return nil
+		err := dec.eachMember(func(n []byte, v Value) error {
+			if !fn(string(n), v.Raw) {
+				return errStop
+			}
+			return nil
+		})
+		if err == errStop {
+			return nil
+		}
+		return err
 	})
-	if err == errStop {
-		return nil
-	}
-	return err
 }
 
 // errStop ends eachMember's walk early, without a fault.
@@ -381,24 +381,24 @@ func (dec *decoder) eachMember(fn func(name []byte, v Value) error) error {
 // elementsLax calls fn with each element of the array v, read leniently,
 // until fn returns false.
 func (v Value) elementsLax(fn func(raw []byte) bool) error {
-	if v.Kind() != Array {
-		return nil
-	}
-	dec := newDecoder(v.Raw, true)
-	defer dec.free()
-	if _, err := dec.open(); err != nil {
-		return err
-	}
-	for {
-		if end, err := dec.close(); end || err != nil {
-			return err
-		}
-		raw, err := dec.raw()
-		if err != nil {
-			return err
-		}
-		if !fn(raw) {
+	return readLax(v.Raw, func(dec *decoder) error {
+		if v.Kind() != Array {
 			return nil
 		}
-	}
+		if _, err := dec.open(); err != nil {
+			return err
+		}
+		for {
+			if end, err := dec.close(); end || err != nil {
+				return err
+			}
+			raw, err := dec.raw()
+			if err != nil {
+				return err
+			}
+			if !fn(raw) {
+				return nil
+			}
+		}
+	})
 }
