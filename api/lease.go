@@ -106,16 +106,14 @@ func (r *leasedReader) Close() error {
 // maxPooled) is allocated as before, and so is a small one (up to
 // minPooled), which costs the garbage collector little.
 const (
-	minPooledShift = 10 // classes of (512 B, 1 KiB]: the first above minPooled
+	minPooledShift = 13 // classes of (4 KiB, 8 KiB]: the first above minPooled
 	maxPooledShift = 25 // 32 MiB: the default max_body_size
 	stepsPerPower  = 4
 	// minPooled is the largest body read into a buffer of its own. A
 	// prompt of a few pages (16 KiB) allocated on every request was, with
 	// the copy sent to the replica, most of what a request left to the
 	// garbage collector, whose work was a sixth of the gateway's CPU under
-	// load; at 1 KiB the body and its copy were still a quarter of the
-	// bytes a request allocated, and allocation and collection a third of
-	// the gateway's own CPU (BenchmarkDoors).
+	// load.
 	minPooled = 1 << (minPooledShift - 1)
 )
 
