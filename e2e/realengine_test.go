@@ -439,8 +439,10 @@ func TestRealEngineKilled(t *testing.T) {
 // generating, with a plain client as with the gateway (its runner learns
 // of the closed connection only when it next sends). So the answers are
 // bounded (max_tokens) to keep a missed abort from blocking the engine
-// for good, and at least one of the four disconnects must have freed the
-// engine at once: none would if the gateway kept the replica request open.
+// for good, and at least one of the native API's two disconnects must
+// have freed the engine at once: none would if the gateway kept the
+// replica request open. Through Ollama's OpenAI endpoint, which misses
+// more of them, only the gateway's part is checked.
 func TestRealEngineClientDisconnect(t *testing.T) {
 	e := startOllama(t, ollamatest.Options{NumParallel: 1}, "tiny-endless")
 	g := engineGateway(t, e, map[string]string{
@@ -457,7 +459,15 @@ func TestRealEngineClientDisconnect(t *testing.T) {
 	for _, tc := range []struct {
 		model  string
 		stream bool
-	}{{"native", true}, {"native", false}, {"openai", true}, {"openai", false}} {
+		// engineStops: the engine is known to stop generating when the
+		// gateway ends the request. Ollama's native API does; its OpenAI
+		// endpoint misses some disconnects and goes on generating the
+		// abandoned 6,000 tokens, which took over two minutes on a loaded
+		// CI machine: there the gateway's part (the replica request
+		// ended, counted as a 499) is checked, and the engine's is not
+		// waited for.
+		engineStops bool
+	}{{"native", true, true}, {"native", false, true}, {"openai", true, false}, {"openai", false, false}} {
 		t.Run(fmt.Sprintf("%s stream=%v", tc.model, tc.stream), func(t *testing.T) {
 			departed := `llmedge_requests_total{model_type="` + tc.model + `",status="499"}`
 			before := max(metricValue(t, g.scrape(t), departed), 0)
@@ -529,12 +539,14 @@ func TestRealEngineClientDisconnect(t *testing.T) {
 			// replica request.
 			waitFor(t, 5*time.Second, func() bool { return metricValue(t, g.scrape(t), departed) > before })
 
+			if !tc.engineStops {
+				return
+			}
 			// The tiny model answers 8 tokens in well under a second. A
-			// disconnect the engine missed (Ollama's OpenAI endpoint
-			// misses some) makes this request wait for the abandoned
-			// answer's 6,000 tokens, which took over 30 s on a quiet CI
-			// machine: that one disconnect is not prompt, which the test
-			// allows for three of the four, rather than a failure.
+			// disconnect the engine missed makes this request wait for
+			// the abandoned answer's 6,000 tokens: that one disconnect is
+			// not prompt, which the test allows for one of the two,
+			// rather than a failure.
 			start := time.Now()
 			nctx, ncancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer ncancel()
