@@ -62,13 +62,6 @@ func (c *TokenCache) put(token, kid string, p *Principal, expires time.Time) {
 	c.mu.Unlock()
 }
 
-// Cached reports whether token is a verified token the cache holds, still
-// valid: Verify will answer it without checking its signature.
-func (v *Verifier) Cached(token string) bool {
-	_, ok := v.Cache.get(token, nowFunc(v.Now)(), v.Keys)
-	return ok
-}
-
 // verifyCached is Verify's answer for a token the cache holds; cached is
 // false, and nothing else told, for any other token.
 func (v *Verifier) verifyCached(token string, now time.Time) (p *Principal, err error, cached bool) {

@@ -377,28 +377,3 @@ func (dec *decoder) eachMember(fn func(name []byte, v Value) error) error {
 		return fn(n, Value{Raw: raw, Start: end - len(raw), End: end})
 	})
 }
-
-// elementsLax calls fn with each element of the array v, read leniently,
-// until fn returns false.
-func (v Value) elementsLax(fn func(raw []byte) bool) error {
-	return readLax(v.Raw, func(dec *decoder) error {
-		if v.Kind() != Array {
-			return nil
-		}
-		if _, err := dec.open(); err != nil {
-			return err
-		}
-		for {
-			if end, err := dec.close(); end || err != nil {
-				return err
-			}
-			raw, err := dec.raw()
-			if err != nil {
-				return err
-			}
-			if !fn(raw) {
-				return nil
-			}
-		}
-	})
-}
