@@ -75,7 +75,13 @@ func TestLargeBodyMemory(t *testing.T) {
 			if first > limit {
 				t.Errorf("first read allocated %d bytes for %d (at most %d)", first, n, limit)
 			}
+			// sync.Pool keeps a buffer per P: a goroutine moved to another P
+			// between the two reads finds none, so the best of three.
 			again, _ := read()
+			for range 2 {
+				a, _ := read()
+				again = min(again, a)
+			}
 			if again > mib/2 && !raceEnabled {
 				t.Errorf("a second read allocated %d bytes for %d (want the pooled buffer back)", again, n)
 			}
