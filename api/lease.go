@@ -88,6 +88,36 @@ func (r *leasedReader) Read(p []byte) (int, error) {
 	return r.pieces.Read(p)
 }
 
+// Len is how many bytes are left to read.
+func (r *leasedReader) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, p := range r.pieces {
+		n += len(p)
+	}
+	return n
+}
+
+// WriteTo writes what is left to w at once: to a TCP connection, one
+// writev of the pieces where a copy would move every byte of a large body
+// through a buffer first, a write at a time. The write is not under the
+// reader's lock, which Close would wait on for as long as a replica does
+// not read; a hold of its own keeps the buffer out of the pool until the
+// write returns.
+func (r *leasedReader) WriteTo(w io.Writer) (int64, error) {
+	r.mu.Lock()
+	if r.closed || (r.lease != nil && !r.lease.hold()) {
+		r.mu.Unlock()
+		return 0, errBodyClosed
+	}
+	pieces := r.pieces
+	r.pieces = nil
+	r.mu.Unlock()
+	defer r.lease.Release()
+	return pieces.WriteTo(w)
+}
+
 func (r *leasedReader) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

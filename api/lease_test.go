@@ -110,6 +110,58 @@ func TestLeaseHolders(t *testing.T) {
 	}
 }
 
+// WriteTo writes the pieces at once and holds the buffer until the write
+// returns, even when the transport closes the body meanwhile; after
+// Close it writes nothing.
+func TestLeaseWriteTo(t *testing.T) {
+	_, l := leaseBody(100_000)
+	r := l.Reader(net.Buffers{[]byte("ab"), []byte("cde")}).(*leasedReader)
+	l.Release() // the request is answered
+	if n := r.Len(); n != 5 {
+		t.Fatalf("Len %d, want 5", n)
+	}
+	w := &blockingWriter{entered: make(chan struct{}), proceed: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.WriteTo(w)
+		done <- err
+	}()
+	<-w.entered
+	_ = r.Close() // the transport gives up on the body mid-write
+	if got := l.refs.Load(); got != 1 {
+		t.Fatalf("%d holders during the write, want 1 (the write's own)", got)
+	}
+	close(w.proceed)
+	if err := <-done; err != nil || w.buf.String() != "abcde" {
+		t.Fatalf("wrote %q, %v", w.buf.String(), err)
+	}
+	if got := l.refs.Load(); got != 0 {
+		t.Fatalf("%d holders after the write, want 0", got)
+	}
+	if n, err := r.WriteTo(io.Discard); n != 0 || err == nil {
+		t.Fatalf("a write after Close wrote %d bytes, %v", n, err)
+	}
+
+	var none *Lease
+	r2 := none.Reader(net.Buffers{[]byte("a"), []byte("bc")}).(*leasedReader)
+	var b bytes.Buffer
+	if n, err := r2.WriteTo(&b); n != 3 || err != nil || b.String() != "abc" || r2.Len() != 0 {
+		t.Fatalf("an unpooled body wrote %d bytes (%q), %v; %d left", n, b.String(), err, r2.Len())
+	}
+}
+
+// blockingWriter signals its first Write and waits to be let through.
+type blockingWriter struct {
+	entered, proceed chan struct{}
+	buf              bytes.Buffer
+	once             sync.Once
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered); <-w.proceed })
+	return w.buf.Write(p)
+}
+
 // A nil lease (a body that is not pooled) reads like the pieces alone.
 func TestNilLeaseReader(t *testing.T) {
 	var l *Lease

@@ -53,11 +53,12 @@ func TestDialer(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, b) }()
 	c := copyConn{a}
 	data := bytes.Repeat([]byte("x"), 100<<10)
-	_, _ = c.ReadFrom(io.LimitReader(bytes.NewReader(data), int64(len(data)))) // the pool's first buffer
+	plain := func() io.Reader { return io.LimitReader(struct{ io.Reader }{bytes.NewReader(data)}, int64(len(data))) }
+	_, _ = c.ReadFrom(plain()) // the pool's first buffer
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range 20 {
-		if _, err := c.ReadFrom(io.LimitReader(bytes.NewReader(data), int64(len(data)))); err != nil {
+		if _, err := c.ReadFrom(plain()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,4 +66,53 @@ func TestDialer(t *testing.T) {
 	if perCopy := (after.TotalAlloc - before.TotalAlloc) / 20; perCopy > 1<<10 { // the readers themselves: bytes
 		t.Fatalf("%d bytes allocated a copy (io.Copy's own buffer is 32 KiB)", perCopy)
 	}
+}
+
+// A body that writes itself (a leased body's pieces: one writev) does so
+// when it holds no more than the length net/http sends; one that holds
+// more is copied, and only as much as the length.
+func TestCopyConnWriterTo(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		body   string
+		limit  int64
+		itself bool
+	}{
+		{"within the length", "prompt", 6, true},
+		{"more than the length", "prompt and more", 6, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			defer a.Close()
+			got := make(chan string, 1)
+			go func() {
+				d, _ := io.ReadAll(b)
+				got <- string(d)
+			}()
+			body := &selfWriter{Reader: strings.NewReader(tc.body)}
+			lr := &io.LimitedReader{R: body, N: tc.limit}
+			n, err := copyConn{a}.ReadFrom(lr)
+			a.Close()
+			if err != nil || n != tc.limit || lr.N != 0 {
+				t.Fatalf("wrote %d, %v; %d left of the length", n, err, lr.N)
+			}
+			if s := <-got; s != tc.body[:tc.limit] {
+				t.Fatalf("the replica read %q", s)
+			}
+			if body.wrote != tc.itself {
+				t.Fatalf("the body wrote itself: %v, want %v", body.wrote, tc.itself)
+			}
+		})
+	}
+}
+
+// selfWriter is a strings.Reader that records whether its WriteTo ran.
+type selfWriter struct {
+	*strings.Reader
+	wrote bool
+}
+
+func (s *selfWriter) WriteTo(w io.Writer) (int64, error) {
+	s.wrote = true
+	return s.Reader.WriteTo(w)
 }
