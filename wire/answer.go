@@ -91,7 +91,7 @@ func NewAnswerReader() *AnswerReader { return answerReaders.Get().(*AnswerReader
 // reference to what it read. r must not be used after.
 func (r *AnswerReader) Release() {
 	for _, dec := range []*decoder{&r.dec, &r.text} {
-		dec.in, dec.body = bytes.Buffer{}, nil
+		dec.in, dec.body, dec.orig, dec.lx.body = bytes.Buffer{}, nil, nil, nil
 		dec.d.Reset(&dec.in)
 	}
 	r.last, r.answer, r.choice = r.last[:0], Answer{}, Choice{}

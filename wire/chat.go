@@ -96,14 +96,14 @@ func ReadChat(body []byte, c *Chat) error { return readChat(body, c, "messages")
 func ReadInput(body []byte, c *Chat) error { return readChat(body, c, "input") }
 
 func readChat(body []byte, c *Chat, messages string) error {
-	c.reset()
-	dec := newDecoder(body, false)
-	defer dec.free()
-	err := dec.chat(c, messages)
-	if err == nil {
-		err = dec.end()
-	}
-	return err
+	return readStrict(body, func(dec *decoder) error {
+		c.reset()
+		err := dec.chat(c, messages)
+		if err == nil {
+			err = dec.end()
+		}
+		return err
+	})
 }
 
 // reset empties c, keeping its slices' room for the next read.

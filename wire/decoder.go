@@ -102,17 +102,23 @@ func newDecoder(body []byte, lax bool) *decoder {
 	return dec
 }
 
-// reset starts reading body. A request's long strings are skimmed; an
+// reset starts reading body, an answer's through the lexer (see lax), a
+// request's through jsontext.
+func (dec *decoder) reset(body []byte, lax bool) { dec.begin(body, lax, lax && lexAnswers) }
+
+// begin starts reading body, through the lexer when fast. When jsontext
+// reads a request, its long strings are skimmed (jsontext checks a string
+// a byte at a time; the lexer, 64 at a time, reads them in place); an
 // answer's are not (its reading is lenient, which skim does not know).
-func (dec *decoder) reset(body []byte, lax bool) {
+func (dec *decoder) begin(body []byte, lax, fast bool) {
 	dec.orig, dec.body, dec.cuts, dec.cut = body, body, dec.cuts[:0], 0
-	if !lax && len(body) >= skimFrom {
+	if !lax && !fast && len(body) >= skimFrom {
 		dec.body, dec.cuts = skim(body, dec.copy, dec.cuts)
 		if len(dec.cuts) > 0 {
 			dec.copy = dec.body
 		}
 	}
-	dec.restart(lax, lax && lexAnswers)
+	dec.restart(lax, fast)
 }
 
 // restart starts reading the body again, with the lexer when fast.
@@ -120,7 +126,7 @@ func (dec *decoder) restart(lax, fast bool) {
 	dec.fast = fast
 	if fast {
 		dec.in = bytes.Buffer{}
-		dec.lx.reset(dec.body)
+		dec.lx.reset(dec.body, !lax)
 		return
 	}
 	dec.in = *bytes.NewBuffer(dec.body)
@@ -131,9 +137,10 @@ func (dec *decoder) restart(lax, fast bool) {
 	}
 }
 
-// lexAnswers has answers read by the lexer first. A variable so that the
-// tests can read them through jsontext alone, and compare.
-var lexAnswers = true
+// lexAnswers and lexRequests have answers and requests read by the lexer
+// first. Variables so that the tests can read them through jsontext
+// alone, and compare.
+var lexAnswers, lexRequests = true, true
 
 // lax reads data leniently with read, which reads from dec and sets its
 // results from scratch: through the lexer, and when that fails, once more
@@ -153,6 +160,22 @@ func readLax(data []byte, read func(dec *decoder) error) error {
 	dec := decoders.Get().(*decoder)
 	defer dec.free()
 	return dec.lax(data, func() error { return read(dec) })
+}
+
+// readStrict reads a request body with read, which reads from dec and
+// sets its results from scratch: through the lexer in strict mode, and
+// when that fails, once more through jsontext, whose reading (or error,
+// with its offset and path) is the one kept.
+func readStrict(body []byte, read func(dec *decoder) error) error {
+	dec := decoders.Get().(*decoder)
+	defer dec.free()
+	dec.begin(body, false, lexRequests)
+	err := read(dec)
+	if err != nil && dec.fast {
+		dec.begin(body, false, false)
+		err = read(dec)
+	}
+	return err
 }
 
 // readToken reads the next token and returns its kind.
@@ -178,7 +201,7 @@ func (dec *decoder) readValue() ([]byte, error) {
 // free returns dec to the pool, keeping no reference to the body.
 func (dec *decoder) free() {
 	dec.in = bytes.Buffer{}
-	dec.body, dec.orig = nil, nil
+	dec.body, dec.orig, dec.lx.body = nil, nil, nil
 	dec.d.Reset(&dec.in)
 	if cap(dec.copy) > maxKeptCopy {
 		dec.copy = nil // a rare huge body's copy is not kept pooled

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"io"
 
@@ -20,6 +21,13 @@ import (
 // reads the same both ways (FuzzLexer and the readers' fuzzers hold the
 // two to each other).
 
+// A request is read the same way, strictly: the lexer's strings are
+// already held to a request's rules (stringEnd), and in strict mode it
+// also gives up at a member name given twice in one object, at a name
+// with an escape (whose duplicate may be spelt otherwise) and at an
+// object of more than maxLexNames members, each of which jsontext then
+// reads and, for a duplicate, refuses (readStrict).
+
 // errSlow is the lexer's one failure: read this through jsontext.
 var errSlow = errors.New("wire: not for the lexer")
 
@@ -30,7 +38,22 @@ type lexer struct {
 	pos   int      // the offset after the last token read
 	state lexState // what may come next
 	open  []byte   // the containers open, innermost last: '{' or '['
+
+	// In strict mode, the names of the objects open: each object's
+	// from its frame's start, innermost last.
+	strict bool
+	names  []lexName
+	frames []int
 }
+
+// lexName is a member name's inside, body[from:to].
+type lexName struct{ from, to int }
+
+// maxLexNames is the most members of one object the lexer checks for
+// duplicates, each name against those before it: a request's objects
+// have a few, and an object of thousands is jsontext's to read, with its
+// set of names, rather than the lexer's in quadratic time.
+const maxLexNames = 32
 
 // lexState is where the lexer is in the grammar.
 type lexState uint8
@@ -51,8 +74,27 @@ const (
 // refuse.
 const maxLexDepth = 10000
 
-func (l *lexer) reset(body []byte) {
+// reset starts reading body; strict for a request.
+func (l *lexer) reset(body []byte, strict bool) {
 	l.body, l.pos, l.state, l.open = body, 0, lexTop, l.open[:0]
+	l.strict, l.names, l.frames = strict, l.names[:0], l.frames[:0]
+}
+
+// unique adds the name body[from:to] to the innermost object's, or
+// reports false when the lexer cannot tell that it is not a duplicate.
+func (l *lexer) unique(from, to int) bool {
+	name := l.body[from:to]
+	frame := l.frames[len(l.frames)-1]
+	if len(l.names)-frame >= maxLexNames || bytes.IndexByte(name, '\\') >= 0 {
+		return false
+	}
+	for _, n := range l.names[frame:] {
+		if n.to-n.from == len(name) && string(l.body[n.from:n.to]) == string(name) {
+			return false
+		}
+	}
+	l.names = append(l.names, lexName{from, to})
+	return true
 }
 
 // space is JSON's whitespace.
@@ -142,6 +184,10 @@ func (l *lexer) readToken() (jsontext.Kind, error) {
 			return 0, errSlow
 		}
 		l.open = l.open[:top]
+		if l.strict && c == '}' {
+			f := len(l.frames) - 1
+			l.names, l.frames = l.names[:l.frames[f]], l.frames[:f]
+		}
 		l.after(i + 1)
 		return jsontext.Kind(c), nil
 	case want&wantName != 0:
@@ -149,7 +195,7 @@ func (l *lexer) readToken() (jsontext.Kind, error) {
 			return 0, errSlow
 		}
 		end := stringEnd(l.body, i+1)
-		if end < 0 {
+		if end < 0 || l.strict && !l.unique(i+1, end) {
 			return 0, errSlow
 		}
 		l.pos, l.state = end+1, lexObjColon
@@ -163,6 +209,9 @@ func (l *lexer) readToken() (jsontext.Kind, error) {
 		l.open = append(l.open, c)
 		l.pos = i + 1
 		if c == '{' {
+			if l.strict {
+				l.frames = append(l.frames, len(l.names))
+			}
 			l.state = lexObjFirst
 		} else {
 			l.state = lexArrFirst

@@ -22,6 +22,26 @@ var lexerSeeds = []string{
 	"{\"a\":\"\xff\"}", `{"a":"\ud800"}`, `{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":-}`, `{"a":1e}`, `{"a":tru}`,
 	`{"a":1,}`, `[1,]`, `[1 2]`, `{"a" 1}`, `{"a":1 "b":2}`, `{,}`, `{"a":1}}`, `{"a":1} {}`, `{"a":[}`, `{"a":{]}`,
 	`"just a string"`, `12`, `{"a":"b"`, "{\"a\":\"b\nc\"}", `{"a":1,"a":2}`, `{"\u0061":1}`,
+	// Requests' duplicates, for the strict mode: at the top, nested, in
+	// sibling objects (not duplicates), spelt with an escape.
+	`{"model":"a","messages":[{"role":"user","content":"x","role":"system"}]}`,
+	`{"model":"a","messages":[{"role":"user"},{"role":"user"}],"model":"b"}`,
+	`{"a":{"b":1},"c":{"b":2},"b":{"a":{"a":1}}}`, `{"a":1,"\u0061":2}`, `{"a\n":1,"b":2}`,
+	`{"model":"m","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"a":{},"b":{}}}}}]}`,
+}
+
+// manyNames is an object of n members named 0 to n-1, and another one
+// named dup when dup is set.
+func manyNames(n int, dup string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range n {
+		fmt.Fprintf(&b, `"%d":%d,`, i, i)
+	}
+	if dup != "" {
+		fmt.Fprintf(&b, `"%s":0,`, dup)
+	}
+	return strings.TrimSuffix(b.String(), ",") + "}"
 }
 
 // FuzzLexer holds the lexer to jsontext. Whatever it reads whole, jsontext
@@ -35,29 +55,62 @@ func FuzzLexer(f *testing.F) {
 	for _, s := range answerSeeds {
 		f.Add([]byte(s))
 	}
+	for _, n := range []int{maxLexNames - 1, maxLexNames, maxLexNames + 1} {
+		f.Add([]byte(manyNames(n, "")))
+		f.Add([]byte(manyNames(n, "3")))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var l lexer
-		l.reset(data)
-		if v, err := l.readValue(); err == nil && l.end() == nil {
-			d := jsontext.NewDecoder(bytes.NewReader(data), lenient...)
-			jv, jerr := d.ReadValue()
-			if jerr != nil || !bytes.Equal(jv, v) {
-				t.Fatalf("%q: the lexer read %q, jsontext %q (%v)", data, v, jv, jerr)
-			}
-			if _, jerr := d.ReadToken(); jerr == nil {
-				t.Fatalf("%q: the lexer ended where jsontext reads on", data)
+		for _, strict := range []bool{false, true} {
+			var l lexer
+			l.reset(data, strict)
+			if v, err := l.readValue(); err == nil && l.end() == nil {
+				var d *jsontext.Decoder
+				if strict {
+					d = jsontext.NewDecoder(bytes.NewReader(data))
+				} else {
+					d = jsontext.NewDecoder(bytes.NewReader(data), lenient...)
+				}
+				jv, jerr := d.ReadValue()
+				if jerr != nil || !bytes.Equal(jv, v) {
+					t.Fatalf("%q (strict %v): the lexer read %q, jsontext %q (%v)", data, strict, v, jv, jerr)
+				}
+				if _, jerr := d.ReadToken(); jerr == nil {
+					t.Fatalf("%q (strict %v): the lexer ended where jsontext reads on", data, strict)
+				}
 			}
 		}
 		for _, read := range laxReaders {
-			fast, fastErr := read.read(data)
-			lexAnswers = false
-			slow, slowErr := read.read(data)
-			lexAnswers = true
-			if fmt.Sprint(fastErr) != fmt.Sprint(slowErr) || !reflect.DeepEqual(fast, slow) {
-				t.Fatalf("%s of %q:\nwith the lexer %+v (%v)\njsontext alone %+v (%v)", read.name, data, fast, fastErr, slow, slowErr)
-			}
+			compareLexed(t, read.name, data, read.read, &lexAnswers)
+		}
+		for _, read := range strictReaders {
+			compareLexed(t, read.name, data, read.read, &lexRequests)
 		}
 	})
+}
+
+// compareLexed requires read to read data the same with the lexer first
+// as through jsontext alone (lex false).
+func compareLexed(t *testing.T, name string, data []byte, read func([]byte) (any, error), lex *bool) {
+	t.Helper()
+	fast, fastErr := read(data)
+	*lex = false
+	slow, slowErr := read(data)
+	*lex = true
+	if fmt.Sprint(fastErr) != fmt.Sprint(slowErr) || !reflect.DeepEqual(fast, slow) {
+		t.Fatalf("%s of %q:\nwith the lexer %+v (%v)\njsontext alone %+v (%v)", name, data, fast, fastErr, slow, slowErr)
+	}
+}
+
+// strictReaders are the request readers, each returning what it read.
+var strictReaders = []struct {
+	name string
+	read func([]byte) (any, error)
+}{
+	{"ReadChat", func(b []byte) (any, error) { var c Chat; err := ReadChat(b, &c); return c, err }},
+	{"ReadInput", func(b []byte) (any, error) { var c Chat; err := ReadInput(b, &c); return c, err }},
+	{"ReadPrompt", func(b []byte) (any, error) { var c Chat; err := ReadPrompt(b, &c, "prompt"); return c, err }},
+	{"ReadNative", func(b []byte) (any, error) { var n Native; err := ReadNative(b, &n); return n, err }},
+	{"ReadRequest", func(b []byte) (any, error) { var o Request; err := ReadRequest(b, &o); return o, err }},
 }
 
 // laxReaders are the answer readers, each returning what it read.
@@ -95,7 +148,7 @@ func TestLexer(t *testing.T) {
 	for _, s := range lexerSeeds {
 		data := []byte(s)
 		var l lexer
-		l.reset(data)
+		l.reset(data, false)
 		d := jsontext.NewDecoder(bytes.NewReader(data), lenient...)
 		for {
 			k, err := l.readToken()
@@ -115,7 +168,7 @@ func TestLexer(t *testing.T) {
 	// What it must leave to jsontext, though jsontext reads it leniently.
 	for _, s := range []string{"{\"a\":\"\xff\"}", `{"a":"\ud800"}`} {
 		var l lexer
-		l.reset([]byte(s))
+		l.reset([]byte(s), false)
 		if _, err := l.readValue(); err != errSlow {
 			t.Errorf("%q: the lexer read it (%v)", s, err)
 		}

@@ -29,14 +29,14 @@ type NativeMessage struct {
 // ReadNative reads body into n, reusing n's slices. The values in n
 // point into body.
 func ReadNative(body []byte, n *Native) error {
-	*n = Native{Members: n.Members[:0], Items: n.Items[:0]}
-	dec := newDecoder(body, false)
-	defer dec.free()
-	err := dec.native(n)
-	if err == nil {
-		err = dec.end()
-	}
-	return err
+	return readStrict(body, func(dec *decoder) error {
+		*n = Native{Members: n.Members[:0], Items: n.Items[:0]}
+		err := dec.native(n)
+		if err == nil {
+			err = dec.end()
+		}
+		return err
+	})
 }
 
 // field is the member of n ReadNative reads by that name, and the name.

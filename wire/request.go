@@ -12,9 +12,11 @@ type Request struct {
 // JSON value; duplicate names anywhere and invalid UTF-8 are refused, as
 // in the other request readers.
 func ReadRequest(body []byte, o *Request) error {
+	return readStrict(body, func(dec *decoder) error { return dec.request(o) })
+}
+
+func (dec *decoder) request(o *Request) error {
 	o.Body, o.Members = Value{}, o.Members[:0]
-	dec := newDecoder(body, false)
-	defer dec.free()
 	if dec.peek() != Object {
 		v, err := dec.value()
 		if err == nil {

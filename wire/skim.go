@@ -5,8 +5,10 @@ import "bytes"
 // A long prompt is almost all one string, and jsontext checks a string a
 // byte at a time, about twelve instructions a byte once the string holds
 // an escape or a multi-byte character (a pasted document always does).
-// skim takes the long strings out of jsontext's way: before a request is
-// read, it finds each long string that is a member's value or an array's
+// The lexer reads such a body in place; when it gives up on one (an
+// escaped name, an object of many members, a fault) and jsontext reads it,
+// skim takes the long strings out of jsontext's way: before jsontext
+// reads the request, it finds each long string that is a member's value or an array's
 // element (skim_arrays.go), checks it 64 bytes at a time
 // against the rules jsontext applies to a request (no control character,
 // valid escapes, surrogates in pairs, valid UTF-8), and gives jsontext a
