@@ -143,7 +143,7 @@ func (r *AnswerReader) Read(data []byte, a *Answer) error {
 func (r *AnswerReader) read(data []byte, a *Answer) error {
 	choices := a.Choices[:0]
 	dec := &r.dec
-	return dec.lax(data, func() error {
+	return dec.lexed(data, true, func() error {
 		*a = Answer{Choices: choices}
 		dec.choicesSeen, dec.deltas, dec.contentFrom, dec.contentTo = 0, 0, 0, 0
 		err := dec.answer(a)

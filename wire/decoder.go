@@ -102,7 +102,7 @@ func newDecoder(body []byte, lax bool) *decoder {
 	return dec
 }
 
-// reset starts reading body, an answer's through the lexer (see lax), a
+// reset starts reading body, an answer's through the lexer (see lexed), a
 // request's through jsontext.
 func (dec *decoder) reset(body []byte, lax bool) { dec.begin(body, lax, lax && lexAnswers) }
 
@@ -142,40 +142,43 @@ func (dec *decoder) restart(lax, fast bool) {
 // alone, and compare.
 var lexAnswers, lexRequests = true, true
 
-// lax reads data leniently with read, which reads from dec and sets its
-// results from scratch: through the lexer, and when that fails, once more
-// through jsontext, whose reading (or error) is the one kept.
-func (dec *decoder) lax(data []byte, read func() error) error {
-	dec.reset(data, true)
+// lexed reads data with read, which reads from dec and sets its results
+// from scratch: through the lexer first (strictly for a request), and
+// when that fails, once more through jsontext, whose reading (or error,
+// with its offset and path) is the one kept.
+func (dec *decoder) lexed(data []byte, lax bool, read func() error) error {
+	dec.begin(data, lax, lexes(lax))
 	err := read()
 	if err != nil && dec.fast {
-		dec.restart(true, false)
+		dec.begin(data, lax, false)
 		err = read()
 	}
 	return err
 }
 
-// readLax reads data leniently with read, on a pooled decoder (see lax).
-func readLax(data []byte, read func(dec *decoder) error) error {
-	dec := decoders.Get().(*decoder)
-	defer dec.free()
-	return dec.lax(data, func() error { return read(dec) })
+// lexes reports whether the lexer reads answers (lax) or requests first.
+func lexes(lax bool) bool {
+	if lax {
+		return lexAnswers
+	}
+	return lexRequests
 }
 
-// readStrict reads a request body with read, which reads from dec and
-// sets its results from scratch: through the lexer in strict mode, and
-// when that fails, once more through jsontext, whose reading (or error,
-// with its offset and path) is the one kept.
+// readLax reads an answer with read, on a pooled decoder (see lexed).
+func readLax(data []byte, read func(dec *decoder) error) error {
+	return readLexed(data, true, read)
+}
+
+// readStrict reads a request body with read, on a pooled decoder (see
+// lexed).
 func readStrict(body []byte, read func(dec *decoder) error) error {
+	return readLexed(body, false, read)
+}
+
+func readLexed(data []byte, lax bool, read func(dec *decoder) error) error {
 	dec := decoders.Get().(*decoder)
 	defer dec.free()
-	dec.begin(body, false, lexRequests)
-	err := read(dec)
-	if err != nil && dec.fast {
-		dec.begin(body, false, false)
-		err = read(dec)
-	}
-	return err
+	return dec.lexed(data, lax, func() error { return read(dec) })
 }
 
 // readToken reads the next token and returns its kind.

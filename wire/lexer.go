@@ -16,10 +16,10 @@ import (
 // strings checked by stringEnd 64 bytes at a time, but only valid JSON
 // with valid UTF-8: at anything else (what the lenient options let
 // through, such as invalid UTF-8, and every fault) it fails with errSlow,
-// and the answer is read again from the start through jsontext
-// (readLax), whose reading and wording are then the ones kept. Valid JSON
-// reads the same both ways (FuzzLexer and the readers' fuzzers hold the
-// two to each other).
+// and the answer is read again from the start through jsontext (lexed),
+// whose reading and wording are then the ones kept. Valid JSON reads the
+// same both ways (FuzzLexer and the readers' fuzzers hold the two to each
+// other).
 
 // A request is read the same way, strictly: the lexer's strings are
 // already held to a request's rules (stringEnd), and in strict mode it
@@ -89,7 +89,7 @@ func (l *lexer) unique(from, to int) bool {
 		return false
 	}
 	for _, n := range l.names[frame:] {
-		if n.to-n.from == len(name) && string(l.body[n.from:n.to]) == string(name) {
+		if bytes.Equal(l.body[n.from:n.to], name) {
 			return false
 		}
 	}
