@@ -115,6 +115,7 @@ func TestRunScaleoutTiny(t *testing.T) {
 				t.Errorf("%s: %d sent, %d ok, %d errors (%s)", where, x.Sent, x.OK, x.Errors, x.ErrorSample)
 			}
 			checkSummary(t, where+" TTFT", x.TTFT, x.OK)
+			checkFloor(t, where, x.Floor, x.OK, cfg.Routing.TTFT)
 			// Without sharing, an instance may not call Redis at all in
 			// a window this short; nor may its CPU reach one clock tick
 			// (10 ms) over 8 requests: CPU is checked over the variants.
@@ -248,6 +249,7 @@ func checkRouting(t *testing.T, rc RoutingConfig, rep *Report) {
 				t.Errorf("%s: %d sent, %d ok, %d errors (%s)", where, r.Sent, r.OK, r.Errors, r.ErrorSample)
 			}
 			checkSummary(t, where+" TTFT", r.TTFT, r.OK)
+			checkFloor(t, where, r.Floor, r.OK, rc.TTFT)
 			// A run this small may miss every time (round robin spreads
 			// four cold tenants over four cold replicas), and never hits
 			// every token: the last prompt token is always computed.
@@ -294,6 +296,16 @@ func checkSummary(t *testing.T, what string, s *Summary, count int) {
 		t.Errorf("%s: %d values, want %d (> 0)", what, s.Count, count)
 	case !(s.P50 <= s.P90 && s.P90 <= s.P99 && s.P99 <= s.Max):
 		t.Errorf("%s: percentiles out of order: %+v", what, s)
+	}
+}
+
+// checkFloor checks a run's floor: one per answered turn, none below the
+// engine's fixed time to the first token.
+func checkFloor(t *testing.T, where string, s *Summary, count int, ttft time.Duration) {
+	t.Helper()
+	checkSummary(t, where+" floor", s, count)
+	if s != nil && s.P50 < ms(ttft) {
+		t.Errorf("%s: floor p50 %g ms, below the engine's %v to the first token", where, s.P50, ttft)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmedge/llmedge/api"
+	"github.com/llmedge/llmedge/simulator"
 )
 
 // turnTimeout bounds one turn, waiting for the previous answer included:
@@ -31,6 +32,10 @@ type convResult struct {
 	// their conversation was still coming when they were due.
 	Held int
 	TTFT []time.Duration // of the successful measured turns, from their send
+	// Floor is, for the same turns, the least time to first token any
+	// router could have given them (simulator.Floor): the workload's own
+	// share of TTFT.
+	Floor []time.Duration
 }
 
 // chatState is one conversation's messages as the client holds them.
@@ -52,8 +57,9 @@ type endpoint struct {
 // its answer, streamed, and timed to its first token; pick chooses each
 // turn's endpoint, in schedule order (so that a seeded pick is
 // reproducible). Turns due from warmup on are measured; win.begin is
-// called at warmup, win.end once every turn ended.
-func runWorkload(ctx context.Context, eps []endpoint, pick func() int, model string, w *workload, warmup time.Duration, replyTokens int, win window) convResult {
+// called at warmup, win.end once every turn ended. Each turn's prompt is
+// sent to floor as it goes, for its floor.
+func runWorkload(ctx context.Context, eps []endpoint, pick func() int, model string, w *workload, floor *simulator.Floor, warmup time.Duration, replyTokens int, win window) convResult {
 	var (
 		mu  sync.Mutex
 		res convResult
@@ -99,6 +105,7 @@ func runWorkload(ctx context.Context, eps []endpoint, pick func() int, model str
 			// The request ID names the turn, so that the gateway's access
 			// log (-routing-access-log) can be read against the workload.
 			id := fmt.Sprintf("t%d-c%d-n%d", tr.Tenant, tr.Conv, tr.N)
+			least := floor.Send(msgs)
 			answer, ttft, err := chatTurn(ctx, ep.c, ep.t, model, id, tr.Tenant, msgs, replyTokens)
 			if err != nil {
 				// Keep the conversation going with a stand-in answer; the
@@ -124,6 +131,7 @@ func runWorkload(ctx context.Context, eps []endpoint, pick func() int, model str
 			}
 			res.OK++
 			res.TTFT = append(res.TTFT, ttft)
+			res.Floor = append(res.Floor, least)
 		}()
 	}
 	if !begun {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/llmedge/llmedge/simulator"
 )
 
 // The routing scenario's workloads.
@@ -174,6 +176,12 @@ func (c RoutingConfig) simArgs() []string {
 		"-kv-cache-blocks", fmt.Sprint(c.KVCacheBlocks),
 		"-max-num-seqs", fmt.Sprint(c.MaxNumSeqs),
 	}
+}
+
+// floor is the floor of a run's turns on the simulators of c, from empty
+// caches, as each run starts.
+func (c RoutingConfig) floor() *simulator.Floor {
+	return simulator.NewFloor(c.BlockSize, c.TTFT, c.PrefillPerToken)
 }
 
 // modelName is the gateway model that runs policy for workload: one model

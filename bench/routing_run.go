@@ -166,7 +166,7 @@ func (r *runner) routingRun(ctx context.Context, c *http.Client, rig *routingRig
 		begin: func() { sample(&before, &busy0, &began, &stats0) },
 		end:   func() { sample(&after, &busy1, &ended, &stats1) },
 	}
-	cr := runWorkload(ctx, []endpoint{{c, rig.target}}, func() int { return 0 }, model, w, rc.Warmup, rc.ReplyTokens, win)
+	cr := runWorkload(ctx, []endpoint{{c, rig.target}}, func() int { return 0 }, model, w, rc.floor(), rc.Warmup, rc.ReplyTokens, win)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}

@@ -213,7 +213,7 @@ func (r *runner) scaleRun(ctx context.Context, rig *scaleRig, w *workload, v sca
 	if sc.Spread == SpreadFirst {
 		pick = func() int { return 0 }
 	}
-	cr := runWorkload(ctx, rig.eps, pick, model, w, sc.Warmup, rc.ReplyTokens, win)
+	cr := runWorkload(ctx, rig.eps, pick, model, w, rc.floor(), sc.Warmup, rc.ReplyTokens, win)
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}

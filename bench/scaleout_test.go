@@ -253,12 +253,19 @@ func TestScaleoutChecks(t *testing.T) {
 }
 
 func TestScaleoutMarkdown(t *testing.T) {
+	shared, rr := scaleRes("prefix_cache+share", 1, true, 60, 20, 0), scaleRes("round_robin", 1, false, 400, 20, 0)
+	shared.Workload, shared.Floor = WorkloadUniform, &Summary{Count: 100, P90: 52}
 	r := &Report{Scaleout: []ScaleoutResult{
-		scaleRes("prefix_cache", 1, false, 200, 20, 0), scaleRes("prefix_cache", 2, false, 300, 19, 0),
+		scaleRes("prefix_cache", 1, false, 200, 20, 0), scaleRes("prefix_cache", 2, false, 300, 19, 0), shared, rr,
 	}}
 	r.Checks = r.scaleoutChecks()
 	md := r.Markdown()
-	for _, want := range []string{"#### Scale-out", "| prefix_cache | 1 | 0 | 200 | 0 | – |", "| prefix_cache | 2 | 0 | 300 | 0 | 1.50× | 19.0 | 0.95× |", "#### Scale-out targets"} {
+	for _, want := range []string{
+		"#### Scale-out", "| prefix_cache | 1 | 0 | 200 | – | 0 | – |", "| prefix_cache | 2 | 0 | 300 | – | 0 | 1.50× | 19.0 | 0.95× |",
+		"| prefix_cache+share | 1 | 0 | 60 | 52 | 0 | – |", "#### Scale-out targets",
+		// The floor the target is to be read against: 52 of 400 ms.
+		"| prefix_cache+share, 1 instance: p90 TTFT ≤ 0.15× round_robin's | 0.15× (60 vs 400 ms; floor 52 ms, 0.13×) | yes |",
+	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
