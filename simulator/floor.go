@@ -13,8 +13,9 @@ import (
 // prompt sent before it, on any replica, and never evicts one. Only the
 // tokens no earlier prompt had, from the first block that differs, are
 // prefilled, then the first token takes the engine's fixed time. A real
-// router cannot do better, since a block it finds cached was sent before;
-// a workload's floor says how much of a policy's time to first token is
+// router cannot do better: a block it finds cached was prefilled for an
+// earlier prompt, or for a later one whose prefill it then waited for. A
+// workload's floor says how much of a policy's time to first token is
 // the workload's own (a conversation joined with a history never sent,
 // a tenant's first prompt) rather than the routing.
 //
