@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -226,16 +227,48 @@ func sameErr(a, b error) bool {
 	return ea == nil || (ea.Offset == eb.Offset && ea.Duplicate == eb.Duplicate && reflect.DeepEqual(ea.Path, eb.Path))
 }
 
+// documentWords are the words of the benchmarks' pasted document, as
+// JSON spells them: escapes every few words, multi-byte characters.
+var documentWords = []string{"the", "gateway", "carries", "a", "long", "document", "through", "to", "its", "replica,",
+	"byte", "for", "byte;", `caf\u00e9`, "naïve", `\\path`, `\"quoted\"`, "42", "3.14", `end.\n`}
+
 // BenchmarkStringEnd checks a 100 KB string of the mix a pasted document
 // has: words, escapes every few words, multi-byte characters.
 func BenchmarkStringEnd(b *testing.B) {
-	words := []string{"the", "gateway", "carries", "a", "long", "document", "through", "to", "its", "replica,",
-		"byte", "for", "byte;", `caf\u00e9`, "naïve", `\\path`, `\"quoted\"`, "42", "3.14", `end.\n`}
 	s := []byte{'"'}
 	for i := 0; len(s) < 100_000; i++ {
-		s = append(append(s, words[(i*7+i/len(words))%len(words)]...), ' ')
+		s = append(append(s, documentWords[(i*7+i/len(documentWords))%len(documentWords)]...), ' ')
 	}
 	benchStringEnds(b, append(s, '"'))
+}
+
+// BenchmarkValidUTF8 is the UTF-8 pass alone over 1 MB of the same text:
+// from cache (one body) and from memory (48 bodies in turn, more than the
+// caches hold), to tell what folding it into another pass could save.
+func BenchmarkValidUTF8(b *testing.B) {
+	body := func(k int) []byte {
+		s := make([]byte, 0, 1<<20)
+		for i := k; len(s) < 1<<20-16; i++ {
+			s = append(append(s, documentWords[(i*7+i/len(documentWords))%len(documentWords)]...), ' ')
+		}
+		return s
+	}
+	for _, n := range []int{1, 48} {
+		bodies := make([][]byte, n)
+		for k := range bodies {
+			bodies[k] = body(k)
+		}
+		b.Run(fmt.Sprintf("bodies=%d", n), func(b *testing.B) {
+			b.SetBytes(int64(len(bodies[0])))
+			i := 0
+			for b.Loop() {
+				if !validUTF8(bodies[i%n]) {
+					b.Fatal("refused")
+				}
+				i++
+			}
+		})
+	}
 }
 
 // benchStringEnds checks the string s both ways.
