@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -19,14 +20,15 @@ import (
 // the workload's own (a conversation joined with a history never sent,
 // a tenant's first prompt) rather than the routing.
 //
-// The blocks and the lookup are the engine's (prompt.go, prefixcache.go):
-// whole blocks only, the last prompt token always computed, the prompt
-// alone cached (not the answer). Floor is safe for concurrent use.
+// The blocks and the lookup are the engine's own (promptBlocks and a
+// prefixCache too large to evict): whole blocks only, the last prompt
+// token always computed, the prompt alone cached (not the answer). Floor
+// is safe for concurrent use.
 type Floor struct {
 	blockSize      int
 	ttft, perToken time.Duration
-	mu             sync.Mutex
-	seen           map[uint64]struct{}
+	mu             sync.Mutex // over cache's lookup and insert, and blocks
+	cache          *prefixCache
 	blocks         []uint64
 }
 
@@ -35,7 +37,8 @@ type Floor struct {
 // ttft more to the first token (Config's BlockSize, PrefillPerToken and
 // TTFT), before any prompt was sent.
 func NewFloor(blockSize int, ttft, perToken time.Duration) *Floor {
-	return &Floor{blockSize: max(blockSize, 1), ttft: ttft, perToken: perToken, seen: map[uint64]struct{}{}}
+	blockSize = max(blockSize, 1)
+	return &Floor{blockSize: blockSize, ttft: ttft, perToken: perToken, cache: newPrefixCache(blockSize, math.MaxInt32)}
 }
 
 // Send records the chat prompt of msgs as sent and returns its floor: the
@@ -46,16 +49,7 @@ func (f *Floor) Send(msgs []api.Message) time.Duration {
 	defer f.mu.Unlock()
 	var tokens int
 	f.blocks, tokens = promptBlocks(f.blocks[:0], msgs, f.blockSize)
-	limit := min(len(f.blocks), max(tokens-1, 0)/f.blockSize)
-	n := 0
-	for n < limit {
-		if _, ok := f.seen[f.blocks[n]]; !ok {
-			break
-		}
-		n++
-	}
-	for _, h := range f.blocks {
-		f.seen[h] = struct{}{}
-	}
-	return f.ttft + time.Duration(tokens-n*f.blockSize)*f.perToken
+	cached := f.cache.lookup(f.blocks, f.blockSize, tokens)
+	f.cache.insert(f.blocks, f.blockSize)
+	return f.ttft + time.Duration(tokens-cached)*f.perToken
 }
