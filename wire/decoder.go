@@ -118,11 +118,6 @@ func (dec *decoder) begin(body []byte, lax, fast bool) {
 			dec.copy = dec.body
 		}
 	}
-	dec.restart(lax, fast)
-}
-
-// restart starts reading the body again, with the lexer when fast.
-func (dec *decoder) restart(lax, fast bool) {
 	dec.fast = fast
 	if fast {
 		dec.in = bytes.Buffer{}
