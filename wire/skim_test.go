@@ -232,31 +232,29 @@ func sameErr(a, b error) bool {
 var documentWords = []string{"the", "gateway", "carries", "a", "long", "document", "through", "to", "its", "replica,",
 	"byte", "for", "byte;", `caf\u00e9`, "naïve", `\\path`, `\"quoted\"`, "42", "3.14", `end.\n`}
 
+// document appends to s the words of the pasted document, from word k
+// on, each followed by a space, until s holds at least n bytes.
+func document(s []byte, k, n int) []byte {
+	for i := k; len(s) < n; i++ {
+		s = append(append(s, documentWords[(i*7+i/len(documentWords))%len(documentWords)]...), ' ')
+	}
+	return s
+}
+
 // BenchmarkStringEnd checks a 100 KB string of the mix a pasted document
 // has: words, escapes every few words, multi-byte characters.
 func BenchmarkStringEnd(b *testing.B) {
-	s := []byte{'"'}
-	for i := 0; len(s) < 100_000; i++ {
-		s = append(append(s, documentWords[(i*7+i/len(documentWords))%len(documentWords)]...), ' ')
-	}
-	benchStringEnds(b, append(s, '"'))
+	benchStringEnds(b, append(document([]byte{'"'}, 0, 100_000), '"'))
 }
 
 // BenchmarkValidUTF8 is the UTF-8 pass alone over 1 MB of the same text:
 // from cache (one body) and from memory (48 bodies in turn, more than the
 // caches hold), to tell what folding it into another pass could save.
 func BenchmarkValidUTF8(b *testing.B) {
-	body := func(k int) []byte {
-		s := make([]byte, 0, 1<<20)
-		for i := k; len(s) < 1<<20-16; i++ {
-			s = append(append(s, documentWords[(i*7+i/len(documentWords))%len(documentWords)]...), ' ')
-		}
-		return s
-	}
 	for _, n := range []int{1, 48} {
 		bodies := make([][]byte, n)
 		for k := range bodies {
-			bodies[k] = body(k)
+			bodies[k] = document(make([]byte, 0, 1<<20), k, 1<<20-16)
 		}
 		b.Run(fmt.Sprintf("bodies=%d", n), func(b *testing.B) {
 			b.SetBytes(int64(len(bodies[0])))
