@@ -2,6 +2,11 @@
 
 package wire
 
+import (
+	"github.com/segmentio/asm/cpu"
+	"github.com/segmentio/asm/cpu/x86"
+)
+
 // specials64 returns the mask of the bytes of s[:64] that end a run of
 // plain bytes for the check that takes each character as it meets it
 // (stringEndInline), bit k for s[k]: a quote, a backslash, a control
@@ -23,7 +28,21 @@ func stringMasks64(s *[64]byte) (quotes, backslashes, controls uint64)
 // start, are plain inside a string (no quote that is not escaped, no
 // control character, and only escapes it vouches for: see plainEscapes),
 // and the escape carry after them (see escaped), given the carry before.
-// AVX2: only stringEndSplit calls it, which runs where AVX2 is.
-//
+// AVX2 (skipPlain256) or AVX-512 (skipPlain512, where the CPU has F
+// and BW): only stringEndSplit calls it, which runs where AVX2 is.
+func skipPlain(s []byte, carry uint64) (n int, next uint64) {
+	if skipPlainWide {
+		return skipPlain512(s, carry)
+	}
+	return skipPlain256(s, carry)
+}
+
+// skipPlainWide is set where skipPlain512 runs. A variable so that the
+// tests can take either way.
+var skipPlainWide = cpu.X86.Has(x86.AVX512F | x86.AVX512BW)
+
 //go:noescape
-func skipPlain(s []byte, carry uint64) (n int, next uint64)
+func skipPlain256(s []byte, carry uint64) (n int, next uint64)
+
+//go:noescape
+func skipPlain512(s []byte, carry uint64) (n int, next uint64)

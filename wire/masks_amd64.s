@@ -147,25 +147,61 @@ BROADCAST32(zero32<>, $0)
 	VPAND    Y12, OUTHI, OUTHI \
 	VPCMPEQB zero32<>(SB), OUTHI, OUTHI
 
-// func skipPlain(s []byte, carry uint64) (n int, next uint64)
+// ESCAPED sets R13 to the escaped bytes of a block whose backslashes
+// are BX, and R11 to the carry for the next block, given the carry DX and
+// 0xAAAAAAAAAAAAAAAA in R12 (see escaped in stringend.go, the same
+// operations). R10 is clobbered.
+#define ESCAPED \
+	MOVQ DX, R10 \
+	NOTQ R10 \
+	ANDQ BX, R10 \
+	MOVQ R10, R11 \
+	SHLQ $1, R11 \
+	ORQ  R12, R11 \
+	SUBQ R10, R11 \
+	XORQ R12, R11 \
+	MOVQ BX, R13 \
+	ORQ  DX, R13 \
+	XORQ R11, R13 \
+	ANDQ BX, R11 \
+	SHRQ $63, R11
+
+// DIGITS sets R9 to the four bytes after each escaped u of R10, through
+// BX.
+#define DIGITS \
+	MOVQ R10, BX \
+	SHLQ $1, BX \
+	MOVQ BX, R9 \
+	SHLQ $1, BX \
+	ORQ  BX, R9 \
+	SHLQ $1, BX \
+	ORQ  BX, R9 \
+	SHLQ $1, BX \
+	ORQ  BX, R9
+
+// FULL_BLOCK jumps to done unless 64 bytes are left from AX.
+#define FULL_BLOCK(done) \
+	MOVQ CX, BX \
+	SUBQ AX, BX \
+	CMPQ BX, $64 \
+	JLT  done
+
+// func skipPlain256(s []byte, carry uint64) (n int, next uint64)
 //
 // Every register but R14 and R15, and Y0 to Y14.
-TEXT ·skipPlain(SB), NOSPLIT, $0-48
+TEXT ·skipPlain256(SB), NOSPLIT, $0-48
 	MOVQ    s_base+0(FP), SI
 	MOVQ    s_len+8(FP), CX
 	MOVQ    carry+24(FP), DX
 	XORQ    AX, AX
+	MOVQ    $0xAAAAAAAAAAAAAAAA, R12
 	VMOVDQU quotes32<>(SB), Y8
 	VMOVDQU backslashes32<>(SB), Y9
 	VMOVDQU controls32<>(SB), Y10
 	VMOVDQU nibbles<>(SB), Y11
-	MOVQ    $0xAAAAAAAAAAAAAAAA, R12
 
 block:
-	MOVQ     CX, BX
-	SUBQ     AX, BX
-	CMPQ     BX, $64
-	JLT      done
+	FULL_BLOCK(done)
 	VMOVDQU  (SI)(AX*1), Y0
 	VMOVDQU  32(SI)(AX*1), Y1
 
@@ -186,21 +222,7 @@ block:
 	VPCMPEQB Y8, Y1, Y3
 	JOIN(Y2, Y3, R9)
 
-	// R13: the escaped bytes; R11: the carry for the next block (see
-	// escaped in stringend.go, the same operations).
-	MOVQ     DX, R10
-	NOTQ     R10
-	ANDQ     BX, R10 // potential = backslashes &^ carry
-	MOVQ     R10, R11
-	SHLQ     $1, R11
-	ORQ      R12, R11
-	SUBQ     R10, R11
-	XORQ     R12, R11 // codes
-	MOVQ     BX, R13
-	ORQ      DX, R13
-	XORQ     R11, R13 // esc = codes ^ (backslashes | carry)
-	ANDQ     BX, R11
-	SHRQ     $63, R11 // next = codes & backslashes >> 63
+	ESCAPED
 
 	// A quote not escaped ends the string: not plain.
 	MOVQ     R13, R10
@@ -236,15 +258,7 @@ block:
 	JNZ      done
 	CLASS(hexLo<>(SB), hexHi<>(SB), Y13, Y14)
 	JOIN(Y13, Y14, R8) // R8: the bytes that are not hexadecimal digits
-	MOVQ     R10, BX
-	SHLQ     $1, BX
-	MOVQ     BX, R9 // the first digits
-	SHLQ     $1, BX
-	ORQ      BX, R9
-	SHLQ     $1, BX
-	ORQ      BX, R9
-	SHLQ     $1, BX
-	ORQ      BX, R9 // all four digits
+	DIGITS
 	TESTQ    R9, R8
 	JNZ      done
 	VPOR     lower<>(SB), Y0, Y13
@@ -265,4 +279,134 @@ done:
 	VZEROUPPER
 	MOVQ     AX, n+32(FP)
 	MOVQ     DX, next+40(FP)
+	RET
+
+// The same bytes 64 times over, and VPSHUFB's tables in all four lanes,
+// for AVX-512.
+#define BROADCAST64(name, v) \
+	DATA name+0(SB)/8, v \
+	DATA name+8(SB)/8, v \
+	DATA name+16(SB)/8, v \
+	DATA name+24(SB)/8, v \
+	DATA name+32(SB)/8, v \
+	DATA name+40(SB)/8, v \
+	DATA name+48(SB)/8, v \
+	DATA name+56(SB)/8, v \
+	GLOBL name(SB), RODATA|NOPTR, $64
+#define LANES64(name, lo, hi) \
+	DATA name+0(SB)/8, lo \
+	DATA name+8(SB)/8, hi \
+	DATA name+16(SB)/8, lo \
+	DATA name+24(SB)/8, hi \
+	DATA name+32(SB)/8, lo \
+	DATA name+40(SB)/8, hi \
+	DATA name+48(SB)/8, lo \
+	DATA name+56(SB)/8, hi \
+	GLOBL name(SB), RODATA|NOPTR, $64
+
+BROADCAST64(quotes64<>, $0x2222222222222222)
+BROADCAST64(backslashes64<>, $0x5c5c5c5c5c5c5c5c)
+BROADCAST64(controls64<>, $0x1f1f1f1f1f1f1f1f)
+BROADCAST64(nibbles64<>, $0x0f0f0f0f0f0f0f0f)
+BROADCAST64(letterU64<>, $0x7575757575757575)
+BROADCAST64(letterD64<>, $0x6464646464646464)
+BROADCAST64(lower64<>, $0x2020202020202020)
+LANES64(simpleLo64<>, $0x00040008000d0000, $0x0104000200000000)
+LANES64(simpleHi64<>, $0x0804020000010000, $0x0000000000000000)
+LANES64(hexLo64<>, $0x0103030303030301, $0x0000000000000101)
+LANES64(hexHi64<>, $0x0002000201000000, $0x0000000000000000)
+
+// func skipPlain512(s []byte, carry uint64) (n int, next uint64)
+//
+// skipPlain with AVX-512 (F and BW): a block is one register, and each
+// comparison gives its 64-bit mask at once, where AVX2 compares two
+// halves and joins their masks. The scalar part, the escapes' carry and
+// the \u's digits, is skipPlain's, on the same registers.
+//
+// Every register but R14 and R15, Z0 to Z14 and K1 to K2.
+TEXT ·skipPlain512(SB), NOSPLIT, $0-48
+	MOVQ      s_base+0(FP), SI
+	MOVQ      s_len+8(FP), CX
+	MOVQ      carry+24(FP), DX
+	XORQ      AX, AX
+	MOVQ      $0xAAAAAAAAAAAAAAAA, R12
+	VMOVDQU64 quotes64<>(SB), Z8
+	VMOVDQU64 backslashes64<>(SB), Z9
+	VMOVDQU64 controls64<>(SB), Z10
+	VMOVDQU64 nibbles64<>(SB), Z11
+
+block512:
+	FULL_BLOCK(done512)
+	VMOVDQU64 (SI)(AX*1), Z0
+
+	// A control character (a byte <= 0x1f, unsigned): not plain.
+	VPCMPUB   $2, Z10, Z0, K1
+	KORTESTQ  K1, K1
+	JNZ       done512
+
+	// BX: backslashes; R9: quotes.
+	VPCMPEQB  Z9, Z0, K1
+	KMOVQ     K1, BX
+	VPCMPEQB  Z8, Z0, K2
+	KMOVQ     K2, R9
+
+	ESCAPED
+
+	// A quote not escaped ends the string: not plain.
+	MOVQ      R13, R10
+	NOTQ      R10
+	TESTQ     R9, R10
+	JNZ       done512
+	TESTQ     R13, R13
+	JZ        plain512
+
+	// The escapes: Z4 the low nibbles, Z5 the high ones; a byte is in a
+	// set when its two entries share a bit (VPTESTMB). R9: the one-byte
+	// escapes and the u's; R10: the u's.
+	VPANDQ    Z11, Z0, Z4
+	VPSRLW    $4, Z0, Z5
+	VPANDQ    Z11, Z5, Z5
+	VMOVDQU64 simpleLo64<>(SB), Z2
+	VMOVDQU64 simpleHi64<>(SB), Z3
+	VPSHUFB   Z4, Z2, Z12
+	VPSHUFB   Z5, Z3, Z13
+	VPTESTMB  Z13, Z12, K1
+	KMOVQ     K1, R9
+	VPCMPEQB  letterU64<>(SB), Z0, K2
+	KMOVQ     K2, R10
+	ORQ       R10, R9
+	MOVQ      R9, BX
+	NOTQ      BX
+	TESTQ     R13, BX // an escaped byte of no escape: not plain
+	JNZ       done512
+	ANDQ      R13, R10 // the escaped u's
+	JZ        plain512
+	MOVQ      R10, BX
+	SHRQ      $60, BX // a u whose digits run past the block: not plain
+	JNZ       done512
+	VMOVDQU64 hexLo64<>(SB), Z2
+	VMOVDQU64 hexHi64<>(SB), Z3
+	VPSHUFB   Z4, Z2, Z12
+	VPSHUFB   Z5, Z3, Z13
+	VPTESTNMB Z13, Z12, K1
+	KMOVQ     K1, R8 // the bytes that are not hexadecimal digits
+	DIGITS
+	TESTQ     R9, R8
+	JNZ       done512
+	VPORQ     lower64<>(SB), Z0, Z13
+	VPCMPEQB  letterD64<>(SB), Z13, K2
+	KMOVQ     K2, BX
+	SHLQ      $1, R10
+	TESTQ     R10, BX // a surrogate's escape, left to the pairing check
+	JNZ       done512
+
+plain512:
+	MOVQ      R11, DX
+	ADDQ      $64, AX
+	JMP       block512
+
+done512:
+	VZEROUPPER
+	MOVQ      AX, n+32(FP)
+	MOVQ      DX, next+40(FP)
 	RET

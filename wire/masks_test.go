@@ -127,7 +127,8 @@ func TestEscaped(t *testing.T) {
 	}
 }
 
-// TestSkipPlain holds skipPlain (AVX2 on amd64) to skipPlainWords, and
+// TestSkipPlain holds skipPlain (AVX2 and AVX-512 on amd64, where the CPU
+// has them) to skipPlainWords, and
 // skipPlainWords to the rules it is named for: blocks of the kinds of
 // bytes that decide (quotes, backslashes, escapes' letters, hexadecimal
 // digits, d's, control characters), with and without a carry.
@@ -135,6 +136,7 @@ func TestSkipPlain(t *testing.T) {
 	alphabet := []byte(`aaaa  \\\\"/bfnrtuuu0123456789abcdefABCDEFdDgxz` + "\x00\x1f\xc3\xa9\x80")
 	rng := rand.New(rand.NewPCG(7, 8))
 	s := make([]byte, 64*4+13)
+	ways := skipPlainWays()
 	for round := range 200000 {
 		for k := range s {
 			s[k] = 'a'
@@ -156,9 +158,9 @@ func TestSkipPlain(t *testing.T) {
 		}
 		carry := uint64(rng.IntN(2))
 		wn, wc := skipPlainWords(s, carry)
-		if splitUTF8 {
-			if n, c := skipPlain(s, carry); n != wn || (n > 0 && c != wc) || (n == 0 && c != carry) {
-				t.Fatalf("%q carry %d: skipPlain %d, %d; words %d, %d", s, carry, n, c, wn, wc)
+		for name, skip := range ways {
+			if n, c := skip(s, carry); n != wn || (n > 0 && c != wc) || (n == 0 && c != carry) {
+				t.Fatalf("%q carry %d: skipPlain (%s) %d, %d; words %d, %d", s, carry, name, n, c, wn, wc)
 			}
 		}
 		// Every block vouched for is plain: the split check, given the

@@ -72,8 +72,8 @@ const (
 // character before it refuses it; only the escaped bytes are looked at
 // one by one, and only a \u escape takes a call. Most blocks need none
 // of that: skipPlain runs over the blocks whose escapes are all valid
-// (escaped bytes classified 32 at a time, a \u's four digits too) in one
-// call, and only the block it stops at is taken here.
+// (escaped bytes classified 32 at a time, or 64 with AVX-512, a \u's four
+// digits too) in one call, and only the block it stops at is taken here.
 func stringEndSplit(body []byte, i int) int {
 	n := len(body)
 	if i < 0 {
