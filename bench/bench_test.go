@@ -85,6 +85,33 @@ func scaleoutOnly(cfg Config) Config {
 	return cfg
 }
 
+// TestRunDoorsTogetherTiny runs the doors scenario alone with the closed
+// loop's pair at the same time: both proxies answer every request of
+// every cell, each with half the workers, and the page says how the pair
+// ran.
+func TestRunDoorsTogetherTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries and runs processes: not with -short")
+	}
+	cfg := TinyConfig(buildBinaries(t))
+	cfg.Rates, cfg.MaxWorkers, cfg.Streams, cfg.LargePrompt, cfg.ProfileScenario = nil, 0, nil, 0, ""
+	cfg.Routing.Policies, cfg.Overload.Modes, cfg.Tenants.Modes = nil, nil, nil
+	cfg.Doors.Together = true
+	rep := runTiny(t, cfg, 2*time.Minute)
+	checkDoors(t, cfg.Doors, rep)
+	for _, x := range rep.Doors {
+		if x.Kind == "max" && x.Workers != cfg.Doors.Workers/2 {
+			t.Errorf("%s %s on %s: %d workers, want half of %d", x.Door, sizeName(x.Size), x.Path, x.Workers, cfg.Doors.Workers)
+		}
+	}
+	md := rep.Markdown()
+	for _, want := range []string{"the closed loop's pair at the same time (half the workers each)", "each round's pair run at the same time, half the workers each"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 // TestRunScaleoutTiny runs the scale-out scenario with one and two
 // instances on a real redis-server: every variant completes without
 // errors, the instances that share apply each other's decisions and talk

@@ -32,6 +32,13 @@ type DoorsConfig struct {
 	// run of 2 s on a shared 2-core machine moves by ±10% from one run to
 	// the next; the median of three rarely does.
 	Rounds int
+	// Together runs the closed loop's pair at the same time, each proxy
+	// with half the workers, rather than one after the other: both then
+	// run on the machine as it is in the same seconds, and what the
+	// machine does to one it does to the other. Back to back, the ratio
+	// of one round also carries whatever changed between the two runs
+	// (on a shared 2-core virtual machine, up to ±0.2).
+	Together bool
 	// Callgrind is the test binary of this package (go test -c
 	// ./bench/), whose BenchmarkDoors callgrind counts; empty takes
 	// bench.test in the binary folder, "off" skips the counts, as does a
@@ -86,6 +93,8 @@ func (c DoorsConfig) validate() error {
 		return fmt.Errorf("doors: duration must be positive and warm-up not negative")
 	case c.Rounds < 0:
 		return fmt.Errorf("doors: rounds must not be negative")
+	case c.Together && c.Workers < 2:
+		return fmt.Errorf("doors: together needs at least 2 workers, half for each proxy")
 	}
 	for _, name := range c.Doors {
 		if _, ok := findDoor(name); !ok {
@@ -111,6 +120,7 @@ type doorsReportConfig struct {
 	Workers     int       `json:"workers"`
 	Rates       []float64 `json:"rates"`  // the open loop's, by size
 	Rounds      int       `json:"rounds"` // the closed loop's
+	Together    bool      `json:"together,omitempty"`
 	WarmupS     float64   `json:"warmup_s"`
 	DurationS   float64   `json:"duration_s"`
 	ReplyTokens int       `json:"reply_tokens"`
@@ -118,7 +128,7 @@ type doorsReportConfig struct {
 }
 
 func (c DoorsConfig) report(replyTokens int) *doorsReportConfig {
-	rc := &doorsReportConfig{Doors: c.Doors, Sizes: c.Sizes, Workers: c.Workers, Rounds: c.rounds(), WarmupS: c.Warmup.Seconds(),
+	rc := &doorsReportConfig{Doors: c.Doors, Sizes: c.Sizes, Workers: c.Workers, Rounds: c.rounds(), Together: c.Together, WarmupS: c.Warmup.Seconds(),
 		DurationS: c.Duration.Seconds(), ReplyTokens: replyTokens}
 	for _, s := range c.Sizes {
 		rc.Rates = append(rc.Rates, c.rate(s))

@@ -154,8 +154,8 @@ func (r *Report) doorsMarkdown() string {
 		}
 		fmt.Fprintf(&b, "Each door gets a conversation of the size (a system prompt, then user and assistant turns; messages: %s), non-streamed, %d-token replies from the simulator at once; "+
 			"stock Caddy gets the same body on the replica's endpoint (the native door's: the same conversation as chat completions). "+
-			"Closed loop: %d workers, %s; open loop (req/s): %s; each run %g s warm-up, %g s measured, the pair's order alternating from cell to cell and round to round.\n\n",
-			strings.Join(turns, ", "), c.ReplyTokens, c.Workers, roundsText(c.Rounds), strings.Join(rates, ", "), c.WarmupS, c.DurationS)
+			"Closed loop: %d workers, %s; open loop (req/s): %s; each run %g s warm-up, %g s measured, %s.\n\n",
+			strings.Join(turns, ", "), c.ReplyTokens, c.Workers, roundsText(c.Rounds), strings.Join(rates, ", "), c.WarmupS, c.DurationS, pairText(c.Together))
 	}
 	b.WriteString("| door | size | CPU ratio | throughput ratio | open-loop CPU ratio | added p50 ms | added p99 ms | instructions / req | met |\n")
 	b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|---|\n")
@@ -177,7 +177,7 @@ func (r *Report) doorsMarkdown() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", f.Door, sizeName(f.Size), closed, open, count, yesNo(f.Met()))
 	}
-	b.WriteString("\nRatios are llmedge's ÷ stock Caddy's in the same run (closed loop: the median of the rounds' ratios, each round's pair run back to back); *met* is the closed loop's CPU ≤ " +
+	b.WriteString("\nRatios are llmedge's ÷ stock Caddy's in the same run (closed loop: the median of the rounds' ratios, each round's pair run " + pairHow(r.DoorsConfig) + "); *met* is the closed loop's CPU ≤ " +
 		fmt.Sprintf("%.2f× and throughput ≥ %.2f× without errors. ", maxDoorCPURatio, minDoorRateRatio) +
 		"Instructions per request: `BenchmarkDoors` (bench/doors_pipeline_test.go), the same bodies through the door's whole pipeline over an in-memory replica, counted by callgrind on one core (N+1 iterations less one, divided by N).")
 	if r.DoorsCountSkipped != "" {
@@ -234,4 +234,20 @@ func yesNo(ok bool) string {
 		return "yes"
 	}
 	return "no"
+}
+
+// pairText says how the closed loop's pair ran, for the method line.
+func pairText(together bool) string {
+	if together {
+		return "the closed loop's pair at the same time (half the workers each), the open loop's one after the other, its order alternating from cell to cell"
+	}
+	return "the pair's order alternating from cell to cell and round to round"
+}
+
+// pairHow says how a round's pair ran, for the note under the table.
+func pairHow(c *doorsReportConfig) string {
+	if c != nil && c.Together {
+		return "at the same time, half the workers each"
+	}
+	return "back to back"
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -29,7 +30,11 @@ func (r *runner) runDoors(ctx context.Context) error {
 		closed := scenario{Name: name + "-max", Kind: "max", Workers: dc.Workers, Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true}
 		open := scenario{Name: name + "-rate", Kind: "rate", Rate: dc.rate(cell.size), Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true}
 		for round := range dc.rounds() {
-			if err := r.runDoorPair(ctx, cell, closed, round, (i+round)%2 == 1, caddy, llmedge); err != nil {
+			run := r.runDoorPair
+			if dc.Together {
+				run = r.runDoorPairTogether
+			}
+			if err := run(ctx, cell, closed, round, (i+round)%2 == 1, caddy, llmedge); err != nil {
 				return err
 			}
 		}
@@ -64,6 +69,39 @@ func (r *runner) runDoorPair(ctx context.Context, cell doorCell, s scenario, rou
 		r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Round: round, Result: res})
 		time.Sleep(300 * time.Millisecond) // let closed connections settle
 	}
+	return nil
+}
+
+// runDoorPairTogether runs s on both targets at the same time, each with
+// half of s's workers, and records the runs as round's. swap is unused:
+// neither runs first.
+func (r *runner) runDoorPairTogether(ctx context.Context, cell doorCell, s scenario, round int, _ bool, caddy, llmedge *Target) error {
+	s.Workers /= 2
+	pair := []*Target{caddy, llmedge}
+	var results [2]Result
+	errs := make(chan error, len(pair))
+	for k, t := range pair {
+		go func() {
+			res, err := r.runOne(ctx, s, t)
+			if err != nil {
+				err = fmt.Errorf("%s on %s (together): %w", s.Name, t.Name, err)
+			}
+			results[k] = res
+			errs <- err
+		}()
+	}
+	var err error
+	for range pair {
+		err = errors.Join(err, <-errs)
+	}
+	if err != nil {
+		return err
+	}
+	for k, t := range pair {
+		r.log("%-22s %-8s %s (together)", s.Name, t.Name, results[k].brief())
+		r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Round: round, Result: results[k]})
+	}
+	time.Sleep(300 * time.Millisecond) // let closed connections settle
 	return nil
 }
 
