@@ -28,8 +28,8 @@ func stringMasks64(s *[64]byte) (quotes, backslashes, controls uint64)
 // start, are plain inside a string (no quote that is not escaped, no
 // control character, and only escapes it vouches for: see plainEscapes),
 // and the escape carry after them (see escaped), given the carry before.
-// AVX2 (skipPlain256) or AVX-512 (skipPlain512, where the CPU has F
-// and BW): only stringEndSplit calls it, which runs where AVX2 is.
+// AVX2 (skipPlain256) or AVX-512 (skipPlain512, where skipPlainWide is
+// set): only stringEndSplit calls it, which runs where AVX2 is.
 func skipPlain(s []byte, carry uint64) (n int, next uint64) {
 	if skipPlainWide {
 		return skipPlain512(s, carry)
@@ -37,9 +37,16 @@ func skipPlain(s []byte, carry uint64) (n int, next uint64) {
 	return skipPlain256(s, carry)
 }
 
-// skipPlainWide is set where skipPlain512 runs. A variable so that the
-// tests can take either way.
-var skipPlainWide = cpu.X86.Has(x86.AVX512F | x86.AVX512BW)
+// skipPlainWide is set where skipPlain512 runs. It needs AVX-512 F and
+// BW; VBMI, which it does not use, is asked for as well to leave out
+// Skylake-SP and Cascade Lake, whose cores slow their clock for a while
+// after 512-bit instructions, the rest of the process with them (Ice
+// Lake and later, and AMD's Zen 4 and later, have VBMI and barely slow).
+// A variable so that the tests can take either way.
+var skipPlainWide = cpu.X86.Has(wideFeatures)
+
+// wideFeatures are the CPU features skipPlain512 runs with.
+const wideFeatures = x86.AVX512F | x86.AVX512BW | x86.AVX512VBMI
 
 //go:noescape
 func skipPlain256(s []byte, carry uint64) (n int, next uint64)

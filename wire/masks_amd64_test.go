@@ -15,7 +15,7 @@ func skipPlainWays() map[string]func([]byte, uint64) (int, uint64) {
 	if cpu.X86.Has(x86.AVX2) {
 		ways["avx2"] = skipPlain256
 	}
-	if cpu.X86.Has(x86.AVX512F | x86.AVX512BW) {
+	if cpu.X86.Has(wideFeatures) {
 		ways["avx512"] = skipPlain512
 	}
 	return ways
