@@ -33,11 +33,13 @@ type DoorsConfig struct {
 	// the next; the median of three rarely does.
 	Rounds int
 	// Together runs the closed loop's pair at the same time, each proxy
-	// with half the workers, rather than one after the other: both then
-	// run on the machine as it is in the same seconds, and what the
-	// machine does to one it does to the other. Back to back, the ratio
-	// of one round also carries whatever changed between the two runs
-	// (on a shared 2-core virtual machine, up to ±0.2).
+	// with half the workers, rather than one after the other, so that
+	// both run on the machine as it is in the same seconds: back to back,
+	// the ratio of one round also carries whatever changed between the
+	// two runs. An experiment, not the default: on the 2-core reference
+	// machine it narrowed the rounds' spread little and raised the
+	// ratios, the two proxies slowing each other down
+	// (docs/benchmarks/doors.md).
 	Together bool
 	// Callgrind is the test binary of this package (go test -c
 	// ./bench/), whose BenchmarkDoors callgrind counts; empty takes

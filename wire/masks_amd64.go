@@ -42,7 +42,7 @@ func skipPlain(s []byte, carry uint64) (n int, next uint64) {
 // Skylake-SP and Cascade Lake, whose cores slow their clock for a while
 // after 512-bit instructions, the rest of the process with them (Ice
 // Lake and later, and AMD's Zen 4 and later, have VBMI and barely slow).
-// A variable so that the tests can take either way.
+// A variable, so that a benchmark can take either way in the same run.
 var skipPlainWide = cpu.X86.Has(wideFeatures)
 
 // wideFeatures are the CPU features skipPlain512 runs with.
