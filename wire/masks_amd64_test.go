@@ -3,6 +3,8 @@
 package wire
 
 import (
+	"testing"
+
 	"github.com/segmentio/asm/cpu"
 	"github.com/segmentio/asm/cpu/x86"
 )
@@ -19,4 +21,30 @@ func skipPlainWays() map[string]func([]byte, uint64) (int, uint64) {
 		ways["avx512"] = skipPlain512
 	}
 	return ways
+}
+
+// BenchmarkStringEndWays checks 1 MB of the pasted document with each way
+// of skipPlain this CPU has, the rest of the check alike: what the AVX-512
+// way saves on the whole check, UTF-8 pass included.
+func BenchmarkStringEndWays(b *testing.B) {
+	s := append(document([]byte{'"'}, 0, 1<<20-16), '"')
+	ways := map[string]bool{}
+	if cpu.X86.Has(x86.AVX2) {
+		ways["avx2"] = false
+	}
+	if cpu.X86.Has(wideFeatures) {
+		ways["avx512"] = true
+	}
+	for name, wide := range ways {
+		b.Run(name, func(b *testing.B) {
+			defer func(old bool) { skipPlainWide = old }(skipPlainWide)
+			skipPlainWide = wide
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if stringEnd(s, 1) != len(s)-1 {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
 }
