@@ -30,11 +30,13 @@ func (r *runner) runDoors(ctx context.Context) error {
 		closed := scenario{Name: name + "-max", Kind: "max", Workers: dc.Workers, Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true}
 		open := scenario{Name: name + "-rate", Kind: "rate", Rate: dc.rate(cell.size), Warmup: dc.Warmup, Duration: dc.Duration, PreciseCPU: true}
 		for round := range dc.rounds() {
-			run := r.runDoorPair
+			var err error
 			if dc.Together {
-				run = r.runDoorPairTogether
+				err = r.runDoorPairTogether(ctx, cell, closed, round, caddy, llmedge)
+			} else {
+				err = r.runDoorPair(ctx, cell, closed, round, (i+round)%2 == 1, caddy, llmedge)
 			}
-			if err := run(ctx, cell, closed, round, (i+round)%2 == 1, caddy, llmedge); err != nil {
+			if err != nil {
 				return err
 			}
 		}
@@ -65,17 +67,23 @@ func (r *runner) runDoorPair(ctx context.Context, cell doorCell, s scenario, rou
 		if err != nil {
 			return fmt.Errorf("%s on %s: %w", s.Name, t.Name, err)
 		}
-		r.log("%-22s %-8s %s", s.Name, t.Name, res.brief())
-		r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Round: round, Result: res})
-		time.Sleep(300 * time.Millisecond) // let closed connections settle
+		r.recordDoorRun(cell, s, round, t, res, "")
 	}
 	return nil
 }
 
+// recordDoorRun logs and records res, the run of s on t as round's, and
+// lets the run's closed connections settle before the next. note follows
+// the log line.
+func (r *runner) recordDoorRun(cell doorCell, s scenario, round int, t *Target, res Result, note string) {
+	r.log("%-22s %-8s %s%s", s.Name, t.Name, res.brief(), note)
+	r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Round: round, Result: res})
+	time.Sleep(300 * time.Millisecond)
+}
+
 // runDoorPairTogether runs s on both targets at the same time, each with
-// half of s's workers, and records the runs as round's. swap is unused:
-// neither runs first.
-func (r *runner) runDoorPairTogether(ctx context.Context, cell doorCell, s scenario, round int, _ bool, caddy, llmedge *Target) error {
+// half of s's workers, and records the runs as round's.
+func (r *runner) runDoorPairTogether(ctx context.Context, cell doorCell, s scenario, round int, caddy, llmedge *Target) error {
 	s.Workers /= 2
 	pair := []*Target{caddy, llmedge}
 	var results [2]Result
@@ -98,10 +106,8 @@ func (r *runner) runDoorPairTogether(ctx context.Context, cell doorCell, s scena
 		return err
 	}
 	for k, t := range pair {
-		r.log("%-22s %-8s %s (together)", s.Name, t.Name, results[k].brief())
-		r.report.Doors = append(r.report.Doors, DoorRun{Door: cell.door.Name, Size: cell.size, Round: round, Result: results[k]})
+		r.recordDoorRun(cell, s, round, t, results[k], " (together)")
 	}
-	time.Sleep(300 * time.Millisecond) // let closed connections settle
 	return nil
 }
 

@@ -318,9 +318,9 @@ LANES64(hexHi64<>, $0x0002000201000000, $0x0000000000000000)
 
 // func skipPlain512(s []byte, carry uint64) (n int, next uint64)
 //
-// skipPlain with AVX-512 (F and BW): a block is one register, and each
-// comparison gives its 64-bit mask at once, where AVX2 compares two
-// halves and joins their masks. The scalar part, the escapes' carry and
+// skipPlain with AVX-512 (F and BW; it runs where wideFeatures are): a
+// block is one register, and each comparison gives its 64-bit mask at
+// once, where AVX2 compares two halves and joins their masks. The scalar part, the escapes' carry and
 // the \u's digits, is skipPlain's, on the same registers.
 //
 // Every register but R14 and R15, Z0 to Z14 and K1 to K2.

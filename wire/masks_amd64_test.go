@@ -14,11 +14,24 @@ import (
 // is tested too where the CPU has it.
 func skipPlainWays() map[string]func([]byte, uint64) (int, uint64) {
 	ways := map[string]func([]byte, uint64) (int, uint64){}
+	for name, wide := range wideWays() {
+		ways[name] = skipPlain256
+		if wide {
+			ways[name] = skipPlain512
+		}
+	}
+	return ways
+}
+
+// wideWays maps each way of skipPlain this CPU runs to the value of
+// skipPlainWide that takes it.
+func wideWays() map[string]bool {
+	ways := map[string]bool{}
 	if cpu.X86.Has(x86.AVX2) {
-		ways["avx2"] = skipPlain256
+		ways["avx2"] = false
 	}
 	if cpu.X86.Has(wideFeatures) {
-		ways["avx512"] = skipPlain512
+		ways["avx512"] = true
 	}
 	return ways
 }
@@ -28,14 +41,7 @@ func skipPlainWays() map[string]func([]byte, uint64) (int, uint64) {
 // way saves on the whole check, UTF-8 pass included.
 func BenchmarkStringEndWays(b *testing.B) {
 	s := append(document([]byte{'"'}, 0, 1<<20-16), '"')
-	ways := map[string]bool{}
-	if cpu.X86.Has(x86.AVX2) {
-		ways["avx2"] = false
-	}
-	if cpu.X86.Has(wideFeatures) {
-		ways["avx512"] = true
-	}
-	for name, wide := range ways {
+	for name, wide := range wideWays() {
 		b.Run(name, func(b *testing.B) {
 			defer func(old bool) { skipPlainWide = old }(skipPlainWide)
 			skipPlainWide = wide
